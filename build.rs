@@ -1,0 +1,44 @@
+//! Records build facts the run manifest needs: the exact llama-cpp-2 and
+//! llama-cpp-sys-2 versions from Cargo.lock (the vendored llama.cpp carries no
+//! git metadata, so the sys crate's version is what pins it), and the backend
+//! the binary was built for.
+
+use std::path::Path;
+
+fn main() {
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let lock_path = Path::new(&manifest_dir).join("Cargo.lock");
+    println!("cargo:rerun-if-changed={}", lock_path.display());
+    println!("cargo:rerun-if-changed=build.rs");
+
+    let lock: Option<toml::Table> = std::fs::read_to_string(&lock_path)
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let version_of = |name: &str| -> String {
+        lock.as_ref()
+            .and_then(|t| t.get("package"))
+            .and_then(|p| p.as_array())
+            .and_then(|pkgs| {
+                pkgs.iter().find(|p| p.get("name").and_then(|n| n.as_str()) == Some(name))
+            })
+            .and_then(|p| p.get("version"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("unknown")
+            .to_string()
+    };
+    println!("cargo:rustc-env=POSRECALL_LLAMA_CPP_2_VERSION={}", version_of("llama-cpp-2"));
+    println!(
+        "cargo:rustc-env=POSRECALL_LLAMA_CPP_SYS_2_VERSION={}",
+        version_of("llama-cpp-sys-2")
+    );
+
+    let backend = ["cuda", "metal", "vulkan"]
+        .into_iter()
+        .find(|f| std::env::var(format!("CARGO_FEATURE_{}", f.to_uppercase())).is_ok())
+        .unwrap_or("cpu");
+    println!("cargo:rustc-env=POSRECALL_BACKEND={backend}");
+    println!(
+        "cargo:rustc-env=POSRECALL_TARGET={}",
+        std::env::var("TARGET").unwrap_or_default()
+    );
+}

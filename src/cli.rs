@@ -1,0 +1,226 @@
+//! Command-line definitions (clap derive) and nothing else.
+
+use crate::crop::{CropMode, LineRange};
+use crate::score::Normalize;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// posrecall: how well does a local LLM recall long code, verbatim and by position?
+///
+/// It puts one large real source file into a model's context, asks for the
+/// lines that follow the opening brace of functions spread through the file,
+/// and scores every answer line by line.
+#[derive(Debug, Parser)]
+#[command(name = "posrecall", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a GGUF model in-process on the corpus and score its answers.
+    ///
+    /// The corpus prefix is evaluated once and its state snapshot; every
+    /// question starts from that identical state.
+    Bench(BenchArgs),
+    /// List the functions a run would ask about, with their ground truth.
+    Targets(TargetsArgs),
+    /// Score answers produced elsewhere (JSONL of {"name", "response"}).
+    Score(ScoreArgs),
+}
+
+/// What picks the targets and how answers are scored; shared by every command.
+#[derive(Debug, Args, Clone)]
+pub struct TargetArgs {
+    /// How many functions to ask about, spread over the file by depth.
+    #[arg(long, default_value_t = 16)]
+    pub count: usize,
+    /// How many lines after the opening brace each answer should reproduce.
+    #[arg(long, default_value_t = 20)]
+    pub lines: usize,
+    /// Seed of the target sampler: the same seed always picks the same targets.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Keep exactly the 1-based lines A..B (inclusive) of the corpus.
+    #[arg(long, value_name = "A:B")]
+    pub crop_lines: Option<LineRange>,
+    /// Do not count blank lines anywhere (eligibility, ground truth, answers).
+    #[arg(long)]
+    pub skip_blank: bool,
+    /// A target passes when at least this many lines match.
+    #[arg(long, default_value_t = 8)]
+    pub pass: usize,
+    /// How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one).
+    #[arg(long, value_enum, default_value_t = Normalize::Trim)]
+    pub normalize: Normalize,
+}
+
+#[derive(Debug, Args)]
+pub struct TargetsArgs {
+    /// The source file (JavaScript: .js, .mjs, .cjs, .jsx).
+    pub corpus: PathBuf,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Print the self-contained targets file (JSON) that `score` reads.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write JSONL {"name", "prompt"}: the complete prompt (file, then question) per target.
+    #[arg(long, value_name = "FILE")]
+    pub emit_prompts: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ScoreArgs {
+    /// A targets file written by `posrecall targets --json`.
+    pub targets: PathBuf,
+    /// Answers, one JSON object per line: {"name": ..., "response": ...}.
+    pub responses: PathBuf,
+    /// Write the run file (JSON) here.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Override the pass threshold recorded in the targets file.
+    #[arg(long)]
+    pub pass: Option<usize>,
+    /// Override the normalisation recorded in the targets file.
+    #[arg(long, value_enum)]
+    pub normalize: Option<Normalize>,
+    /// Print only the aggregate, not the per-target diffs.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// KV-cache element types llama.cpp accepts for `--kv`, `--kv-k`, `--kv-v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "lower")]
+pub enum KvType {
+    F32,
+    F16,
+    Bf16,
+    Q8_0,
+    Q5_1,
+    Q5_0,
+    Q4_1,
+    Q4_0,
+    Iq4Nl,
+}
+
+impl KvType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvType::F32 => "f32",
+            KvType::F16 => "f16",
+            KvType::Bf16 => "bf16",
+            KvType::Q8_0 => "q8_0",
+            KvType::Q5_1 => "q5_1",
+            KvType::Q5_0 => "q5_0",
+            KvType::Q4_1 => "q4_1",
+            KvType::Q4_0 => "q4_0",
+            KvType::Iq4Nl => "iq4_nl",
+        }
+    }
+
+    pub fn is_quantized(self) -> bool {
+        !matches!(self, KvType::F32 | KvType::F16 | KvType::Bf16)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOffAuto {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbeKind {
+    /// Chat where the GGUF has a chat template, else completion.
+    Auto,
+    /// The model's own chat template wraps file and question.
+    Chat,
+    /// The file, a comment, then the function header: the model continues.
+    Completion,
+}
+
+/// `--ctx N` or `--ctx auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtxSize {
+    Auto,
+    Fixed(u32),
+}
+
+impl std::str::FromStr for CtxSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            return Ok(CtxSize::Auto);
+        }
+        s.parse::<u32>()
+            .ok()
+            .filter(|n| *n >= 64)
+            .map(CtxSize::Fixed)
+            .ok_or_else(|| format!("expected `auto` or a token count >= 64, got `{s}`"))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The model file (GGUF).
+    pub model: PathBuf,
+    /// The source file to recall from (default: the corpus `scripts/fetch-corpus` fetched).
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// KV-cache type for both K and V.
+    #[arg(long, value_enum, default_value_t = KvType::Q8_0)]
+    pub kv: KvType,
+    /// KV-cache type for K (overrides --kv).
+    #[arg(long, value_enum)]
+    pub kv_k: Option<KvType>,
+    /// KV-cache type for V (overrides --kv; a quantised V needs flash attention).
+    #[arg(long, value_enum)]
+    pub kv_v: Option<KvType>,
+    /// Layers to offload to the GPU (default: all, when the build has a GPU backend).
+    #[arg(long)]
+    pub gpu_layers: Option<u32>,
+    /// Context size in tokens, or `auto`: prefix + question + answer budget, capped at the trained context.
+    #[arg(long, default_value = "auto")]
+    pub ctx: CtxSize,
+    /// When the corpus does not fit: keep the first lines (head), the densest window (densest), or fail (none).
+    #[arg(long, value_enum, default_value_t = CropMode::Head)]
+    pub crop: CropMode,
+    /// Cap the kept prefix at this many tokens.
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<i32>,
+    /// Flash attention.
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    pub flash_attn: OnOffAuto,
+    /// Keep the whole sequence in a sliding-window model's cache (off keeps only the window, as llama-server does).
+    #[arg(long, value_enum, default_value_t = OnOff::Off)]
+    pub swa_full: OnOff,
+    /// How the question is put to the model.
+    #[arg(long, value_enum, default_value_t = ProbeKind::Auto)]
+    pub probe: ProbeKind,
+    /// A label for this model build in reports (default: the file name).
+    #[arg(long)]
+    pub build: Option<String>,
+    /// Generation cap per answer (default: 20 tokens per line of the expected window).
+    #[arg(long)]
+    pub max_new_tokens: Option<usize>,
+    /// Write the run file (JSON) here.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Print only the aggregate, not the per-target diffs.
+    #[arg(long, short)]
+    pub quiet: bool,
+}

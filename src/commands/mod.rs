@@ -1,0 +1,61 @@
+//! One file per subcommand: each wires the pipeline stages together.
+
+pub mod bench;
+pub mod score;
+pub mod targets;
+
+use crate::cli::TargetArgs;
+use crate::crop::{Crop, CropMode};
+use crate::corpus::Corpus;
+use crate::run::Params;
+use crate::targets::TargetOptions;
+
+impl TargetArgs {
+    pub fn options(&self) -> TargetOptions {
+        TargetOptions {
+            count: self.count,
+            lines: self.lines,
+            seed: self.seed,
+            skip_blank: self.skip_blank,
+        }
+    }
+
+    /// The parameters recorded in run and targets files.
+    pub fn params(&self) -> Params {
+        Params {
+            count: self.count,
+            lines: self.lines,
+            pass: self.pass,
+            seed: self.seed,
+            normalize: self.normalize,
+            skip_blank: self.skip_blank,
+            probe: None,
+            max_new_tokens: None,
+            decode_mode: None,
+        }
+    }
+
+    /// Checks the numbers make sense together.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.count == 0 {
+            anyhow::bail!("--count must be at least 1");
+        }
+        if self.lines == 0 {
+            anyhow::bail!("--lines must be at least 1");
+        }
+        if self.pass > self.lines {
+            anyhow::bail!("--pass {} is more than --lines {}: nothing could pass", self.pass, self.lines);
+        }
+        Ok(())
+    }
+}
+
+/// The crop record of 0-based lines `first..=last`.
+pub fn crop_record(corpus: &Corpus, mode: CropMode, first: usize, last: usize) -> Crop {
+    Crop {
+        mode,
+        first_line: first + 1,
+        last_line: last + 1,
+        sha256: crate::fsutil::sha256_hex(corpus.slice_lines(first, last).as_bytes()),
+    }
+}

@@ -1,0 +1,107 @@
+//! `posrecall score`: score answers that a model produced elsewhere.
+
+use crate::cli::ScoreArgs;
+use crate::report::terminal;
+use crate::run::{FORMAT_VERSION, Manifest, RunFile, Runtime, Summary, TargetResult, TargetsFile};
+use crate::score::{self, ScoreOptions};
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use std::collections::HashMap;
+
+#[derive(Deserialize)]
+struct Answer {
+    name: String,
+    response: String,
+}
+
+/// Reads `{"name", "response"}` lines; blank lines are skipped.
+fn read_answers(path: &std::path::Path) -> Result<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read responses {}", path.display()))?;
+    let mut answers = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let a: Answer = serde_json::from_str(line).with_context(|| {
+            format!("{} line {}: expected {{\"name\": ..., \"response\": ...}}", path.display(), i + 1)
+        })?;
+        if answers.insert(a.name.clone(), a.response).is_some() {
+            bail!("{} line {}: a second answer for `{}`", path.display(), i + 1, a.name);
+        }
+    }
+    Ok(answers)
+}
+
+pub fn run(args: &ScoreArgs) -> Result<()> {
+    let targets = TargetsFile::load(&args.targets)?;
+    let mut answers = read_answers(&args.responses)?;
+    if let Some(unknown) = answers.keys().find(|n| !targets.targets.iter().any(|t| &t.name == *n)) {
+        bail!(
+            "{} answers `{unknown}`, which is not a target in {}",
+            args.responses.display(),
+            args.targets.display()
+        );
+    }
+    let mut params = targets.params.clone();
+    if let Some(p) = args.pass {
+        params.pass = p;
+    }
+    if let Some(n) = args.normalize {
+        params.normalize = n;
+    }
+    if params.pass > params.lines {
+        bail!("--pass {} is more than the targets' {} lines: nothing could pass", params.pass, params.lines);
+    }
+    let opts = ScoreOptions {
+        lines: params.lines,
+        pass: params.pass,
+        normalize: params.normalize,
+        skip_blank: params.skip_blank,
+    };
+    let mut results = Vec::with_capacity(targets.targets.len());
+    let mut unanswered = 0;
+    for t in &targets.targets {
+        let response = answers.remove(&t.name).unwrap_or_else(|| {
+            unanswered += 1;
+            String::new()
+        });
+        let lines = score::parse_response(&response, &t.header, opts.skip_blank);
+        let s = score::score(&t.expected, &t.extra_window, &lines, &opts);
+        results.push(TargetResult::new(t, response, s));
+    }
+    if unanswered > 0 {
+        eprintln!("note: {unanswered} target(s) had no answer and were scored as empty answers");
+    }
+    let run = RunFile {
+        format: FORMAT_VERSION,
+        manifest: Manifest {
+            command: "score".into(),
+            model: None,
+            context: None,
+            corpus: targets.corpus.clone(),
+            params,
+            runtime: Runtime::current(),
+        },
+        summary: Summary::of(&results),
+        targets: results,
+        timings: None,
+    };
+    if let Some(out) = &args.out {
+        run.save(out)?;
+    }
+    print_run(&run, args.quiet);
+    Ok(())
+}
+
+/// Prints the legend, every target's diff (unless quiet) and the aggregate.
+pub fn print_run(run: &RunFile, quiet: bool) {
+    let color = terminal::stdout_wants_color();
+    if !quiet {
+        println!("{}\n", terminal::legend(color));
+        for t in &run.targets {
+            println!("{}", terminal::target_diff(t, run.manifest.params.lines, color));
+        }
+    }
+    print!("{}", terminal::summary(&run.summary));
+}

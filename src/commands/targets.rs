@@ -1,0 +1,87 @@
+//! `posrecall targets`: the functions a run would ask about.
+
+use crate::cli::TargetsArgs;
+use crate::commands::crop_record;
+use crate::corpus::Source;
+use crate::crop::CropMode;
+use crate::run::{CorpusInfo, FORMAT_VERSION, TargetsFile};
+use crate::{fsutil, prompt, targets};
+use anyhow::Result;
+use std::fmt::Write as _;
+
+/// What would fix too few targets when the range is chosen by hand.
+pub const HINT: &str =
+    "lower --count or --lines, or choose a --crop-lines range that holds more functions";
+
+pub fn run(args: &TargetsArgs) -> Result<()> {
+    args.target.validate()?;
+    let (src, file) = build(&args.corpus, &args.target)?;
+    if let Some(note) = src.error_note() {
+        eprintln!("{note}");
+    }
+    if let Some(path) = &args.emit_prompts {
+        let corpus = &src.corpus;
+        let kept = corpus.slice_lines(file.corpus.crop.first_line - 1, file.corpus.crop.last_line - 1);
+        let mut jsonl = String::new();
+        for t in &file.targets {
+            let q = prompt::query(&t.name, file.params.lines, file.params.skip_blank);
+            let line = serde_json::json!({"name": t.name, "prompt": prompt::instruction_prompt(kept, &q)});
+            jsonl.push_str(&line.to_string());
+            jsonl.push('\n');
+        }
+        fsutil::write_atomic(path, jsonl.as_bytes())?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&file)?);
+    } else {
+        print!("{}", table(&file));
+    }
+    Ok(())
+}
+
+/// Reads, crops, selects: the targets file for `corpus` under `opts`.
+pub fn build(path: &std::path::Path, opts: &crate::cli::TargetArgs) -> Result<(Source, TargetsFile)> {
+    let src = Source::open(path)?;
+    let corpus = &src.corpus;
+    let (mode, (first, last)) = match opts.crop_lines {
+        Some(r) => (CropMode::Lines, r.to_zero_based(corpus.line_count())?),
+        None => (CropMode::None, (0, corpus.line_count() - 1)),
+    };
+    let selected = targets::select(corpus, &src.parsed, first, last, &opts.options(), HINT)?;
+    let file = TargetsFile {
+        format: FORMAT_VERSION,
+        corpus: CorpusInfo {
+            path: corpus.path.display().to_string(),
+            sha256: corpus.sha256.clone(),
+            language: src.language.name().to_string(),
+            crop: crop_record(corpus, mode, first, last),
+            prefix_tokens: None,
+        },
+        params: opts.params(),
+        error_regions: src.parsed.error_regions,
+        targets: selected,
+    };
+    Ok((src, file))
+}
+
+/// The human-readable listing: name, line, depth, first expected line.
+fn table(file: &TargetsFile) -> String {
+    let width = file.targets.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} targets in {} (lines {}..{}, {} lines each, seed {})",
+        file.targets.len(),
+        file.corpus.path,
+        file.corpus.crop.first_line,
+        file.corpus.crop.last_line,
+        file.params.lines,
+        file.params.seed
+    );
+    let _ = writeln!(out, "{:<width$}  {:>6}  {:>5}  first expected line", "name", "line", "depth");
+    for t in &file.targets {
+        let first: String = t.expected.first().map(|l| l.trim()).unwrap_or("").chars().take(60).collect();
+        let _ = writeln!(out, "{:<width$}  {:>6}  {:>5.3}  {}", t.name, t.line, t.depth, first);
+    }
+    out
+}

@@ -1,0 +1,183 @@
+//! Cropping: which range of whole lines of the corpus the model is given.
+//!
+//! A small-context model cannot hold a 100K-token library, so posrecall keeps a
+//! range of whole lines. The range is chosen from per-line costs (tokens, once a
+//! model is loaded) so that this module needs no tokenizer: see
+//! [`choose_range`]. Targets come only from the kept range, and depth is measured
+//! within it.
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+/// How the kept range was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CropMode {
+    /// The first lines that fit.
+    Head,
+    /// The window of lines that fits and holds the most eligible targets.
+    Densest,
+    /// Keep the whole file; not fitting is an error.
+    None,
+    /// Exactly the lines given with `--crop-lines A:B`.
+    #[value(skip)]
+    Lines,
+}
+
+/// The kept range, as recorded in `manifest.corpus.crop` and in targets files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Crop {
+    pub mode: CropMode,
+    /// 1-based, inclusive.
+    pub first_line: usize,
+    /// 1-based, inclusive.
+    pub last_line: usize,
+    /// sha256 of the kept text (line endings included).
+    pub sha256: String,
+}
+
+/// A 1-based inclusive line range as typed on the command line: `A:B`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRange {
+    pub first: usize,
+    pub last: usize,
+}
+
+impl std::str::FromStr for LineRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (a, b) = s
+            .split_once(':')
+            .ok_or_else(|| format!("expected A:B (1-based, inclusive line numbers), got `{s}`"))?;
+        let first: usize = a.trim().parse().map_err(|_| format!("`{a}` is not a line number"))?;
+        let last: usize = b.trim().parse().map_err(|_| format!("`{b}` is not a line number"))?;
+        if first == 0 || last < first {
+            return Err(format!("line range {s} must satisfy 1 <= A <= B"));
+        }
+        Ok(LineRange { first, last })
+    }
+}
+
+impl LineRange {
+    /// Checks the range against a file of `line_count` lines and returns 0-based bounds.
+    pub fn to_zero_based(self, line_count: usize) -> Result<(usize, usize)> {
+        if self.last > line_count {
+            bail!(
+                "--crop-lines {}:{} goes past the end of the corpus ({} lines)",
+                self.first,
+                self.last,
+                line_count
+            );
+        }
+        Ok((self.first - 1, self.last - 1))
+    }
+}
+
+/// Chooses 0-based inclusive `(first, last)` lines under a budget.
+///
+/// `cost[i]` is what line `i` costs (tokens); the kept lines' costs must sum to at
+/// most `budget`. `spans` are the eligible targets as 0-based inclusive line spans
+/// (declaration line through the last line its scoring needs); `densest` keeps the
+/// window that holds the most of them entirely, the earliest among equals.
+pub fn choose_range(
+    mode: CropMode,
+    cost: &[usize],
+    budget: usize,
+    spans: &[(usize, usize)],
+) -> Result<(usize, usize)> {
+    let n = cost.len();
+    if n == 0 {
+        bail!("the corpus has no lines");
+    }
+    let total: usize = cost.iter().sum();
+    match mode {
+        CropMode::None | CropMode::Lines => {
+            if total > budget {
+                bail!(
+                    "the corpus needs {total} tokens but only {budget} fit in the context; \
+                     use --crop head or --crop densest, --crop-lines A:B, or a larger --ctx"
+                );
+            }
+            Ok((0, n - 1))
+        }
+        CropMode::Head => {
+            let mut sum = 0;
+            let mut last = None;
+            for (i, c) in cost.iter().enumerate() {
+                if sum + c > budget {
+                    break;
+                }
+                sum += c;
+                last = Some(i);
+            }
+            match last {
+                Some(l) => Ok((0, l)),
+                None => bail!("not even the first line of the corpus fits in {budget} tokens"),
+            }
+        }
+        CropMode::Densest => {
+            // Two pointers: for each first line, the furthest last line that fits.
+            let mut best: Option<(usize, usize, usize)> = None; // (count, first, last)
+            let mut last_fit = 0usize; // exclusive end
+            let mut sum = 0usize;
+            for first in 0..n {
+                if last_fit < first {
+                    last_fit = first;
+                    sum = 0;
+                }
+                while last_fit < n && sum + cost[last_fit] <= budget {
+                    sum += cost[last_fit];
+                    last_fit += 1;
+                }
+                if last_fit > first {
+                    let last = last_fit - 1;
+                    let count = spans
+                        .iter()
+                        .filter(|(a, b)| *a >= first && *b <= last)
+                        .count();
+                    if best.is_none_or(|(c, _, _)| count > c) {
+                        best = Some((count, first, last));
+                    }
+                    sum -= cost[first];
+                }
+            }
+            match best {
+                Some((_, f, l)) => Ok((f, l)),
+                None => bail!("no line of the corpus fits in {budget} tokens"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ranges() {
+        assert_eq!("3:9".parse::<LineRange>().unwrap(), LineRange { first: 3, last: 9 });
+        assert!("0:9".parse::<LineRange>().is_err());
+        assert!("9:3".parse::<LineRange>().is_err());
+        assert!("x".parse::<LineRange>().is_err());
+    }
+
+    #[test]
+    fn head_keeps_prefix_that_fits() {
+        assert_eq!(choose_range(CropMode::Head, &[3, 3, 3, 3], 7, &[]).unwrap(), (0, 1));
+        assert!(choose_range(CropMode::Head, &[9], 7, &[]).is_err());
+    }
+
+    #[test]
+    fn none_fails_when_too_big() {
+        assert!(choose_range(CropMode::None, &[3, 3, 3], 8, &[]).is_err());
+        assert_eq!(choose_range(CropMode::None, &[3, 3, 3], 9, &[]).unwrap(), (0, 2));
+    }
+
+    #[test]
+    fn densest_finds_the_window_with_most_targets() {
+        let cost = vec![1; 100];
+        let spans = [(5, 8), (60, 65), (70, 75), (80, 88)];
+        let (f, l) = choose_range(CropMode::Densest, &cost, 30, &spans).unwrap();
+        assert!(f <= 60 && l >= 88, "{f}..{l}");
+    }
+}

@@ -1,0 +1,33 @@
+//! The only code that touches llama.cpp.
+//!
+//! [`model`] loads a GGUF file and reads its metadata; [`session`] owns a
+//! context: prefill, snapshot, restore and greedy generation, with timings.
+
+pub mod model;
+pub mod session;
+
+use anyhow::{Result, anyhow};
+use llama_cpp_2::llama_backend::LlamaBackend;
+use std::sync::OnceLock;
+
+static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();
+
+/// The process-wide llama.cpp backend, initialised once. llama.cpp's own log
+/// output is silenced unless `POSRECALL_LLAMA_LOG` is set, so that the
+/// terminal shows posrecall's progress, not the loader's chatter.
+pub fn backend() -> Result<&'static LlamaBackend> {
+    if let Some(b) = BACKEND.get() {
+        return Ok(b);
+    }
+    let mut b = LlamaBackend::init().map_err(|e| anyhow!("cannot start llama.cpp: {e}"))?;
+    if std::env::var_os("POSRECALL_LLAMA_LOG").is_none() {
+        b.void_logs();
+    }
+    // A concurrent caller may have won the race; either backend is the same one.
+    Ok(BACKEND.get_or_init(|| b))
+}
+
+/// The backend this binary was built for: `cpu`, `cuda`, `metal` or `vulkan`.
+pub fn backend_name() -> &'static str {
+    env!("POSRECALL_BACKEND")
+}

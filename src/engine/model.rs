@@ -1,0 +1,267 @@
+//! Loading a GGUF model, its metadata, and a cached sha256 of the file.
+
+use anyhow::{Context, Result, bail};
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::LlamaModel;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A loaded model and what the run manifest says about it.
+pub struct Model {
+    pub model: LlamaModel,
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size_bytes: u64,
+    pub architecture: Option<String>,
+    pub name: Option<String>,
+    pub file_type: Option<String>,
+    pub n_params: u64,
+    pub n_ctx_train: u32,
+    /// The Jinja chat template stored in the GGUF, if any.
+    pub chat_template: Option<String>,
+    pub recurrent_or_hybrid: bool,
+    /// Milliseconds spent hashing (0 when the hash came from the cache).
+    pub hash_ms: f64,
+    /// Milliseconds llama.cpp spent loading the weights.
+    pub load_ms: f64,
+}
+
+/// Loads `path` with `gpu_layers` layers offloaded.
+pub fn load(path: &Path, gpu_layers: u32) -> Result<Model> {
+    check_gguf(path)?;
+    let size_bytes = std::fs::metadata(path)?.len();
+    let t = Instant::now();
+    let sha256 = cached_sha256(path)?;
+    let hash_ms = t.elapsed().as_secs_f64() * 1e3;
+
+    let backend = super::backend()?;
+    let t = Instant::now();
+    let params = LlamaModelParams::default().with_n_gpu_layers(gpu_layers);
+    let model = LlamaModel::load_from_file(backend, path, &params).map_err(|_| {
+        anyhow::anyhow!(
+            "llama.cpp could not load {} (a truncated or corrupt GGUF, or an architecture this llama.cpp does not know)",
+            path.display()
+        )
+    })?;
+    let load_ms = t.elapsed().as_secs_f64() * 1e3;
+
+    let meta = |k: &str| model.meta_val_str(k).ok().filter(|s| !s.is_empty());
+    let file_type = meta("general.file_type").map(|v| match v.parse::<u32>() {
+        Ok(n) => file_type_name(n),
+        Err(_) => v,
+    });
+    let chat_template = model
+        .chat_template(None)
+        .ok()
+        .and_then(|t| t.to_string().ok())
+        .filter(|t| !t.trim().is_empty());
+    Ok(Model {
+        path: path.to_path_buf(),
+        sha256,
+        size_bytes,
+        architecture: meta("general.architecture"),
+        name: meta("general.name"),
+        file_type,
+        n_params: model.n_params(),
+        n_ctx_train: model.n_ctx_train(),
+        chat_template,
+        recurrent_or_hybrid: model.is_recurrent() || model.is_hybrid(),
+        hash_ms,
+        load_ms,
+        model,
+    })
+}
+
+/// A missing file or one without the GGUF magic fails here, with a message,
+/// before llama.cpp sees it.
+fn check_gguf(path: &Path) -> Result<()> {
+    if !path.exists() {
+        bail!("model file {} does not exist", path.display());
+    }
+    if !path.is_file() {
+        bail!("model path {} is not a file", path.display());
+    }
+    let mut magic = [0u8; 4];
+    let mut f = std::fs::File::open(path)
+        .with_context(|| format!("cannot open model {}", path.display()))?;
+    if f.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
+        bail!("{} is not a GGUF model file", path.display());
+    }
+    Ok(())
+}
+
+/// The name llama.cpp gives a `general.file_type` value (the quantisation).
+fn file_type_name(n: u32) -> String {
+    let name = match n {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        19 => "IQ2_XXS",
+        20 => "IQ2_XS",
+        21 => "Q2_K_S",
+        22 => "IQ3_XS",
+        23 => "IQ3_XXS",
+        24 => "IQ1_S",
+        25 => "IQ4_NL",
+        26 => "IQ3_S",
+        27 => "IQ3_M",
+        28 => "IQ2_S",
+        29 => "IQ2_M",
+        30 => "IQ4_XS",
+        31 => "IQ1_M",
+        32 => "BF16",
+        36 => "TQ1_0",
+        37 => "TQ2_0",
+        38 => "MXFP4_MOE",
+        _ => return format!("type {n}"),
+    };
+    name.to_string()
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct HashCache {
+    files: BTreeMap<String, HashEntry>,
+}
+
+#[derive(Serialize, Deserialize, Clone, PartialEq)]
+struct HashEntry {
+    size: u64,
+    mtime_ns: u128,
+    sha256: String,
+}
+
+/// The file's sha256, computed once and cached by (path, size, mtime): hashing
+/// a 20 GB model on every run would cost a minute.
+pub fn cached_sha256(path: &Path) -> Result<String> {
+    let canonical = std::fs::canonicalize(path)?;
+    let meta = std::fs::metadata(&canonical)?;
+    let mtime_ns = meta
+        .modified()
+        .ok()
+        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let key = canonical.display().to_string();
+    let cache_path = crate::fsutil::cache_dir().join("sha256-cache.json");
+    let mut cache: HashCache = std::fs::read_to_string(&cache_path)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    if let Some(e) = cache.files.get(&key)
+        && e.size == meta.len()
+        && e.mtime_ns == mtime_ns
+    {
+        return Ok(e.sha256.clone());
+    }
+    let sha256 = hash_file(&canonical)?;
+    cache.files.insert(
+        key,
+        HashEntry {
+            size: meta.len(),
+            mtime_ns,
+            sha256: sha256.clone(),
+        },
+    );
+    // A cache that cannot be written only costs time on the next run.
+    if std::fs::create_dir_all(crate::fsutil::cache_dir()).is_ok()
+        && let Ok(json) = serde_json::to_string_pretty(&cache)
+    {
+        let _ = crate::fsutil::write_atomic(&cache_path, json.as_bytes());
+    }
+    Ok(sha256)
+}
+
+fn hash_file(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+impl Model {
+    /// The text of the BOS token, as a chat template refers to it.
+    pub fn bos_text(&self) -> String {
+        let vocab = self.model.vocab();
+        String::from_utf8_lossy(&vocab.token_to_piece(vocab.bos(), true, None)).into_owned()
+    }
+
+    /// The text of the EOS token.
+    pub fn eos_text(&self) -> String {
+        let vocab = self.model.vocab();
+        String::from_utf8_lossy(&vocab.token_to_piece(vocab.eos(), true, None)).into_owned()
+    }
+
+    /// Tokenizes the start of a prompt: BOS is added when the model wants one
+    /// and the text does not already begin with it (a chat template that writes
+    /// `{{ bos_token }}` itself), so BOS appears exactly once.
+    pub fn tokenize_prefix(&self, text: &str) -> Vec<llama_cpp_2::token::LlamaToken> {
+        let vocab = self.model.vocab();
+        let bos = self.bos_text();
+        let add_bos = vocab.should_add_bos() && (bos.is_empty() || !text.starts_with(&bos));
+        vocab.tokenize(text.as_bytes(), add_bos, true)
+    }
+
+    /// Tokenizes text that continues a prompt: no BOS; special tokens of a
+    /// chat template are parsed as such.
+    pub fn tokenize_rest(&self, text: &str) -> Vec<llama_cpp_2::token::LlamaToken> {
+        self.model.vocab().tokenize(text.as_bytes(), false, true)
+    }
+
+    /// Tokenizes plain text (no BOS, no special tokens), for cost estimates.
+    pub fn tokenize_plain(&self, text: &str) -> Vec<llama_cpp_2::token::LlamaToken> {
+        self.model.vocab().tokenize(text.as_bytes(), false, false)
+    }
+
+    /// The byte length of each token's text, to map tokens back to bytes.
+    pub fn piece_lengths(&self, tokens: &[llama_cpp_2::token::LlamaToken]) -> Vec<usize> {
+        let vocab = self.model.vocab();
+        let mut buf = Vec::new();
+        tokens
+            .iter()
+            .map(|&t| {
+                buf.clear();
+                vocab.token_to_piece_into(t, &mut buf, false, None);
+                buf.len()
+            })
+            .collect()
+    }
+
+    /// llama.cpp's built-in chat renderer, used only when Jinja rendering fails.
+    pub fn render_builtin(&self, content: &str) -> Result<String> {
+        use llama_cpp_2::model::LlamaChatMessage;
+        let tmpl = self
+            .model
+            .chat_template(None)
+            .map_err(|e| anyhow::anyhow!("no chat template: {e}"))?;
+        let msg = LlamaChatMessage::new("user".into(), content.into())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.model
+            .apply_chat_template(&tmpl, &[msg], true)
+            .map_err(|e| anyhow::anyhow!("llama.cpp could not apply the chat template: {e}"))
+    }
+}

@@ -1,0 +1,238 @@
+//! One llama.cpp context: prefill, snapshot, restore, greedy generation.
+//!
+//! The prefix (file) is evaluated once and its sequence state is copied out
+//! with `state_seq_get`. Each question restores that full state, so every
+//! question starts from the identical state. Restoring the whole sequence
+//! state, rather than removing the question's tokens from the cache, is what
+//! keeps sliding-window models (whose cache has already forgotten old
+//! positions) and recurrent/hybrid models (whose state cannot be rolled back)
+//! exact.
+
+use super::model::Model;
+use crate::cli::{KvType, OnOffAuto};
+use anyhow::{Context, Result, anyhow, bail};
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
+use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use std::num::NonZeroU32;
+use std::time::Instant;
+
+/// Every context parameter a run records.
+#[derive(Debug, Clone)]
+pub struct ContextConfig {
+    pub n_ctx: u32,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub threads: i32,
+    pub type_k: KvType,
+    pub type_v: KvType,
+    pub flash_attn: OnOffAuto,
+    pub swa_full: bool,
+}
+
+impl ContextConfig {
+    /// Refuses combinations llama.cpp would reject less clearly.
+    pub fn validate(&self) -> Result<()> {
+        if self.type_v.is_quantized() && self.flash_attn == OnOffAuto::Off {
+            bail!(
+                "a quantised V cache (--kv-v {}) needs flash attention; drop --flash-attn off or use --kv-v f16",
+                self.type_v.as_str()
+            );
+        }
+        Ok(())
+    }
+}
+
+fn kv_cache_type(t: KvType) -> KvCacheType {
+    match t {
+        KvType::F32 => KvCacheType::F32,
+        KvType::F16 => KvCacheType::F16,
+        KvType::Bf16 => KvCacheType::BF16,
+        KvType::Q8_0 => KvCacheType::Q8_0,
+        KvType::Q5_1 => KvCacheType::Q5_1,
+        KvType::Q5_0 => KvCacheType::Q5_0,
+        KvType::Q4_1 => KvCacheType::Q4_1,
+        KvType::Q4_0 => KvCacheType::Q4_0,
+        KvType::Iq4Nl => KvCacheType::IQ4_NL,
+    }
+}
+
+/// One generated answer.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub text: String,
+    pub tokens: Vec<LlamaToken>,
+    /// Query evaluation plus generation, in milliseconds.
+    pub ms: f64,
+}
+
+/// A context over one model, holding at most one snapshot.
+pub struct Session<'m> {
+    pub ctx: LlamaContext<'m>,
+    model: &'m Model,
+    n_batch: usize,
+    /// Tokens in the evaluated prefix (positions 0..prefix_len).
+    prefix_len: usize,
+    snapshot: Option<SeqState>,
+}
+
+impl<'m> Session<'m> {
+    pub fn new(model: &'m Model, cfg: &ContextConfig) -> Result<Session<'m>> {
+        cfg.validate()?;
+        let flash = match cfg.flash_attn {
+            OnOffAuto::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
+            OnOffAuto::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
+            OnOffAuto::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
+        };
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(cfg.n_ctx))
+            .with_n_batch(cfg.n_batch)
+            .with_n_ubatch(cfg.n_ubatch)
+            .with_n_seq_max(1)
+            .with_n_threads(cfg.threads)
+            .with_n_threads_batch(cfg.threads)
+            .with_type_k(kv_cache_type(cfg.type_k))
+            .with_type_v(kv_cache_type(cfg.type_v))
+            .with_flash_attention_policy(flash)
+            .with_swa_full(cfg.swa_full)
+            .with_no_perf(false);
+        let ctx = model
+            .model
+            .new_context(super::backend()?, params)
+            .map_err(|_| {
+                anyhow!(
+                    "llama.cpp could not create a context of {} tokens with K {} / V {} (out of memory, or a KV type this model or backend does not support)",
+                    cfg.n_ctx,
+                    cfg.type_k.as_str(),
+                    cfg.type_v.as_str()
+                )
+            })?;
+        Ok(Session {
+            ctx,
+            model,
+            n_batch: cfg.n_batch as usize,
+            prefix_len: 0,
+            snapshot: None,
+        })
+    }
+
+    /// Evaluates `tokens` at positions 0.. in `n_batch` chunks; `progress`
+    /// gets the number of tokens done after each chunk.
+    pub fn prefill(&mut self, tokens: &[LlamaToken], mut progress: impl FnMut(usize)) -> Result<()> {
+        self.ctx.clear_kv_cache();
+        self.snapshot = None;
+        self.decode_at(tokens, 0, false, &mut progress)
+            .context("prefill failed")?;
+        self.prefix_len = tokens.len();
+        Ok(())
+    }
+
+    /// Decodes `tokens` at positions `start..` in chunks; with `logits_last`
+    /// the last token's logits are kept for sampling.
+    fn decode_at(
+        &mut self,
+        tokens: &[LlamaToken],
+        start: usize,
+        logits_last: bool,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<()> {
+        let mut batch = LlamaBatch::new(self.n_batch, 1);
+        let mut done = 0;
+        for chunk in tokens.chunks(self.n_batch) {
+            batch.clear();
+            for (i, &tok) in chunk.iter().enumerate() {
+                let pos = start + done + i;
+                let last = done + i + 1 == tokens.len();
+                batch.add(tok, pos as i32, &[0], logits_last && last)?;
+            }
+            self.ctx.decode(&mut batch).map_err(|e| {
+                anyhow!("llama.cpp decode failed at position {}: {e}", start + done)
+            })?;
+            done += chunk.len();
+            progress(done);
+        }
+        Ok(())
+    }
+
+    /// Copies the evaluated prefix's sequence state out; returns its size in bytes.
+    pub fn snapshot(&mut self) -> Result<usize> {
+        let state = self
+            .ctx
+            .state_seq_get(0, LlamaStateSeqFlags::empty())
+            .map_err(|e| anyhow!("cannot snapshot the prefix state: {e}"))?;
+        let bytes = state.byte_len();
+        self.snapshot = Some(state);
+        Ok(bytes)
+    }
+
+    /// Puts the snapshot back: the sequence is cleared, then the whole saved
+    /// state (cache cells and any recurrent state) is written back.
+    pub fn restore(&mut self) -> Result<()> {
+        let state = self
+            .snapshot
+            .as_ref()
+            .ok_or_else(|| anyhow!("no snapshot to restore"))?;
+        // Clearing a whole sequence works for every memory type; only partial
+        // removal is refused by recurrent ones.
+        let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
+        self.ctx
+            .state_seq_set(state, 0)
+            .map_err(|e| anyhow!("cannot restore the prefix state: {e}"))?;
+        Ok(())
+    }
+
+    /// Evaluates `query` after the prefix and generates greedily until an
+    /// end-of-generation token, `max_new` tokens, or `stop(text)` says so
+    /// (checked after each token that ends a line).
+    pub fn generate(
+        &mut self,
+        query: &[LlamaToken],
+        max_new: usize,
+        stop: impl Fn(&str) -> bool,
+    ) -> Result<Generation> {
+        if query.is_empty() {
+            bail!("empty question");
+        }
+        let t = Instant::now();
+        let vocab = self.model.model.vocab();
+        self.decode_at(query, self.prefix_len, true, &mut |_| {})
+            .context("evaluating the question failed")?;
+        let mut sampler = LlamaSampler::greedy();
+        let mut pos = self.prefix_len + query.len();
+        let mut bytes = Vec::new();
+        let mut tokens = Vec::new();
+        let mut batch = LlamaBatch::new(1, 1);
+        let mut logits_idx = ((query.len() - 1) % self.n_batch) as i32;
+        while tokens.len() < max_new {
+            let tok = sampler.sample(&self.ctx, logits_idx);
+            if vocab.is_eog(tok) {
+                break;
+            }
+            tokens.push(tok);
+            let piece = vocab.token_to_piece(tok, false, None);
+            let ends_line = piece.contains(&b'\n');
+            bytes.extend_from_slice(&piece);
+            if ends_line && stop(&String::from_utf8_lossy(&bytes)) {
+                break;
+            }
+            if tokens.len() == max_new {
+                break;
+            }
+            batch.clear();
+            batch.add(tok, pos as i32, &[0], true)?;
+            self.ctx
+                .decode(&mut batch)
+                .map_err(|e| anyhow!("llama.cpp decode failed at position {pos}: {e}"))?;
+            pos += 1;
+            logits_idx = 0;
+        }
+        Ok(Generation {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            tokens,
+            ms: t.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+}

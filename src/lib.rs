@@ -1,0 +1,19 @@
+//! posrecall: positional, verbatim recall of long code by local LLMs.
+//!
+//! The data flows one way through the modules, and each stage has its own file:
+//! [`corpus`] (read a source file, find function declarations) → [`targets`]
+//! (crop, eligibility, ground truth, depth-stratified sampling) → [`prompt`]
+//! (the probes) → [`engine`] (llama.cpp, in-process) → [`score`] (parse and
+//! align answers) → [`run`] (the run file) → [`report`] (what people read).
+
+pub mod cli;
+pub mod commands;
+pub mod crop;
+pub mod corpus;
+pub mod engine;
+pub mod fsutil;
+pub mod prompt;
+pub mod report;
+pub mod run;
+pub mod score;
+pub mod targets;

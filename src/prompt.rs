@@ -1,0 +1,243 @@
+//! The probes: how the file and one question become model input.
+//!
+//! The file always comes first and the question last, so that the file
+//! prefix is byte-identical for every question and is evaluated once. A
+//! [`Frame`] holds what surrounds the kept text and the question; the prefix
+//! is `head + kept + mid`, each question's suffix is `question + tail`.
+
+use crate::targets::Target;
+use anyhow::{Context, Result, anyhow};
+
+/// The question (SPEC step 4), with LINES and the blank-line rule spelled out.
+pub fn query(name: &str, lines: usize, skip_blank: bool) -> String {
+    let kind = if skip_blank { "non-blank lines" } else { "lines" };
+    format!(
+        "Reproduce verbatim the first {lines} {kind} following the opening brace of the function named `{name}`. Output only those lines, no commentary."
+    )
+}
+
+/// The kept text with exactly one guaranteed final newline.
+fn with_final_newline(kept_text: &str) -> String {
+    let mut k = kept_text.to_string();
+    if !k.ends_with('\n') {
+        k.push('\n');
+    }
+    k
+}
+
+/// The plain instruction (the chat probe's user message, and what
+/// `targets --emit-prompts` writes): the kept file, a blank line, the question.
+pub fn instruction_prompt(kept_text: &str, query: &str) -> String {
+    let mut p = with_final_newline(kept_text);
+    p.push('\n');
+    p.push_str(query);
+    p
+}
+
+/// Which probe a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeKind {
+    Chat,
+    Completion,
+}
+
+impl ProbeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeKind::Chat => "chat",
+            ProbeKind::Completion => "completion",
+        }
+    }
+}
+
+/// What surrounds the kept text and the question.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub kind: ProbeKind,
+    /// Before the kept text (chat: the template up to the user message).
+    pub head: String,
+    /// Between the kept text and the question.
+    pub mid: String,
+    /// After the question (chat: end of turn and the assistant's opening).
+    pub tail: String,
+    /// How the chat template was rendered (`minijinja` or `llama.cpp`).
+    pub renderer: Option<String>,
+    /// The corpus language's line comment, for the completion probe.
+    pub line_comment: &'static str,
+}
+
+impl Frame {
+    /// The completion probe for base models: the file, then per question a
+    /// comment announcing a verbatim repeat and the function's header.
+    pub fn completion(line_comment: &'static str) -> Frame {
+        Frame {
+            kind: ProbeKind::Completion,
+            head: String::new(),
+            mid: "\n".into(),
+            tail: String::new(),
+            renderer: None,
+            line_comment,
+        }
+    }
+
+    /// The shared prefix for `kept_text`.
+    pub fn prefix(&self, kept_text: &str) -> String {
+        let mut p = self.head.clone();
+        p.push_str(&with_final_newline(kept_text));
+        p.push_str(&self.mid);
+        p
+    }
+
+    /// Byte offset of the kept text inside [`Frame::prefix`].
+    pub fn kept_offset(&self) -> usize {
+        self.head.len()
+    }
+
+    /// What follows the prefix for one target.
+    pub fn suffix(&self, target: &Target, lines: usize, skip_blank: bool) -> String {
+        match self.kind {
+            ProbeKind::Chat => {
+                let mut s = query(&target.name, lines, skip_blank);
+                s.push_str(&self.tail);
+                s
+            }
+            ProbeKind::Completion => format!(
+                "{} The function `{}` from above, repeated verbatim:\n{}\n",
+                self.line_comment, target.name, target.header
+            ),
+        }
+    }
+}
+
+/// Stand-ins rendered through the template, then cut out again. They are
+/// unlikely in a template and survive `trim` (they hold no outer whitespace).
+const KEPT_MARK: &str = "\u{1}POSRECALL-KEPT\u{1}";
+const QUERY_MARK: &str = "\u{1}POSRECALL-QUERY\u{1}";
+
+/// Special-token texts a chat template may refer to.
+#[derive(Debug, Clone, Default)]
+pub struct SpecialTokens {
+    pub bos: String,
+    pub eos: String,
+}
+
+/// Renders `template` (the GGUF's Jinja chat template) for one user message
+/// holding the file and the question, as llama.cpp's server does, and splits
+/// it into a [`Frame`]. The message is rendered once with stand-ins for the
+/// file and the question, so a large file is never pushed through Jinja.
+pub fn chat_frame(template: &str, special: &SpecialTokens, line_comment: &'static str) -> Result<Frame> {
+    let content = format!("{KEPT_MARK}\n\n{QUERY_MARK}");
+    let rendered = render_jinja(template, &content, special)
+        .context("the GGUF's chat template did not render")?;
+    split_frame(&rendered, "minijinja", line_comment)
+}
+
+/// Splits a rendered chat at the stand-ins.
+pub fn split_frame(rendered: &str, renderer: &str, line_comment: &'static str) -> Result<Frame> {
+    let (head, rest) = rendered
+        .split_once(KEPT_MARK)
+        .ok_or_else(|| anyhow!("the chat template dropped the user message"))?;
+    let (between, tail) = rest
+        .split_once(QUERY_MARK)
+        .ok_or_else(|| anyhow!("the chat template dropped the question"))?;
+    // `between` is the "\n\n" of the message; with_final_newline supplies the first.
+    let mid = between
+        .strip_prefix('\n')
+        .ok_or_else(|| anyhow!("the chat template changed the message's line breaks"))?;
+    Ok(Frame {
+        kind: ProbeKind::Chat,
+        head: head.to_string(),
+        mid: mid.to_string(),
+        tail: tail.to_string(),
+        renderer: Some(renderer.to_string()),
+        line_comment,
+    })
+}
+
+/// The stand-in message, for renderers outside this module (llama.cpp's own).
+pub fn marked_message() -> String {
+    format!("{KEPT_MARK}\n\n{QUERY_MARK}")
+}
+
+fn render_jinja(template: &str, content: &str, special: &SpecialTokens) -> Result<String> {
+    use minijinja::{Environment, Error, ErrorKind, context, syntax::SyntaxConfig};
+    let mut env = Environment::new();
+    // Hugging Face renders chat templates with trim_blocks and lstrip_blocks.
+    env.set_syntax(
+        SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| anyhow!("{e}"))?,
+    );
+    // Python string and dict methods (`.strip()`, `.startswith()`, `.items()`).
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
+        Err(Error::new(ErrorKind::InvalidOperation, msg))
+    });
+    env.add_function("strftime_now", |_fmt: String| -> String {
+        // Rendering must be reproducible: no wall-clock dates in the prompt.
+        "01 Jan 2025".to_string()
+    });
+    let tmpl = env.template_from_str(template).map_err(|e| anyhow!("{e}"))?;
+    tmpl.render(context! {
+        messages => vec![context! { role => "user", content => content }],
+        add_generation_prompt => true,
+        bos_token => special.bos.clone(),
+        eos_token => special.eos.clone(),
+    })
+    .map_err(|e| anyhow!("{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHATML: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are helpful<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+    fn target() -> Target {
+        Target {
+            name: "foo".into(),
+            line: 1,
+            byte_offset: 0,
+            token_offset: None,
+            depth: 0.0,
+            header: "function foo() {".into(),
+            expected: vec![],
+            extra_window: vec![],
+            last_expected_line: 1,
+        }
+    }
+
+    #[test]
+    fn chat_frame_reassembles_the_rendered_prompt() {
+        let f = chat_frame(CHATML, &SpecialTokens::default(), "//").unwrap();
+        let t = target();
+        let whole = format!("{}{}", f.prefix("a\nb"), f.suffix(&t, 20, false));
+        let expected = format!(
+            "<|im_start|>system\nYou are helpful<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n",
+            instruction_prompt("a\nb", &query("foo", 20, false))
+        );
+        assert_eq!(whole, expected);
+        assert_eq!(f.kept_offset(), f.head.len());
+    }
+
+    #[test]
+    fn completion_suffix_ends_with_header_and_newline() {
+        let f = Frame::completion("//");
+        let s = f.suffix(&target(), 20, false);
+        assert!(s.starts_with("// "));
+        assert!(s.ends_with("function foo() {\n"));
+        assert_eq!(f.prefix("x"), "x\n\n");
+    }
+
+    #[test]
+    fn query_mentions_non_blank_lines() {
+        assert!(query("f", 7, true).contains("first 7 non-blank lines"));
+    }
+
+    #[test]
+    fn broken_template_is_an_error() {
+        assert!(chat_frame("{% for %}", &SpecialTokens::default(), "//").is_err());
+    }
+}

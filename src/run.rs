@@ -1,0 +1,282 @@
+//! The run file: serde types that *are* the documented schema (docs/RUN_FORMAT.md).
+//!
+//! `bench` and `score` write it; `report` and `compare` read it. Fields only
+//! `bench` knows (model, context, timings) are optional so that a run scored
+//! from outside answers has the same shape.
+
+use crate::crop::Crop;
+use crate::score::{Normalize, Score, ScoredLine};
+use crate::targets::Target;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Version of the run-file and targets-file schema.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunFile {
+    pub format: u32,
+    pub manifest: Manifest,
+    pub targets: Vec<TargetResult>,
+    pub summary: Summary,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    /// `bench` or `score`.
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextInfo>,
+    pub corpus: CorpusInfo,
+    pub params: Params,
+    pub runtime: Runtime,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub path: String,
+    pub sha256: String,
+    pub size_bytes: u64,
+    pub architecture: Option<String>,
+    pub name: Option<String>,
+    /// The quantisation, e.g. `Q4_K_M`.
+    pub file_type: Option<String>,
+    pub build: String,
+    pub n_params: u64,
+    pub n_ctx_train: u32,
+    pub chat_template: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContextInfo {
+    pub n_ctx: u32,
+    pub type_k: String,
+    pub type_v: String,
+    pub flash_attn: String,
+    pub swa_full: bool,
+    pub kv_unified: bool,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub threads: i32,
+    pub gpu_layers: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CorpusInfo {
+    pub path: String,
+    pub sha256: String,
+    pub language: String,
+    pub crop: Crop,
+    /// Tokens of the evaluated prefix (bench only).
+    #[serde(default)]
+    pub prefix_tokens: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Params {
+    pub count: usize,
+    pub lines: usize,
+    pub pass: usize,
+    pub seed: u64,
+    pub normalize: Normalize,
+    pub skip_blank: bool,
+    #[serde(default)]
+    pub probe: Option<String>,
+    #[serde(default)]
+    pub max_new_tokens: Option<usize>,
+    #[serde(default)]
+    pub decode_mode: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Runtime {
+    pub posrecall: String,
+    #[serde(default)]
+    pub llama_cpp_2: Option<String>,
+    #[serde(default)]
+    pub llama_cpp_sys_2: Option<String>,
+    #[serde(default)]
+    pub backend: Option<String>,
+    #[serde(default)]
+    pub chat_renderer: Option<String>,
+    #[serde(default)]
+    pub prefix_sha256: Option<String>,
+}
+
+impl Runtime {
+    /// What is known without a model: posrecall's own version and the linked crates.
+    pub fn current() -> Runtime {
+        Runtime {
+            posrecall: env!("CARGO_PKG_VERSION").to_string(),
+            llama_cpp_2: Some(env!("POSRECALL_LLAMA_CPP_2_VERSION").to_string()),
+            llama_cpp_sys_2: Some(env!("POSRECALL_LLAMA_CPP_SYS_2_VERSION").to_string()),
+            backend: None,
+            chat_renderer: None,
+            prefix_sha256: None,
+        }
+    }
+}
+
+/// One target's question, answer and score.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetResult {
+    pub name: String,
+    pub line: usize,
+    pub byte_offset: usize,
+    pub token_offset: Option<usize>,
+    pub depth: f64,
+    pub expected: Vec<String>,
+    pub response: String,
+    pub lines: Vec<ScoredLine>,
+    pub matched: usize,
+    pub missing: usize,
+    pub truncated: usize,
+    pub hallucinated: usize,
+    pub extra: usize,
+    pub pass: bool,
+    /// Tokens generated for this answer (bench only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_tokens: Option<usize>,
+}
+
+impl TargetResult {
+    pub fn new(target: &Target, response: String, score: Score) -> TargetResult {
+        TargetResult {
+            name: target.name.clone(),
+            line: target.line,
+            byte_offset: target.byte_offset,
+            token_offset: target.token_offset,
+            depth: target.depth,
+            expected: target.expected.clone(),
+            response,
+            lines: score.lines,
+            matched: score.matched,
+            missing: score.missing,
+            truncated: score.truncated,
+            hallucinated: score.hallucinated,
+            extra: score.extra,
+            pass: score.pass,
+            generated_tokens: None,
+        }
+    }
+}
+
+/// Totals over a set of targets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub passes: usize,
+    pub count: usize,
+    pub matched: usize,
+    pub missing: usize,
+    pub truncated: usize,
+    pub hallucinated: usize,
+    pub extra: usize,
+}
+
+impl Totals {
+    pub fn add(&mut self, t: &TargetResult) {
+        self.passes += t.pass as usize;
+        self.count += 1;
+        self.matched += t.matched;
+        self.missing += t.missing;
+        self.truncated += t.truncated;
+        self.hallucinated += t.hallucinated;
+        self.extra += t.extra;
+    }
+}
+
+/// SPEC step 8: the totals, and the same per depth quarter of the kept text.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    #[serde(flatten)]
+    pub total: Totals,
+    /// Quarters by depth: [0, .25), [.25, .5), [.5, .75), [.75, 1].
+    pub by_quarter: [Totals; 4],
+}
+
+impl Summary {
+    pub fn of(results: &[TargetResult]) -> Summary {
+        let mut s = Summary::default();
+        for r in results {
+            s.total.add(r);
+            let q = ((r.depth * 4.0) as usize).min(3);
+            s.by_quarter[q].add(r);
+        }
+        s
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Timings {
+    /// Model load, with the sha256 (when it was not cached) included.
+    pub load_ms: f64,
+    /// Model load alone.
+    pub load_ms_without_hash: f64,
+    pub hash_ms: f64,
+    pub prefix_source: String,
+    pub prefill_ms: f64,
+    pub prefill_tokens: usize,
+    pub snapshot_ms: f64,
+    pub snapshot_bytes: usize,
+    pub restore_ms: Vec<f64>,
+    pub query_ms: Vec<f64>,
+    pub generated_tokens: usize,
+    pub total_ms: f64,
+}
+
+impl RunFile {
+    /// Reads and checks a run file; anything else is a one-line error.
+    pub fn load(path: &Path) -> Result<RunFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read run file {}", path.display()))?;
+        let run: RunFile = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a posrecall run file", path.display()))?;
+        Ok(run)
+    }
+
+    /// Writes the run file atomically (temp file, then rename).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut json = serde_json::to_string_pretty(self)?;
+        json.push('\n');
+        crate::fsutil::write_atomic(path, json.as_bytes())
+    }
+}
+
+/// The self-contained targets file `posrecall targets --json` prints and
+/// `posrecall score` reads: everything needed to score answers to the targets.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetsFile {
+    pub format: u32,
+    pub corpus: CorpusInfo,
+    pub params: Params,
+    /// Syntax error regions tree-sitter skipped in the corpus.
+    pub error_regions: usize,
+    pub targets: Vec<Target>,
+}
+
+impl TargetsFile {
+    pub fn load(path: &Path) -> Result<TargetsFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read targets file {}", path.display()))?;
+        let file: TargetsFile = serde_json::from_str(&text).with_context(|| {
+            format!("{} is not a posrecall targets file (posrecall targets --json)", path.display())
+        })?;
+        if file.format != FORMAT_VERSION {
+            anyhow::bail!("{} has format {}, this posrecall reads {}", path.display(), file.format, FORMAT_VERSION);
+        }
+        for t in &file.targets {
+            if t.expected.len() != file.params.lines {
+                anyhow::bail!(
+                    "{}: target {} has {} expected lines, the file says lines = {}",
+                    path.display(), t.name, t.expected.len(), file.params.lines
+                );
+            }
+        }
+        Ok(file)
+    }
+}

@@ -1,0 +1,996 @@
+//! Response parsing and line-level scoring (SPEC steps 6 and 7).
+//!
+//! [`parse_response`] turns a model's raw answer into the lines it claims
+//! follow the opening brace; [`score`] aligns those lines, in order, with the
+//! ground truth (the first LINES lines plus the "extra" window after them) and
+//! sorts every line into one of four classes: matched, missing, hallucinated
+//! and extra. [`score_raw`] does both in one call.
+//!
+//! Nothing here panics on any input: the model's answer is untrusted text.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// How two lines are compared. The answer and the ground truth go through the
+/// same mode before they are compared; the diff view still shows raw text.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+    Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Normalize {
+    /// Leading and trailing whitespace ignored (models often re-indent).
+    #[default]
+    Trim,
+    /// Byte for byte.
+    Exact,
+    /// Trimmed, and every inner whitespace run counts as one space.
+    Squash,
+}
+
+impl Normalize {
+    /// The line as this mode compares it. Borrows whenever the mode leaves the
+    /// line unchanged, which is nearly always, so scoring allocates little.
+    #[must_use]
+    pub fn apply(self, line: &str) -> Cow<'_, str> {
+        match self {
+            Normalize::Exact => Cow::Borrowed(line),
+            Normalize::Trim => Cow::Borrowed(line.trim()),
+            Normalize::Squash => squash(line),
+        }
+    }
+
+    /// The name used on the command line and in run files.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Normalize::Trim => "trim",
+            Normalize::Exact => "exact",
+            Normalize::Squash => "squash",
+        }
+    }
+}
+
+impl std::fmt::Display for Normalize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Trims `line` and turns every whitespace run into one ASCII space.
+fn squash(line: &str) -> Cow<'_, str> {
+    let trimmed = line.trim();
+    // Already squashed when the only whitespace is single ASCII spaces.
+    let mut prev_space = false;
+    let clean = trimmed.chars().all(|c| {
+        let ok = !c.is_whitespace() || (c == ' ' && !prev_space);
+        prev_space = c.is_whitespace();
+        ok
+    });
+    if clean {
+        Cow::Borrowed(trimmed)
+    } else {
+        Cow::Owned(trimmed.split_whitespace().collect::<Vec<_>>().join(" "))
+    }
+}
+
+/// The class of one line in the diff view (the colours of the SPEC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LineStatus {
+    /// An answer line aligned with one of the first LINES expected lines (gray).
+    Matched,
+    /// One of the first LINES expected lines that no answer line aligned with (orange).
+    Missing,
+    /// An answer line aligned with nothing (yellow).
+    Hallucinated,
+    /// An answer line aligned with a line of the extra window, past LINES (blue).
+    Extra,
+}
+
+/// One entry of the diff view.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ScoredLine {
+    /// The expected line for [`LineStatus::Missing`], else the raw answer line.
+    pub text: String,
+    pub status: LineStatus,
+}
+
+/// The scoring parameters of a run (the `manifest.params` that affect scoring).
+#[derive(Debug, Clone, Copy)]
+pub struct ScoreOptions {
+    /// LINES: how many expected lines are scored.
+    pub lines: usize,
+    /// PASS: a target passes when `matched >= pass`.
+    pub pass: usize,
+    pub normalize: Normalize,
+    /// Blank lines are not counted anywhere. [`parse_response`] applies it to
+    /// answers; [`score`] takes its lines as given (the ground truth is built
+    /// without blanks by the targets stage), so that every answer line it is
+    /// handed is accounted for.
+    pub skip_blank: bool,
+}
+
+/// The score of one answer.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Score {
+    /// The diff view, in order (see [`score`]).
+    pub lines: Vec<ScoredLine>,
+    pub matched: usize,
+    pub missing: usize,
+    /// The missing lines that come after the point where the answer ended; a
+    /// subset of `missing` (see [`score`] for the exact rule).
+    pub truncated: usize,
+    pub hallucinated: usize,
+    pub extra: usize,
+    /// Blank lines the answer is read as having ended on (its trailing
+    /// whitespace was dropped in parsing); they are scored like answer lines.
+    #[serde(default)]
+    pub implied_blank: usize,
+    pub pass: bool,
+}
+
+// ---------------------------------------------------------------------------
+// Step 6: response parsing
+// ---------------------------------------------------------------------------
+
+/// SPEC step 6: the answer lines of a raw model response.
+///
+/// 1. CRLF becomes LF (so that fences and headers are recognised on Windows
+///    style output too).
+/// 2. The first fenced code block is taken if there is one: an opening fence
+///    line of three or more backticks or tildes, optionally indented and
+///    followed by an info string (```` ```javascript ````), up to a closing
+///    line of the same character at least as long; an unclosed fence runs to
+///    the end (the model hit its token limit). Without a fence the whole text
+///    is the answer. Chat models like to add a sentence before the code, so
+///    the fence wins over the text around it.
+/// 3. One leading line that only repeats the function's header is dropped:
+///    the ground truth starts *after* the line with the opening brace, and
+///    models often echo the header first. `header` is the verbatim header,
+///    possibly several lines (`"function foo(a)\n{"`). The first non-blank
+///    line is a header repeat when, whitespace-squashed, it equals the
+///    squashed header, or the header's squashed first line, or it declares a
+///    function of the same name and ends in `{` (so `async function foo(a,b){`
+///    counts). When a multi-line header is echoed line for line, all of its
+///    lines go (an Allman `{` on its own line is part of the header, not of
+///    the body). Blank lines in front of an echoed header go with it.
+/// 4. Trailing whitespace of the whole text is dropped (a final newline or
+///    trailing blank lines are not answer lines). Leading blank lines stay:
+///    when blank lines count, the body may really start with one.
+/// 5. The text is split into lines; with `skip_blank` blank (whitespace-only)
+///    lines are dropped. An empty or whitespace-only answer gives no lines.
+#[must_use]
+pub fn parse_response(raw: &str, header: &str, skip_blank: bool) -> Vec<String> {
+    let text = raw.replace("\r\n", "\n");
+    let all: Vec<&str> = text.split('\n').collect();
+    let body = first_fenced_block(&all).unwrap_or(&all);
+    let body = body.get(header_repeat_len(body, header)..).unwrap_or(&[]);
+
+    let joined = body.join("\n");
+    let joined = joined.trim_end();
+    if joined.is_empty() {
+        return Vec::new();
+    }
+    joined
+        .split('\n')
+        .filter(|line| !(skip_blank && line.trim().is_empty()))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The lines inside the first fenced code block, or `None` without a fence.
+fn first_fenced_block<'a>(lines: &'a [&'a str]) -> Option<&'a [&'a str]> {
+    let (open, (ch, len)) = lines
+        .iter()
+        .enumerate()
+        .find_map(|(i, line)| fence_open(line).map(|f| (i, f)))?;
+    let rest = lines.get(open + 1..)?;
+    let end = rest
+        .iter()
+        .position(|line| is_fence_close(line, ch, len))
+        .unwrap_or(rest.len());
+    rest.get(..end)
+}
+
+/// `Some((fence char, fence length))` when `line` opens a fenced code block.
+/// As in `CommonMark`, a backtick fence's info string holds no backtick (so a
+/// line of inline code is not taken for a fence). Any indentation is accepted:
+/// models indent fences inside list items.
+fn fence_open(line: &str) -> Option<(char, usize)> {
+    let t = line.trim_start();
+    let ch = t.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let info = t.trim_start_matches(ch);
+    let len = t.len() - info.len();
+    (len >= 3 && !(ch == '`' && info.contains('`'))).then_some((ch, len))
+}
+
+/// Whether `line` closes a fence opened with `len` times `ch`.
+fn is_fence_close(line: &str, ch: char, len: usize) -> bool {
+    let t = line.trim();
+    t.len() >= len && t.chars().all(|c| c == ch)
+}
+
+/// How many leading lines of `body` form a repeat of `header` (0 if none).
+fn header_repeat_len(body: &[&str], header: &str) -> usize {
+    let Some(first) = body.iter().position(|l| !l.trim().is_empty()) else {
+        return 0;
+    };
+    let header_lines: Vec<Cow<'_, str>> = header
+        .lines()
+        .map(squash)
+        .filter(|l| !l.is_empty())
+        .collect();
+
+    // A multi-line header echoed line for line.
+    if header_lines.len() > 1 {
+        let echoed = body
+            .get(first..first + header_lines.len())
+            .is_some_and(|got| got.iter().zip(&header_lines).all(|(g, h)| squash(g) == *h));
+        if echoed {
+            return first + header_lines.len();
+        }
+    }
+
+    let line = body.get(first).map_or(Cow::Borrowed(""), |l| squash(l));
+    let whole = squash(header);
+    let same_decl = || {
+        let name = declared_name(&whole);
+        name.is_some() && declared_name(&line) == name && line.ends_with('{')
+    };
+    if line == whole || header_lines.first() == Some(&line) || same_decl() {
+        first + 1
+    } else {
+        0
+    }
+}
+
+/// A character that may appear in a JavaScript identifier (close enough for
+/// recognising a declaration; `$` and `_` included).
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
+}
+
+/// The name declared by a `function NAME (` / `function* NAME (` on `line`,
+/// if any (also behind `async`, `export` and the like).
+fn declared_name(line: &str) -> Option<&str> {
+    const KW: &str = "function";
+    let mut from = 0;
+    while let Some(found) = line.get(from..).and_then(|s| s.find(KW)) {
+        let start = from + found;
+        let (before, after_start) = line.split_at(start);
+        let after = after_start.get(KW.len()..).unwrap_or("");
+        from = start + KW.len();
+
+        if before.chars().next_back().is_some_and(is_ident) {
+            continue; // e.g. `myfunction`
+        }
+        if !after.starts_with(|c: char| c.is_whitespace() || c == '*') {
+            continue; // e.g. `functional`, or an anonymous `function(`
+        }
+        let rest = after.trim_start();
+        let rest = rest.strip_prefix('*').unwrap_or(rest).trim_start();
+        let name_len = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
+        let (name, tail) = rest.split_at(name_len);
+        if !name.is_empty() && tail.trim_start().starts_with('(') {
+            return Some(name);
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// Step 7: scoring
+// ---------------------------------------------------------------------------
+
+/// The value of a partial alignment, compared lexicographically: first the
+/// number of aligned pairs (the LCS length), then how many of them land in
+/// the first LINES expected lines.
+type Value = (usize, usize);
+
+/// The aligned pairs `(response index, window index)`, both increasing.
+///
+/// An exact dynamic programme over suffixes maximising [`Value`]. The SPEC
+/// names the `similar` crate, but its diff algorithms (Myers, LCS, Patience,
+/// ...) only promise *a* longest common subsequence: they give no control
+/// over which of several equally long alignments comes back, and the SPEC's
+/// tie rule needs that control (a repeated `}` or `return;` must count as
+/// matched, not as extra, when both alignments are equally long). `similar`
+/// serves as the test oracle for the LCS length instead. Sizes are tiny
+/// (LINES ≤ ~100, answers ≤ 2×LINES lines), so the O(n·m) table is cheap.
+///
+/// Among alignments of equal value the walk-back prefers, in this order, to
+/// pair the current lines, to pass over a window line, to pass over an answer
+/// line; so every answer line pairs as early in the answer as it can. A model
+/// that loops on `}` thus gets its first copies paired and the rest shown as
+/// hallucinations at the end (not thirty yellow lines before the first gray
+/// one), and a reordered answer keeps its first block paired.
+fn align(response: &[Cow<'_, str>], window: &[Cow<'_, str>], lines: usize) -> Vec<(usize, usize)> {
+    let (n, m) = (response.len(), window.len());
+    let cols = m + 1;
+    // table[i * cols + j] = best value for response[i..] against window[j..].
+    let mut table: Vec<Value> = vec![(0, 0); (n + 1) * cols];
+    let at = |t: &[Value], i: usize, j: usize| t.get(i * cols + j).copied().unwrap_or((0, 0));
+    let pair = |t: &[Value], i: usize, j: usize| -> Option<Value> {
+        (response.get(i)? == window.get(j)?).then(|| {
+            let (len, matched) = at(t, i + 1, j + 1);
+            (len + 1, matched + usize::from(j < lines))
+        })
+    };
+
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            let best = at(&table, i + 1, j)
+                .max(at(&table, i, j + 1))
+                .max(pair(&table, i, j).unwrap_or((0, 0)));
+            if let Some(cell) = table.get_mut(i * cols + j) {
+                *cell = best;
+            }
+        }
+    }
+
+    let mut pairs = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < n && j < m {
+        let here = at(&table, i, j);
+        if here == (0, 0) {
+            break;
+        }
+        if pair(&table, i, j) == Some(here) {
+            pairs.push((i, j));
+            i += 1;
+            j += 1;
+        } else if at(&table, i, j + 1) == here {
+            j += 1;
+        } else {
+            i += 1;
+        }
+    }
+    pairs
+}
+
+/// SPEC step 7: scores the answer lines `response` against the ground truth.
+///
+/// `expected` holds the first `opts.lines` lines after the opening brace;
+/// `extra` the extra window after them (possibly shorter, or empty). The
+/// answer is aligned in order with `expected ++ extra` under
+/// `opts.normalize` by a longest common subsequence; among alignments of that
+/// length the one with the most pairs in the first `opts.lines` lines wins
+/// (see [`align`]). Then:
+///
+/// - **matched**: answer lines aligned with one of the first `opts.lines`
+///   window lines; **missing**: those lines with nothing aligned, so
+///   `matched + missing == opts.lines` always;
+/// - **hallucinated**: answer lines aligned with nothing; **extra**: answer
+///   lines aligned with a later window line, so
+///   `matched + hallucinated + extra == response.len() + implied_blank`
+///   (see the note on trailing blank lines in the body);
+/// - **truncated** (a subset of missing): with `j*` the last aligned window
+///   line and `i*` the last aligned answer line, `m` = the missing lines after
+///   `j*` and `t` = the answer lines after `i*`, truncated = `m - t` (floored
+///   at 0). The answer stopped before it reached those `m` lines, except that
+///   trailing lines it did write count as attempts at them, one for one (a
+///   mangled last line is a hallucination, not a truncation). With nothing
+///   aligned, `j*` and `i*` are "before the start": an empty answer has
+///   `truncated == opts.lines`;
+/// - **pass**: `matched >= opts.pass`.
+///
+/// `lines` is the diff view in alignment order. In each gap between aligned
+/// pairs the missing expected lines come first (with the expected text), then
+/// the unaligned answer lines (raw text); so a missing line always sits before
+/// an answer line aligned to a later expected line. Extra-window lines that
+/// nothing aligned with do not appear.
+///
+/// Should `expected` hold more than `opts.lines` lines, the surplus is scored
+/// as extra window; should it hold fewer, the shortfall counts as missing
+/// (with empty text) so that the invariants above still hold.
+#[must_use]
+pub fn score(
+    expected: &[String],
+    extra: &[String],
+    response: &[String],
+    opts: &ScoreOptions,
+) -> Score {
+    score_inner(expected, extra, response, opts, 0)
+}
+
+/// [`score`], with `implied` trailing blank lines already added to `response`.
+fn score_inner(
+    expected: &[String],
+    extra: &[String],
+    response: &[String],
+    opts: &ScoreOptions,
+    implied: usize,
+) -> Score {
+    let window_raw: Vec<&String> = expected.iter().chain(extra).collect();
+    let window: Vec<Cow<'_, str>> = window_raw.iter().map(|l| opts.normalize.apply(l)).collect();
+    let answer: Vec<Cow<'_, str>> = response.iter().map(|l| opts.normalize.apply(l)).collect();
+    let pairs = align(&answer, &window, opts.lines);
+
+    // Parsing drops an answer's trailing whitespace (SPEC step 6), and with it
+    // any blank lines the answer ended on. When the answer's last line is
+    // aligned and the ground truth goes on with blank lines, the answer is read as
+    // having written them: they are scored as if present (and appear in
+    // `lines`). Otherwise a perfect answer whose ground truth ends in a blank
+    // line could never score LINES.
+    if let Some(&(ri, wi)) = pairs.last()
+        && ri + 1 == response.len()
+        && implied == 0
+    {
+        // Only ground-truth lines: blank lines of the extra window earn no bonus.
+        let blanks: Vec<String> = window_raw
+            .get(wi + 1..opts.lines.min(window_raw.len()))
+            .unwrap_or(&[])
+            .iter()
+            .take_while(|l| l.trim().is_empty())
+            .map(|l| (*l).clone())
+            .collect();
+        if !blanks.is_empty() && !opts.skip_blank {
+            let blanks_len = blanks.len();
+            let mut padded = response.to_vec();
+            padded.extend(blanks);
+            let n = blanks_len;
+            return score_inner(expected, extra, &padded, opts, n);
+        }
+    }
+
+    let mut out = Score {
+        lines: Vec::with_capacity(response.len() + opts.lines),
+        matched: 0,
+        missing: 0,
+        truncated: 0,
+        hallucinated: 0,
+        extra: 0,
+        implied_blank: implied,
+        pass: false,
+    };
+    let expected_text = |w: usize| window_raw.get(w).map_or("", |s| s.as_str());
+    // Emits one gap: the missing expected lines of window range `w` (those
+    // below LINES), then the unaligned answer lines of range `r`.
+    let gap = |out: &mut Score, r: Range<usize>, w: Range<usize>| {
+        for wi in w.start..w.end.min(opts.lines) {
+            out.push(expected_text(wi), LineStatus::Missing);
+        }
+        for line in response.get(r).unwrap_or(&[]) {
+            out.push(line, LineStatus::Hallucinated);
+        }
+    };
+
+    let (mut r, mut w) = (0, 0);
+    for &(ri, wi) in &pairs {
+        gap(&mut out, r..ri, w..wi);
+        let status = if wi < opts.lines {
+            LineStatus::Matched
+        } else {
+            LineStatus::Extra
+        };
+        out.push(response.get(ri).map_or("", String::as_str), status);
+        (r, w) = (ri + 1, wi + 1);
+    }
+    // The tail: missing lines up to LINES (also any shortfall past the
+    // window), then the answer's trailing unaligned lines.
+    gap(&mut out, r..response.len(), w..opts.lines.max(w));
+
+    // After the loop `w` is j* + 1 and `r` is i* + 1 (0 when nothing aligned).
+    let missing_after_end = opts.lines.saturating_sub(w);
+    let trailing_answer = response.len().saturating_sub(r);
+    out.truncated = missing_after_end.saturating_sub(trailing_answer);
+    out.pass = out.matched >= opts.pass;
+    out
+}
+
+impl Score {
+    /// Appends one diff entry and counts it.
+    fn push(&mut self, text: &str, status: LineStatus) {
+        match status {
+            LineStatus::Matched => self.matched += 1,
+            LineStatus::Missing => self.missing += 1,
+            LineStatus::Hallucinated => self.hallucinated += 1,
+            LineStatus::Extra => self.extra += 1,
+        }
+        self.lines.push(ScoredLine {
+            text: text.to_owned(),
+            status,
+        });
+    }
+}
+
+/// Parses a raw answer ([`parse_response`], honouring `opts.skip_blank`) and
+/// scores it ([`score`]).
+#[must_use]
+pub fn score_raw(
+    raw: &str,
+    header: &str,
+    expected: &[String],
+    extra: &[String],
+    opts: &ScoreOptions,
+) -> Score {
+    let response = parse_response(raw, header, opts.skip_blank);
+    score(expected, extra, &response, opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn v(lines: &[&str]) -> Vec<String> {
+        lines.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn opts(lines: usize, normalize: Normalize) -> ScoreOptions {
+        ScoreOptions {
+            lines,
+            pass: 2,
+            normalize,
+            skip_blank: false,
+        }
+    }
+
+    fn statuses(s: &Score) -> Vec<LineStatus> {
+        s.lines.iter().map(|l| l.status).collect()
+    }
+
+    use LineStatus::{Extra as E, Hallucinated as H, Matched as M, Missing as X};
+
+    // ---- normalisation ----------------------------------------------------
+
+    #[test]
+    fn normalize_modes() {
+        let line = "\t  var  x =\t1;  ";
+        assert_eq!(Normalize::Exact.apply(line), line);
+        assert_eq!(Normalize::Trim.apply(line), "var  x =\t1;");
+        assert_eq!(Normalize::Squash.apply(line), "var x = 1;");
+        assert!(matches!(
+            Normalize::Squash.apply("  a b  "),
+            Cow::Borrowed("a b")
+        ));
+        assert_eq!(Normalize::Squash.apply(" \t "), "");
+        assert_eq!(Normalize::default(), Normalize::Trim);
+        assert_eq!(Normalize::Squash.as_str(), "squash");
+        assert_eq!(
+            serde_json::to_string(&Normalize::Exact).unwrap(),
+            "\"exact\""
+        );
+        assert_eq!(
+            serde_json::to_string(&LineStatus::Hallucinated).unwrap(),
+            "\"hallucinated\""
+        );
+    }
+
+    #[test]
+    fn trim_ignores_indentation_exact_does_not() {
+        let expected = v(&["    if (a) {", "      b();", "    }"]);
+        let response = v(&["if (a) {", "  b();", "}"]);
+        let trim = score(&expected, &[], &response, &opts(3, Normalize::Trim));
+        assert_eq!((trim.matched, trim.hallucinated), (3, 0));
+        let exact = score(&expected, &[], &response, &opts(3, Normalize::Exact));
+        assert_eq!(
+            (exact.matched, exact.missing, exact.hallucinated),
+            (0, 3, 3)
+        );
+        let squash = score(&expected, &[], &response, &opts(3, Normalize::Squash));
+        assert_eq!(squash.matched, 3);
+    }
+
+    #[test]
+    fn squash_ignores_inner_whitespace_runs_trim_does_not() {
+        let expected = v(&["var a = 1,", "    b = 2;"]);
+        let response = v(&["var a  =  1,", "b =\t2;"]);
+        let trim = score(&expected, &[], &response, &opts(2, Normalize::Trim));
+        assert_eq!(trim.matched, 0);
+        let squash = score(&expected, &[], &response, &opts(2, Normalize::Squash));
+        assert_eq!(squash.matched, 2);
+    }
+
+    #[test]
+    fn trailing_spaces() {
+        let expected = v(&["a();", "b();"]);
+        let response = v(&["a();   ", "b();"]);
+        assert_eq!(
+            score(&expected, &[], &response, &opts(2, Normalize::Trim)).matched,
+            2
+        );
+        assert_eq!(
+            score(&expected, &[], &response, &opts(2, Normalize::Squash)).matched,
+            2
+        );
+        let exact = score(&expected, &[], &response, &opts(2, Normalize::Exact));
+        assert_eq!(
+            (exact.matched, exact.hallucinated, exact.missing),
+            (1, 1, 1)
+        );
+    }
+
+    // ---- the four classes and truncation ------------------------------------
+
+    #[test]
+    fn every_class() {
+        let expected = v(&["a", "b", "c", "d"]);
+        let extra = v(&["e", "f"]);
+        let response = v(&["a", "junk", "c", "d", "e"]);
+        let s = score(&expected, &extra, &response, &opts(4, Normalize::Trim));
+        assert_eq!(statuses(&s), vec![M, X, H, M, M, E]);
+        assert_eq!(s.lines[1].text, "b"); // missing carries the expected text
+        assert_eq!(s.lines[2].text, "junk");
+        assert_eq!(
+            (s.matched, s.missing, s.hallucinated, s.extra, s.truncated),
+            (3, 1, 1, 1, 0)
+        );
+        assert!(s.pass);
+    }
+
+    #[test]
+    fn answer_stopping_early_is_truncated() {
+        let expected = v(&["a", "b", "c", "d", "e"]);
+        let s = score(&expected, &[], &v(&["a", "b"]), &opts(5, Normalize::Trim));
+        assert_eq!((s.matched, s.missing, s.truncated), (2, 3, 3));
+        assert_eq!(statuses(&s), vec![M, M, X, X, X]);
+    }
+
+    #[test]
+    fn trailing_garbage_stands_in_for_missing_lines() {
+        let expected = v(&["a", "b", "c", "d", "e"]);
+        let s = score(
+            &expected,
+            &[],
+            &v(&["a", "b", "zz"]),
+            &opts(5, Normalize::Trim),
+        );
+        assert_eq!(
+            (s.matched, s.missing, s.hallucinated, s.truncated),
+            (2, 3, 1, 2)
+        );
+        assert_eq!(statuses(&s), vec![M, M, X, X, X, H]);
+        // More garbage than missing lines: nothing is truncated.
+        let s = score(
+            &expected,
+            &[],
+            &v(&["a", "b", "x", "y", "z", "w"]),
+            &opts(5, Normalize::Trim),
+        );
+        assert_eq!((s.missing, s.hallucinated, s.truncated), (3, 4, 0));
+    }
+
+    #[test]
+    fn a_gap_in_the_middle_is_not_truncation() {
+        let expected = v(&["a", "b", "c", "d"]);
+        let s = score(&expected, &[], &v(&["a", "d"]), &opts(4, Normalize::Trim));
+        assert_eq!((s.matched, s.missing, s.truncated), (2, 2, 0));
+        assert_eq!(statuses(&s), vec![M, X, X, M]);
+    }
+
+    #[test]
+    fn empty_answer() {
+        assert!(parse_response("", "function f() {", false).is_empty());
+        assert!(parse_response(" \n\t\r\n ", "function f() {", false).is_empty());
+        let expected = v(&["a", "b", "c"]);
+        let s = score(&expected, &v(&["d"]), &[], &opts(3, Normalize::Trim));
+        assert_eq!(
+            (s.matched, s.missing, s.truncated, s.hallucinated, s.extra),
+            (0, 3, 3, 0, 0)
+        );
+        assert_eq!(statuses(&s), vec![X, X, X]);
+        assert!(!s.pass);
+    }
+
+    #[test]
+    fn reordered_answer() {
+        let expected = v(&["a", "b", "c", "d"]);
+        let s = score(
+            &expected,
+            &[],
+            &v(&["c", "d", "a", "b"]),
+            &opts(4, Normalize::Trim),
+        );
+        // Only one in-order half can align; the other half is hallucinated.
+        assert_eq!((s.matched, s.missing, s.hallucinated), (2, 2, 2));
+        assert_eq!(s.truncated, 0);
+        assert_eq!(statuses(&s), vec![X, X, M, M, H, H]);
+    }
+
+    #[test]
+    fn a_looping_answer_pairs_its_first_copies() {
+        let expected = v(&["a", "b", "}", "c", "}"]);
+        let response = v(&["a", "}", "}", "}", "}"]);
+        let s = score(&expected, &[], &response, &opts(5, Normalize::Trim));
+        assert_eq!(statuses(&s), vec![M, X, M, X, M, H, H]);
+        assert_eq!(
+            (s.matched, s.missing, s.hallucinated, s.truncated),
+            (3, 2, 2, 0)
+        );
+    }
+
+    #[test]
+    fn answer_longer_than_the_whole_window() {
+        let expected = v(&["a", "b"]);
+        let extra = v(&["c", "d"]);
+        let response = v(&["a", "b", "c", "d", "e", "f", "g"]);
+        let s = score(&expected, &extra, &response, &opts(2, Normalize::Trim));
+        assert_eq!(
+            (s.matched, s.extra, s.hallucinated, s.missing, s.truncated),
+            (2, 2, 3, 0, 0)
+        );
+        assert_eq!(statuses(&s), vec![M, M, E, E, H, H, H]);
+    }
+
+    #[test]
+    fn tie_rule_prefers_matched_over_extra() {
+        // The answer skips `x();` and `}`; its `}` could align with the
+        // expected `}` or the one in the extra window: equally long, but the
+        // SPEC wants it matched.
+        let expected = v(&["if (a) {", "  x();", "}", "return;"]);
+        let extra = v(&["}", "return;"]);
+        let response = v(&["if (a) {", "}", "return;"]);
+        let s = score(&expected, &extra, &response, &opts(4, Normalize::Trim));
+        assert_eq!(
+            (s.matched, s.extra, s.missing, s.hallucinated),
+            (3, 0, 1, 0)
+        );
+
+        // A lone `return;` after a mangled line must not be scored as the
+        // extra-window `return;`.
+        let expected = v(&["a();", "return;"]);
+        let extra = v(&["b();", "return;"]);
+        let s = score(
+            &expected,
+            &extra,
+            &v(&["zzz", "return;"]),
+            &opts(2, Normalize::Trim),
+        );
+        assert_eq!((s.matched, s.extra), (1, 0));
+    }
+
+    #[test]
+    fn missing_line_comes_before_a_later_aligned_line() {
+        let expected = v(&["a", "b", "c"]);
+        let s = score(
+            &expected,
+            &[],
+            &v(&["a", "q", "c"]),
+            &opts(3, Normalize::Trim),
+        );
+        assert_eq!(statuses(&s), vec![M, X, H, M]);
+    }
+
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        // Fewer expected lines than LINES: the shortfall is missing.
+        let s = score(&v(&["a"]), &[], &v(&["a", "b"]), &opts(3, Normalize::Trim));
+        assert_eq!((s.matched, s.missing, s.hallucinated), (1, 2, 1));
+        assert_eq!(s.lines.len(), 4);
+        // More expected lines than LINES: the surplus is extra window.
+        let s = score(
+            &v(&["a", "b"]),
+            &[],
+            &v(&["a", "b"]),
+            &opts(1, Normalize::Trim),
+        );
+        assert_eq!((s.matched, s.extra), (1, 1));
+        let s = score(&[], &[], &[], &opts(0, Normalize::Exact));
+        assert!(s.lines.is_empty() && s.pass == (0 >= 2));
+    }
+
+    #[test]
+    fn pass_threshold() {
+        let expected = v(&["a", "b", "c"]);
+        let mut o = opts(3, Normalize::Trim);
+        o.pass = 2;
+        assert!(score(&expected, &[], &v(&["a", "b"]), &o).pass);
+        assert!(!score(&expected, &[], &v(&["a"]), &o).pass);
+    }
+
+    // ---- parsing --------------------------------------------------------------
+
+    #[test]
+    fn fenced_answer_with_preamble() {
+        let raw = "Sure! Here are the lines:\n\n```javascript\n  var a = 1;\n  return a;\n```\nHope this helps.\n";
+        assert_eq!(
+            parse_response(raw, "function f() {", false),
+            v(&["  var a = 1;", "  return a;"])
+        );
+        // Tilde fences and CRLF.
+        let raw = "Here:\r\n~~~\r\nx();\r\n~~~\r\n";
+        assert_eq!(parse_response(raw, "function f() {", false), v(&["x();"]));
+    }
+
+    #[test]
+    fn unclosed_fence_runs_to_the_end() {
+        let raw = "```js\na();\nb();\n";
+        assert_eq!(
+            parse_response(raw, "function f() {", false),
+            v(&["a();", "b();"])
+        );
+    }
+
+    #[test]
+    fn only_the_first_fenced_block() {
+        let raw = "```\na();\n```\ntext\n```\nb();\n```";
+        assert_eq!(parse_response(raw, "", false), v(&["a();"]));
+    }
+
+    #[test]
+    fn unfenced_answer_keeps_inner_whitespace_drops_trailing() {
+        let raw = "  a();  \n\n  b();   \n\n\n";
+        assert_eq!(
+            parse_response(raw, "function f() {", false),
+            v(&["  a();  ", "", "  b();"])
+        );
+    }
+
+    #[test]
+    fn header_echo_single_line() {
+        let header = "  function foo(a, b) {";
+        let raw = "```js\nfunction foo(a, b) {\n  return a;\n```";
+        assert_eq!(parse_response(raw, header, false), v(&["  return a;"]));
+        // Same name, different spacing and an `async` in front.
+        let raw = "async function foo(a,b){\n  return a;";
+        assert_eq!(parse_response(raw, header, false), v(&["  return a;"]));
+        // Only one header line is dropped.
+        let raw = "function foo(a, b) {\nfunction foo(a, b) {\nx";
+        assert_eq!(
+            parse_response(raw, header, false),
+            v(&["function foo(a, b) {", "x"])
+        );
+        // A declaration of another function is kept.
+        let raw = "function bar(a, b) {\nx";
+        assert_eq!(
+            parse_response(raw, header, false),
+            v(&["function bar(a, b) {", "x"])
+        );
+        // Blank lines before an echoed header go with it.
+        let raw = "\n\nfunction foo(a, b) {\nx";
+        assert_eq!(parse_response(raw, header, false), v(&["x"]));
+    }
+
+    #[test]
+    fn header_echo_allman() {
+        let header = "function foo()\n{";
+        // Echoed on two lines: both go.
+        assert_eq!(
+            parse_response("function foo()\n{\n  x();", header, false),
+            v(&["  x();"])
+        );
+        // Echoed on one line.
+        assert_eq!(
+            parse_response("function foo() {\n  x();", header, false),
+            v(&["  x();"])
+        );
+        // Only its first line.
+        assert_eq!(
+            parse_response("function foo()\n  x();", header, false),
+            v(&["  x();"])
+        );
+    }
+
+    #[test]
+    fn skip_blank() {
+        let raw = "a();\n\n   \nb();\n";
+        assert_eq!(parse_response(raw, "", true), v(&["a();", "b();"]));
+        assert_eq!(
+            parse_response(raw, "", false),
+            v(&["a();", "", "   ", "b();"])
+        );
+        let o = ScoreOptions {
+            skip_blank: true,
+            ..opts(2, Normalize::Trim)
+        };
+        let s = score_raw(raw, "", &v(&["a();", "b();"]), &[], &o);
+        assert_eq!((s.matched, s.hallucinated), (2, 0));
+    }
+
+    #[test]
+    fn declared_names() {
+        assert_eq!(declared_name("function foo(a) {"), Some("foo"));
+        assert_eq!(
+            declared_name("export async function* $g_1 (x) {"),
+            Some("$g_1")
+        );
+        assert_eq!(declared_name("var f = function (x) {"), None);
+        assert_eq!(declared_name("myfunction foo() {"), None);
+        assert_eq!(declared_name("functional(x)"), None);
+    }
+
+    // ---- properties --------------------------------------------------------------
+
+    /// Lines from a tiny alphabet so that repeats, normalisation collisions
+    /// and blank lines are common.
+    fn line() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "a", " a", "a ", "b", "}", "  }", "return;", "", " ", "x  y", "x y",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    fn mode() -> impl Strategy<Value = Normalize> {
+        prop::sample::select(vec![Normalize::Trim, Normalize::Exact, Normalize::Squash])
+    }
+
+    fn case() -> impl Strategy<Value = (Vec<String>, Vec<String>, Vec<String>, Normalize, usize)> {
+        (
+            prop::collection::vec(line(), 0..10),
+            prop::collection::vec(line(), 0..8),
+            prop::collection::vec(line(), 0..16),
+            mode(),
+            0usize..12,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn invariants((expected, extra, response, normalize, pass) in case()) {
+            let o = ScoreOptions { lines: expected.len(), pass, normalize, skip_blank: false };
+            let s = score(&expected, &extra, &response, &o);
+            prop_assert_eq!(s.matched + s.missing, o.lines);
+            prop_assert!(s.truncated <= s.missing);
+            prop_assert_eq!(s.matched + s.hallucinated + s.extra, response.len() + s.implied_blank);
+            prop_assert_eq!(s.pass, s.matched >= pass);
+            let count = |st| s.lines.iter().filter(|l| l.status == st).count();
+            prop_assert_eq!(count(M), s.matched);
+            prop_assert_eq!(count(X), s.missing);
+            prop_assert_eq!(count(H), s.hallucinated);
+            prop_assert_eq!(count(E), s.extra);
+            // The answer's own lines appear in order, raw.
+            // (Implied trailing blank lines follow them.)
+            let answer: Vec<&String> = s.lines.iter().filter(|l| l.status != X).map(|l| &l.text).collect();
+            prop_assert_eq!(&answer[..response.len()], &response.iter().collect::<Vec<_>>()[..]);
+            prop_assert!(answer[response.len()..].iter().all(|l| l.trim().is_empty()));
+        }
+
+        #[test]
+        fn the_truth_scores_perfectly((expected, extra, _r, normalize, _p) in case()) {
+            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false };
+            let s = score(&expected, &extra, &expected, &o);
+            prop_assert_eq!((s.matched, s.missing, s.hallucinated, s.extra, s.truncated),
+                            (expected.len(), 0, 0, 0, 0));
+        }
+
+        #[test]
+        fn alignment_length_matches_similar((expected, extra, response, normalize, _p) in case()) {
+            let window: Vec<Cow<'_, str>> =
+                expected.iter().chain(&extra).map(|l| normalize.apply(l)).collect();
+            let answer: Vec<Cow<'_, str>> = response.iter().map(|l| normalize.apply(l)).collect();
+            let ours = align(&answer, &window, expected.len());
+            // Strictly increasing, and every pair really is equal.
+            prop_assert!(ours.windows(2).all(|p| p[0].0 < p[1].0 && p[0].1 < p[1].1));
+            prop_assert!(ours.iter().all(|&(i, j)| answer[i] == window[j]));
+            for alg in [similar::Algorithm::Lcs, similar::Algorithm::RawMyers, similar::Algorithm::Myers] {
+                let equal: usize = similar::capture_diff_slices(alg, &answer, &window)
+                    .iter()
+                    .map(|op| match *op {
+                        similar::DiffOp::Equal { len, .. } => len,
+                        _ => 0,
+                    })
+                    .sum();
+                prop_assert_eq!(ours.len(), equal, "{:?}", alg);
+            }
+        }
+
+        #[test]
+        fn parse_never_panics(raw in "(\\PC|\n|\r|```|~~~|function f\\(\\) \\{| ){0,60}", skip in any::<bool>()) {
+            let lines = parse_response(&raw, "function f() {", skip);
+            prop_assert!(lines.iter().all(|l| !l.contains('\n')));
+            if let Some(last) = lines.last() {
+                prop_assert_eq!(last.trim_end(), last.as_str());
+                prop_assert!(!last.is_empty());
+            }
+            if skip {
+                prop_assert!(lines.iter().all(|l| !l.trim().is_empty()));
+            }
+        }
+
+        #[test]
+        fn squash_is_idempotent(s in "[ \ta-c\u{a0}]{0,12}") {
+            let once = Normalize::Squash.apply(&s).into_owned();
+            prop_assert!(!once.contains("  "));
+            prop_assert_eq!(Normalize::Squash.apply(&once), once.as_str());
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Targets: which functions are asked about, and what the right answer is.
+//!
+//! SPEC steps 2 and 3. A function is eligible when it is a clean, classic named
+//! declaration whose name is unique in the file and whose body holds at least
+//! LINES counted lines after the line with the opening brace. Its ground truth
+//! is those LINES lines verbatim; the following LINES lines of the file form the
+//! "extra" window that earns bonus lines. COUNT targets are then drawn, one per
+//! equal byte-offset bucket of the kept text, with a seeded RNG.
+
+use crate::corpus::{Corpus, Parsed};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// What decides eligibility and sampling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetOptions {
+    pub count: usize,
+    pub lines: usize,
+    pub seed: u64,
+    pub skip_blank: bool,
+}
+
+/// One function asked about, with everything the scorer needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub name: String,
+    /// 1-based line of the declaration's first line in the corpus file.
+    pub line: usize,
+    /// Byte offset of the declaration in the corpus file.
+    pub byte_offset: usize,
+    /// Prefix tokens before the declaration, once a model has tokenized the prefix.
+    #[serde(default)]
+    pub token_offset: Option<usize>,
+    /// (byte_offset − kept start) / kept length, in [0, 1].
+    pub depth: f64,
+    /// The declaration from its line's start through the opening brace, verbatim
+    /// (line endings normalised to `\n`).
+    pub header: String,
+    /// The ground truth: exactly LINES lines after the brace line.
+    pub expected: Vec<String>,
+    /// The extra window: up to LINES further lines of the kept text.
+    pub extra_window: Vec<String>,
+    /// 1-based line of the last ground-truth line (the span cropping must keep).
+    #[serde(skip)]
+    pub last_expected_line: usize,
+}
+
+/// Fewer eligible functions than COUNT: an error that says what would fix it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "only {found} eligible function(s) in lines {first}..{last} of {path} \
+     (a unique named `function` declaration with at least {lines} lines after its opening brace), \
+     but --count is {wanted}; {hint}"
+)]
+pub struct TooFewTargets {
+    pub found: usize,
+    pub wanted: usize,
+    pub lines: usize,
+    pub first: usize,
+    pub last: usize,
+    pub path: String,
+    pub hint: String,
+}
+
+fn is_blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+/// Every eligible function whose declaration and ground truth lie in 0-based
+/// lines `first..=last`, in file order. Depth is relative to that range.
+pub fn eligible(
+    corpus: &Corpus,
+    parsed: &Parsed,
+    first: usize,
+    last: usize,
+    opts: &TargetOptions,
+) -> Vec<Target> {
+    let mut declared: HashMap<&str, usize> = HashMap::new();
+    for f in &parsed.functions {
+        *declared.entry(f.name.as_str()).or_default() += 1;
+    }
+    let kept_start = corpus.line_start(first);
+    let kept_len = (corpus.line_end(last) - kept_start).max(1);
+    let counts = |line: &str| !opts.skip_blank || !is_blank(line);
+
+    let mut out = Vec::new();
+    for f in &parsed.functions {
+        if !f.clean || declared.get(f.name.as_str()) != Some(&1) {
+            continue;
+        }
+        let decl_line = corpus.line_of_byte(f.start_byte);
+        let brace_line = corpus.line_of_byte(f.open_brace_end.saturating_sub(1));
+        let close_line = corpus.line_of_byte(f.close_brace);
+        if decl_line < first || close_line <= brace_line + 1 || brace_line >= last {
+            continue;
+        }
+        // Lines strictly inside the body, after the brace line, within the kept range.
+        let body_last = (close_line - 1).min(last);
+        let mut expected = Vec::with_capacity(opts.lines);
+        let mut i = brace_line + 1;
+        while i <= body_last && expected.len() < opts.lines {
+            let l = corpus.line(i);
+            if counts(l) {
+                expected.push(l.to_string());
+            }
+            i += 1;
+        }
+        if expected.len() < opts.lines || opts.lines == 0 {
+            continue;
+        }
+        let last_expected = i - 1;
+        let mut extra = Vec::with_capacity(opts.lines);
+        while i <= last && extra.len() < opts.lines {
+            let l = corpus.line(i);
+            if counts(l) {
+                extra.push(l.to_string());
+            }
+            i += 1;
+        }
+        let header = corpus.text[corpus.line_start(decl_line)..f.open_brace_end].replace("\r\n", "\n");
+        out.push(Target {
+            name: f.name.clone(),
+            line: decl_line + 1,
+            byte_offset: f.start_byte,
+            token_offset: None,
+            depth: (f.start_byte - kept_start) as f64 / kept_len as f64,
+            header,
+            expected,
+            extra_window: extra,
+            last_expected_line: last_expected + 1,
+        });
+    }
+    out
+}
+
+/// Draws `opts.count` targets stratified by depth, returned in file order.
+///
+/// The kept text is cut into COUNT equal byte buckets; each non-empty bucket
+/// gives one target drawn with a ChaCha8 RNG seeded from `opts.seed`. Each empty
+/// bucket then borrows from the nearest bucket that still has candidates left
+/// (the lower one when two are equally near). The same candidates and seed
+/// always give the same targets.
+pub fn sample(candidates: Vec<Target>, opts: &TargetOptions) -> Vec<Target> {
+    let count = opts.count.max(1);
+    if candidates.len() <= count {
+        return candidates;
+    }
+    let mut buckets: Vec<Vec<Target>> = (0..count).map(|_| Vec::new()).collect();
+    for t in candidates {
+        let b = ((t.depth * count as f64) as usize).min(count - 1);
+        buckets[b].push(t);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
+    let mut chosen = Vec::with_capacity(count);
+    let mut empty = Vec::new();
+    for (b, bucket) in buckets.iter_mut().enumerate() {
+        if bucket.is_empty() {
+            empty.push(b);
+        } else {
+            let i = rng.random_range(0..bucket.len());
+            chosen.push(bucket.remove(i));
+        }
+    }
+    for b in empty {
+        let donor = (1..count).find_map(|d| {
+            [b.checked_sub(d), Some(b + d)]
+                .into_iter()
+                .flatten()
+                .find(|&n| n < count && !buckets[n].is_empty())
+        });
+        if let Some(n) = donor {
+            let i = rng.random_range(0..buckets[n].len());
+            chosen.push(buckets[n].remove(i));
+        }
+    }
+    chosen.sort_by_key(|t| t.byte_offset);
+    chosen
+}
+
+/// Eligible targets of lines `first..=last`, sampled; fewer than COUNT is an error.
+pub fn select(
+    corpus: &Corpus,
+    parsed: &Parsed,
+    first: usize,
+    last: usize,
+    opts: &TargetOptions,
+    hint: &str,
+) -> Result<Vec<Target>, TooFewTargets> {
+    let candidates = eligible(corpus, parsed, first, last, opts);
+    if candidates.len() < opts.count || opts.count == 0 {
+        return Err(TooFewTargets {
+            found: candidates.len(),
+            wanted: opts.count,
+            lines: opts.lines,
+            first: first + 1,
+            last: last + 1,
+            path: corpus.path.display().to_string(),
+            hint: hint.to_string(),
+        });
+    }
+    Ok(sample(candidates, opts))
+}
