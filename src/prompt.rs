@@ -58,6 +58,10 @@ pub struct Frame {
     pub head: String,
     /// Between the kept text and the question.
     pub mid: String,
+    /// How many bytes of `mid` end the prefix; the rest starts each suffix.
+    /// Where whitespace is cut decides whether prefix and question tokens
+    /// join up exactly as the whole prompt would tokenize (see [`Frame::fit_boundary`]).
+    pub mid_split: usize,
     /// After the question (chat: end of turn and the assistant's opening).
     pub tail: String,
     /// How the chat template was rendered (`minijinja` or `llama.cpp`).
@@ -74,6 +78,7 @@ impl Frame {
             kind: ProbeKind::Completion,
             head: String::new(),
             mid: "\n".into(),
+            mid_split: 1,
             tail: String::new(),
             renderer: None,
             line_comment,
@@ -84,8 +89,37 @@ impl Frame {
     pub fn prefix(&self, kept_text: &str) -> String {
         let mut p = self.head.clone();
         p.push_str(&with_final_newline(kept_text));
-        p.push_str(&self.mid);
+        p.push_str(&self.mid[..self.mid_split]);
         p
+    }
+
+    /// The part of `mid` each suffix starts with.
+    fn mid_rest(&self) -> &str {
+        &self.mid[self.mid_split..]
+    }
+
+    /// Chooses where the whitespace between file and question is cut, so that
+    /// the prefix tokens followed by a question's tokens equal the tokens of
+    /// the whole prompt. Tokenizers differ: GPT-2 style pre-tokenizers split
+    /// `"\n\n"` before a word into `"\n"`, `"\n"`, while SentencePiece vocabularies
+    /// keep `"\n\n"` whole; so every cut of `mid` is tried, the whole of it in the
+    /// prefix first. `exact(split)` says whether a cut is exact for a sample
+    /// question. Returns whether an exact cut was found; if none is, the default
+    /// (all of `mid` in the prefix) stays and the boundary differs by the
+    /// tokens around the cut.
+    pub fn fit_boundary(&mut self, mut exact: impl FnMut(&Frame) -> bool) -> bool {
+        let default = self.mid.len();
+        for split in (0..=self.mid.len()).rev() {
+            if !self.mid.is_char_boundary(split) {
+                continue;
+            }
+            self.mid_split = split;
+            if exact(self) {
+                return true;
+            }
+        }
+        self.mid_split = default;
+        false
     }
 
     /// Byte offset of the kept text inside [`Frame::prefix`].
@@ -96,14 +130,18 @@ impl Frame {
     /// What follows the prefix for one target.
     pub fn suffix(&self, target: &Target, lines: usize, skip_blank: bool) -> String {
         match self.kind {
-            ProbeKind::Chat => {
-                let mut s = query(&target.name, lines, skip_blank);
-                s.push_str(&self.tail);
-                s
-            }
+            ProbeKind::Chat => format!(
+                "{}{}{}",
+                self.mid_rest(),
+                query(&target.name, lines, skip_blank),
+                self.tail
+            ),
             ProbeKind::Completion => format!(
-                "{} The function `{}` from above, repeated verbatim:\n{}\n",
-                self.line_comment, target.name, target.header
+                "{}{} The function `{}` from above, repeated verbatim:\n{}\n",
+                self.mid_rest(),
+                self.line_comment,
+                target.name,
+                target.header
             ),
         }
     }
@@ -148,6 +186,7 @@ pub fn split_frame(rendered: &str, renderer: &str, line_comment: &'static str) -
         kind: ProbeKind::Chat,
         head: head.to_string(),
         mid: mid.to_string(),
+        mid_split: mid.len(),
         tail: tail.to_string(),
         renderer: Some(renderer.to_string()),
         line_comment,

@@ -106,6 +106,10 @@ pub struct Runtime {
     pub chat_renderer: Option<String>,
     #[serde(default)]
     pub prefix_sha256: Option<String>,
+    /// Whether the prefix tokens followed by each question's tokens equal the
+    /// tokenization of the whole prompt (bench only).
+    #[serde(default)]
+    pub prompt_boundary_exact: Option<bool>,
 }
 
 impl Runtime {
@@ -118,6 +122,7 @@ impl Runtime {
             backend: None,
             chat_renderer: None,
             prefix_sha256: None,
+            prompt_boundary_exact: None,
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct Plan {
     pub queries: Vec<Vec<LlamaToken>>,
     pub max_new_tokens: usize,
     pub n_ctx: u32,
+    /// Whether prefix + question tokens equal the whole prompt's tokens exactly.
+    pub boundary_exact: bool,
 }
 
 /// The knobs [`plan`] needs, independent of the command line.
@@ -54,7 +56,7 @@ pub struct PlanOptions {
 pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     let corpus = &src.corpus;
     let topts = o.target.options();
-    let frame = frame_for(model, src, o.probe)?;
+    let mut frame = frame_for(model, src, o.probe)?;
     let max_new = o.max_new_tokens.unwrap_or(20 * 2 * topts.lines);
     let cap = match o.ctx {
         CtxSize::Auto => model.n_ctx_train as usize,
@@ -102,7 +104,18 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     };
 
     // The per-line costs are an estimate; the real tokenization decides.
+    let mut boundary_exact = false;
     let (prefix_text, prefix_tokens) = loop {
+        if let Some(sample) = everywhere.first() {
+            let end = corpus.slice_lines(last.saturating_sub(1).max(first), last);
+            boundary_exact = frame.fit_boundary(|f| {
+                let (p, q) = (f.prefix(end), f.suffix(sample, topts.lines, topts.skip_blank));
+                let whole = model.tokenize_prefix(&format!("{p}{q}"));
+                let mut joined = model.tokenize_prefix(&p);
+                joined.extend(model.tokenize_rest(&q));
+                whole == joined
+            });
+        }
         let text = frame.prefix(corpus.slice_lines(first, last));
         let tokens = model.tokenize_prefix(&text);
         let kept_tokens = tokens.len().saturating_sub(frame_cost);
@@ -161,6 +174,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         queries,
         max_new_tokens: max_new,
         n_ctx,
+        boundary_exact,
     })
 }
 
@@ -388,6 +402,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     runtime.backend = Some(crate::engine::backend_name().to_string());
     runtime.chat_renderer = plan.frame.renderer.clone();
     runtime.prefix_sha256 = Some(crate::fsutil::sha256_hex(plan.prefix_text.as_bytes()));
+    runtime.prompt_boundary_exact = Some(plan.boundary_exact);
     let flash_attn = match cfg.flash_attn {
         OnOffAuto::Auto => "auto",
         OnOffAuto::On => "on",

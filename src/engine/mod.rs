@@ -8,9 +8,11 @@ pub mod session;
 
 use anyhow::{Result, anyhow};
 use llama_cpp_2::llama_backend::LlamaBackend;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();
+/// llama.cpp can be initialised once per process; this serialises the first calls.
+static INIT: Mutex<()> = Mutex::new(());
 
 /// The process-wide llama.cpp backend, initialised once. llama.cpp's own log
 /// output is silenced unless `POSRECALL_LLAMA_LOG` is set, so that the
@@ -19,11 +21,14 @@ pub fn backend() -> Result<&'static LlamaBackend> {
     if let Some(b) = BACKEND.get() {
         return Ok(b);
     }
+    let _guard = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = BACKEND.get() {
+        return Ok(b);
+    }
     let mut b = LlamaBackend::init().map_err(|e| anyhow!("cannot start llama.cpp: {e}"))?;
     if std::env::var_os("POSRECALL_LLAMA_LOG").is_none() {
         b.void_logs();
     }
-    // A concurrent caller may have won the race; either backend is the same one.
     Ok(BACKEND.get_or_init(|| b))
 }
 
