@@ -48,9 +48,9 @@ pub struct TargetArgs {
     /// Do not count blank lines anywhere (eligibility, ground truth, answers).
     #[arg(long)]
     pub skip_blank: bool,
-    /// A target passes when at least this many lines match.
-    #[arg(long, default_value_t = 8)]
-    pub pass: usize,
+    /// A target passes when at least this many lines match [default: 8, or LINES when smaller].
+    #[arg(long)]
+    pub pass: Option<usize>,
     /// How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one).
     #[arg(long, value_enum, default_value_t = Normalize::Trim)]
     pub normalize: Normalize,
@@ -79,6 +79,9 @@ pub struct ScoreArgs {
     /// Write the run file (JSON) here.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// Check that the targets file was made for exactly these lines A:B (as a bench run's crop).
+    #[arg(long, value_name = "A:B")]
+    pub crop_lines: Option<LineRange>,
     /// Override the pass threshold recorded in the targets file.
     #[arg(long)]
     pub pass: Option<usize>,
@@ -92,16 +95,24 @@ pub struct ScoreArgs {
 
 /// KV-cache element types llama.cpp accepts for `--kv`, `--kv-k`, `--kv-v`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "lower")]
 pub enum KvType {
+    #[value(name = "f32")]
     F32,
+    #[value(name = "f16")]
     F16,
+    #[value(name = "bf16")]
     Bf16,
+    #[value(name = "q8_0")]
     Q8_0,
+    #[value(name = "q5_1")]
     Q5_1,
+    #[value(name = "q5_0")]
     Q5_0,
+    #[value(name = "q4_1")]
     Q4_1,
+    #[value(name = "q4_0")]
     Q4_0,
+    #[value(name = "iq4_nl")]
     Iq4Nl,
 }
 

@@ -2,11 +2,30 @@
 //! error into one line on stderr and a non-zero exit.
 
 use clap::Parser;
+
 use posrecall::cli::{Cli, Command};
 use posrecall::commands;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+                e.exit();
+            }
+            // Usage errors as one line too: clap's message, its hints folded in.
+            let text = e.to_string();
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                .collect();
+            let msg = line.join(" ");
+            eprintln!("posrecall: {}", msg.strip_prefix("error: ").map(|m| format!("error: {m}")).unwrap_or(msg.clone()));
+            std::process::exit(2);
+        }
+    };
     let result = match &cli.command {
         Command::Bench(a) => commands::bench::run(a),
         Command::Targets(a) => commands::targets::run(a),

@@ -119,7 +119,9 @@ pub fn eligible(
             }
             i += 1;
         }
-        let header = corpus.text[corpus.line_start(decl_line)..f.open_brace_end].replace("\r\n", "\n");
+        let header = corpus.text[corpus.line_start(decl_line)..f.open_brace_end]
+            .trim_start_matches('\u{feff}')
+            .replace("\r\n", "\n");
         out.push(Target {
             name: f.name.clone(),
             line: decl_line + 1,

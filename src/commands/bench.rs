@@ -23,9 +23,14 @@ use llama_cpp_2::token::LlamaToken;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// What would fix too few targets in a bench run.
-const HINT: &str = "use a longer-context model or a larger --ctx, --crop densest, \
-                    --crop-lines A:B around a denser region, or a smaller --count or --lines";
+/// What would fix too few targets in a bench run kept by `mode`.
+fn hint(mode: CropMode) -> String {
+    let crop = match mode {
+        CropMode::Densest => "--crop-lines A:B around another region",
+        _ => "--crop densest (the window with the most functions)",
+    };
+    format!("use a longer-context model (or a larger --ctx), {crop}, or a smaller --count or --lines")
+}
 
 /// Everything decided before decoding.
 pub struct Plan {
@@ -139,7 +144,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         let _ = &mut first;
     };
 
-    let mut selected = targets::select(corpus, &src.parsed, first, last, &topts, HINT)?;
+    let mut selected = targets::select(corpus, &src.parsed, first, last, &topts, &hint(mode))?;
 
     // Token offsets: how many prefix tokens come before each declaration.
     let starts = token_starts(model, &prefix_tokens);
@@ -368,7 +373,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let cfg = context_config(args, plan.n_ctx);
     let opts = ScoreOptions {
         lines: args.target.lines,
-        pass: args.target.pass,
+        pass: args.target.pass(),
         normalize: args.target.normalize,
         skip_blank: args.target.skip_blank,
     };

@@ -20,12 +20,17 @@ impl TargetArgs {
         }
     }
 
+    /// The pass threshold: `--pass`, else 8 capped at LINES.
+    pub fn pass(&self) -> usize {
+        self.pass.unwrap_or(8.min(self.lines))
+    }
+
     /// The parameters recorded in run and targets files.
     pub fn params(&self) -> Params {
         Params {
             count: self.count,
             lines: self.lines,
-            pass: self.pass,
+            pass: self.pass(),
             seed: self.seed,
             normalize: self.normalize,
             skip_blank: self.skip_blank,
@@ -43,8 +48,8 @@ impl TargetArgs {
         if self.lines == 0 {
             anyhow::bail!("--lines must be at least 1");
         }
-        if self.pass > self.lines {
-            anyhow::bail!("--pass {} is more than --lines {}: nothing could pass", self.pass, self.lines);
+        if self.pass() > self.lines {
+            anyhow::bail!("--pass {} is more than --lines {}: nothing could pass", self.pass(), self.lines);
         }
         Ok(())
     }

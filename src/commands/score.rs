@@ -35,6 +35,21 @@ fn read_answers(path: &std::path::Path) -> Result<HashMap<String, String>> {
 
 pub fn run(args: &ScoreArgs) -> Result<()> {
     let targets = TargetsFile::load(&args.targets)?;
+    if let Some(r) = args.crop_lines {
+        let c = &targets.corpus.crop;
+        if (c.first_line, c.last_line) != (r.first, r.last) {
+            bail!(
+                "{} was made for lines {}..{}, not {}..{}; rerun `posrecall targets --crop-lines {}:{}`",
+                args.targets.display(),
+                c.first_line,
+                c.last_line,
+                r.first,
+                r.last,
+                r.first,
+                r.last
+            );
+        }
+    }
     let mut answers = read_answers(&args.responses)?;
     if let Some(unknown) = answers.keys().find(|n| !targets.targets.iter().any(|t| &t.name == *n)) {
         bail!(

@@ -64,9 +64,19 @@ pub fn target_diff(t: &TargetResult, lines: usize, color: bool) -> String {
     );
     for l in &t.lines {
         let (mark, style) = look(l.status, color);
-        let _ = writeln!(out, "  {}", style.apply_to(format!("{mark} {}", l.text)));
+        let _ = writeln!(out, "  {}", style.apply_to(format!("{mark} {}", clip(&l.text))));
     }
     out
+}
+
+/// A runaway answer line (a model looping without a newline) is shown cut to
+/// a screenful; the run file keeps it whole.
+fn clip(text: &str) -> std::borrow::Cow<'_, str> {
+    const MAX: usize = 160;
+    match text.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}… ({} more chars)", &text[..i], text[i..].chars().count()).into(),
+        None => text.into(),
+    }
 }
 
 /// `passes/count, matched, missing (truncated), hallucinated, extra` as one line.

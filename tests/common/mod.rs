@@ -52,7 +52,7 @@ pub fn target_args(count: usize, lines: usize, crop: Option<(usize, usize)>) -> 
         seed: 1,
         crop_lines: crop.map(|(first, last)| LineRange { first, last }),
         skip_blank: false,
-        pass: lines.min(8),
+        pass: None,
         normalize: Normalize::Trim,
     }
 }

@@ -1,0 +1,187 @@
+//! `posrecall bench` end to end on real models: the run file, determinism,
+//! KV types, the base-model probe, and bad input.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn bench(model: &Path, extra: &[&str], out: Option<&Path>) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench").arg(model).arg("--corpus").arg(fixture("dense.js"));
+    cmd.args(["--threads", "2", "--quiet"]).args(extra);
+    if let Some(o) = out {
+        cmd.arg("--out").arg(o);
+    }
+    cmd.env("NO_COLOR", "1").output().unwrap()
+}
+
+fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn read(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// One clear line on stderr, a non-zero exit, no panic, no run file.
+fn assert_clean_failure(o: &Output, out: &Path, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "expected failure, got success");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    assert!(lines[0].starts_with("posrecall: error:"), "{err}");
+    assert!(lines[0].contains(needle), "`{needle}` not in: {err}");
+    assert!(!out.exists(), "a run file was written despite the error");
+    let dir = out.parent().unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
+    assert!(leftovers.is_empty(), "files left behind: {leftovers:?}");
+}
+
+const SMALL: &[&str] = &[
+    "--count", "4", "--lines", "8", "--crop-lines", "1:150", "--kv", "f16", "--max-new-tokens", "40",
+];
+
+#[test]
+fn run_file_is_complete_and_runs_are_deterministic() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    ok(&bench(&smollm2(), SMALL, Some(&a)));
+    ok(&bench(&smollm2(), SMALL, Some(&b)));
+    let (ra, rb) = (read(&a), read(&b));
+
+    // Determinism: identical answers and scores.
+    assert_eq!(ra["targets"], rb["targets"]);
+    assert_eq!(ra["summary"], rb["summary"]);
+
+    let targets = ra["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 4);
+    for t in targets {
+        let (m, x) = (t["matched"].as_u64().unwrap(), t["missing"].as_u64().unwrap());
+        assert_eq!(m + x, 8, "{}", t["name"]);
+        assert!(t["token_offset"].as_u64().unwrap() > 0);
+        assert_eq!(t["expected"].as_array().unwrap().len(), 8);
+        assert!(t["response"].is_string());
+    }
+    let m = &ra["manifest"];
+    for key in ["path", "sha256", "size_bytes", "architecture", "name", "file_type", "build", "n_params", "n_ctx_train"] {
+        assert!(!m["model"][key].is_null(), "manifest.model.{key}");
+    }
+    assert_eq!(m["model"]["file_type"], "Q4_1");
+    assert_eq!(m["model"]["architecture"], "llama");
+    for key in ["n_ctx", "type_k", "type_v", "flash_attn", "swa_full", "kv_unified", "n_batch", "n_ubatch", "threads", "gpu_layers"] {
+        assert!(!m["context"][key].is_null(), "manifest.context.{key}");
+    }
+    assert_eq!(m["corpus"]["crop"]["first_line"], 1);
+    assert_eq!(m["corpus"]["crop"]["last_line"], 150);
+    assert_eq!(m["corpus"]["crop"]["mode"], "lines");
+    assert_eq!(m["params"]["probe"], "chat");
+    assert_eq!(m["params"]["decode_mode"], "sequential");
+    assert_eq!(m["runtime"]["llama_cpp_2"], "0.1.160");
+    assert_eq!(m["runtime"]["chat_renderer"], "minijinja");
+    assert_eq!(m["runtime"]["prompt_boundary_exact"], true);
+
+    let t = &ra["timings"];
+    for key in ["load_ms", "prefill_ms", "snapshot_ms", "total_ms"] {
+        assert!(t[key].as_f64().unwrap() > 0.0, "timings.{key}");
+    }
+    assert!(t["snapshot_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(t["prefix_source"], "prefill");
+    // The prefix is evaluated once, not per question.
+    assert_eq!(t["prefill_tokens"], m["corpus"]["prefix_tokens"]);
+    for key in ["restore_ms", "query_ms"] {
+        let v = t[key].as_array().unwrap();
+        assert_eq!(v.len(), 4, "{key}");
+        assert!(v.iter().all(|x| x.as_f64().unwrap() > 0.0), "{key}");
+    }
+    let generated: u64 = targets.iter().map(|t| t["generated_tokens"].as_u64().unwrap()).sum();
+    assert_eq!(t["generated_tokens"].as_u64().unwrap(), generated);
+    assert!(generated > 0);
+}
+
+#[test]
+fn every_kv_type_and_a_mixed_pair_run() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let base = ["--count", "2", "--lines", "5", "--crop-lines", "1:60", "--max-new-tokens", "8"];
+    for (flags, k, v) in [
+        (vec!["--kv", "f16"], "f16", "f16"),
+        (vec!["--kv", "q8_0"], "q8_0", "q8_0"),
+        (vec!["--kv", "q4_0"], "q4_0", "q4_0"),
+        (vec!["--kv-k", "q8_0", "--kv-v", "f16"], "q8_0", "f16"),
+    ] {
+        let out = dir.path().join(format!("{k}-{v}.json"));
+        let args: Vec<&str> = base.iter().copied().chain(flags.iter().copied()).collect();
+        ok(&bench(&smollm2(), &args, Some(&out)));
+        let r = read(&out);
+        assert_eq!(r["manifest"]["context"]["type_k"], k);
+        assert_eq!(r["manifest"]["context"]["type_v"], v);
+        assert_eq!(r["targets"].as_array().unwrap().len(), 2);
+    }
+}
+
+#[test]
+fn gemma3_base_model_runs_with_the_completion_probe() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.json");
+    ok(&bench(
+        &gemma3(),
+        &["--count", "2", "--lines", "6", "--crop-lines", "1:100", "--max-new-tokens", "24"],
+        Some(&out),
+    ));
+    let r = read(&out);
+    assert_eq!(r["manifest"]["params"]["probe"], "completion");
+    assert_eq!(r["manifest"]["model"]["architecture"], "gemma3");
+    assert_eq!(r["manifest"]["model"]["chat_template"], false);
+    assert_eq!(r["manifest"]["context"]["swa_full"], false);
+    assert!(r["manifest"]["runtime"]["chat_renderer"].is_null());
+    // A base model continuing its own file recalls at least something.
+    assert!(r["summary"]["matched"].as_u64().unwrap() > 0, "{}", r["summary"]);
+}
+
+#[test]
+fn bad_input_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("run.json");
+
+    let missing = dir.path().join("missing.gguf");
+    assert_clean_failure(&bench(&missing, &[], Some(&out)), &out, "does not exist");
+
+    let text = dir.path().join("not-a-model.gguf");
+    std::fs::write(&text, "this is not a model\n").unwrap();
+    assert_clean_failure(&bench(&text, &[], Some(&out)), &out, "not a GGUF");
+
+    let truncated = dir.path().join("truncated.gguf");
+    let bytes = std::fs::read(smollm2()).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
+    assert_clean_failure(&bench(&truncated, &[], Some(&out)), &out, "could not load");
+
+    let m = smollm2();
+    assert_clean_failure(
+        &bench(&m, &["--crop", "none", "--ctx", "1024", "--max-new-tokens", "64"], Some(&out)),
+        &out,
+        "fit",
+    );
+    assert_clean_failure(&bench(&m, &["--kv", "q7"], Some(&out)), &out, "q7");
+    assert_clean_failure(
+        &bench(&m, &["--flash-attn", "off", "--kv-v", "q8_0"], Some(&out)),
+        &out,
+        "flash attention",
+    );
+    assert_clean_failure(
+        &bench(&m, &["--count", "40", "--lines", "10"], Some(&out)),
+        &out,
+        "eligible",
+    );
+}
