@@ -62,6 +62,9 @@ pub fn target_diff(t: &TargetResult, lines: usize, color: bool) -> String {
         t.hallucinated,
         t.extra
     );
+    if let Some(f) = &t.forced {
+        let _ = writeln!(out, "  teacher-forced: {}", forced_line(f));
+    }
     for l in &t.lines {
         let (mark, style) = look(l.status, color);
         let _ = writeln!(out, "  {}", style.apply_to(format!("{mark} {}", clip(&l.text))));
@@ -87,9 +90,37 @@ pub fn totals_line(t: &Totals) -> String {
     )
 }
 
+/// One target's teacher-forced metrics as one line.
+fn forced_line(f: &crate::forced::Forced) -> String {
+    let exact = f.lines_exact.iter().filter(|&&e| e).count();
+    let diverge = match f.first_divergence {
+        Some(d) => format!("first divergence line {} token {}", d.line, d.token),
+        None => "no divergence".to_string(),
+    };
+    format!(
+        "top-1 {:.3}, mean log-prob {:.3}, {}/{} lines exact, {}, {} near ties",
+        f.top1_share,
+        f.mean_logprob,
+        exact,
+        f.lines_exact.len(),
+        diverge,
+        f.near_ties
+    )
+}
+
 /// The aggregate and the per-quarter breakdown.
 pub fn summary(s: &Summary) -> String {
     let mut out = format!("{}\n", totals_line(&s.total));
+    if let Some(f) = &s.forced {
+        let _ = writeln!(
+            out,
+            "teacher-forced: top-1 share {:.3}, mean log-prob {:.3}, {:.1}% of lines exact, {} near ties",
+            f.top1_share,
+            f.mean_logprob,
+            100.0 * f.lines_exact_share,
+            f.near_ties
+        );
+    }
     for (i, q) in s.by_quarter.iter().enumerate() {
         if q.count > 0 {
             let _ = writeln!(

@@ -1,0 +1,30 @@
+//! `posrecall report`: aggregate tables, the colour diffs and one HTML page
+//! from run files and folders of run files.
+
+use crate::cli::ReportArgs;
+use crate::report::aggregate::load_inputs;
+use crate::report::export::{self, Options};
+use crate::report::terminal::stdout_wants_color;
+use anyhow::Result;
+use std::io::Write as _;
+
+pub fn run(args: &ReportArgs) -> Result<()> {
+    let opts = Options {
+        diff: args.diff,
+        color: args.out.is_none() && stdout_wants_color(),
+    };
+    // The format is checked before any file is read, the whole report is
+    // rendered before anything is written.
+    let exporter = export::exporter(args.format, opts)?;
+    let runs = load_inputs(&args.inputs)?;
+    let text = exporter.render(&runs)?;
+    match &args.out {
+        Some(path) => crate::fsutil::write_atomic(path, text.as_bytes()),
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(text.as_bytes())?;
+            stdout.flush()?;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! The plain data every report format is made from: the runs as loaded, one
+//! aggregate [`Row`] per run, and the per-target [`Grid`] of runs that were
+//! asked about the same targets.
+//!
+//! Nothing here formats anything; the format modules (table, markdown, csv,
+//! json, html) each turn these values into text.
+
+use crate::run::{FORMAT_VERSION, RunFile, TargetResult, Totals};
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// One run file as read, with the label reports show for it.
+#[derive(Debug, Clone)]
+pub struct LoadedRun {
+    /// Where it came from (`None` for a run that was never written, e.g. `bench --html` without `--out`).
+    pub path: Option<PathBuf>,
+    /// Short name in column headings: the file stem, or the full path when two stems collide.
+    pub label: String,
+    pub run: RunFile,
+}
+
+impl LoadedRun {
+    /// How error messages name this run.
+    pub fn display(&self) -> String {
+        match &self.path {
+            Some(p) => p.display().to_string(),
+            None => self.label.clone(),
+        }
+    }
+}
+
+/// Reads every input: a file must be a run file; a folder stands for every
+/// `*.json` in it that parses as a run file, sorted by file name. The result
+/// is never empty, and all runs have the same `params.lines`.
+pub fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<LoadedRun>> {
+    if inputs.is_empty() {
+        bail!("no run files given");
+    }
+    let mut runs: Vec<PathRun> = Vec::new();
+    let mut notes = Vec::new();
+    for input in inputs {
+        if input.is_dir() {
+            let (found, skipped) = load_folder(input)?;
+            if found.is_empty() {
+                let others = match skipped.len() {
+                    0 => String::new(),
+                    1 => "; its one .json file is not a run file".to_string(),
+                    n => format!("; its {n} .json files are not run files"),
+                };
+                bail!(
+                    "{} holds no run files (*.json written by `bench --out` or `score --out`){others}",
+                    input.display()
+                );
+            }
+            runs.extend(found);
+            notes.extend(skipped);
+        } else {
+            let run = load_run(input)?;
+            runs.push((input.clone(), run));
+        }
+    }
+    let loaded = label_runs(runs);
+    check_comparable(&loaded)?;
+    // Only a report that goes ahead says what it left out.
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+    Ok(loaded)
+}
+
+/// A run file, checked for the format version this posrecall reads.
+fn load_run(path: &Path) -> Result<RunFile> {
+    let run = RunFile::load(path)?;
+    if run.format != FORMAT_VERSION {
+        bail!(
+            "{} has run-file format {}, this posrecall reads {}",
+            path.display(),
+            run.format,
+            FORMAT_VERSION
+        );
+    }
+    Ok(run)
+}
+
+/// A run file and where it was read.
+type PathRun = (PathBuf, RunFile);
+
+/// The run files in one folder, by file name, and a note for each `.json`
+/// in it that is not a run file (other files are not looked at).
+fn load_folder(dir: &Path) -> Result<(Vec<PathRun>, Vec<String>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read folder {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension().is_some_and(|e| e == "json")
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    let mut runs = Vec::new();
+    let mut skipped = Vec::new();
+    for f in files {
+        match load_run(&f) {
+            Ok(run) => runs.push((f, run)),
+            Err(e) => skipped.push(format!("skipped {}: {}", f.display(), e.root_cause())),
+        }
+    }
+    Ok((runs, skipped))
+}
+
+/// Labels are file stems, unless two runs share one: then every run is
+/// labelled by its path as given.
+fn label_runs(runs: Vec<PathRun>) -> Vec<LoadedRun> {
+    let stem = |p: &Path| {
+        p.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string())
+    };
+    let stems: Vec<String> = runs.iter().map(|(p, _)| stem(p)).collect();
+    let unique = stems
+        .iter()
+        .enumerate()
+        .all(|(i, s)| !stems[..i].contains(s));
+    runs.into_iter()
+        .zip(stems)
+        .map(|((path, run), s)| LoadedRun {
+            label: if unique {
+                s
+            } else {
+                path.display().to_string()
+            },
+            path: Some(path),
+            run,
+        })
+        .collect()
+}
+
+/// Runs scored against different numbers of lines cannot share a table.
+pub fn check_comparable(runs: &[LoadedRun]) -> Result<()> {
+    if let Some(first) = runs.first() {
+        let lines = first.run.manifest.params.lines;
+        if let Some(other) = runs.iter().find(|r| r.run.manifest.params.lines != lines) {
+            bail!(
+                "cannot compare runs with different --lines: {} has {}, {} has {}",
+                first.display(),
+                lines,
+                other.display(),
+                other.run.manifest.params.lines
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One run's line in the aggregate table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// The run's label (file stem).
+    pub run: String,
+    /// GGUF `general.name`, else the model file name; for `score` runs
+    /// `external (<corpus file>)`.
+    pub model: String,
+    /// `manifest.model.build`; empty for `score` runs.
+    pub build: String,
+    /// The quantisation (`manifest.model.file_type`); empty when unknown.
+    pub quant: String,
+    pub kv_k: String,
+    pub kv_v: String,
+    pub passes: usize,
+    pub count: usize,
+    pub matched: usize,
+    pub missing: usize,
+    pub truncated: usize,
+    pub hallucinated: usize,
+    pub extra: usize,
+    /// Prefix tokens per second of the prefill; `None` without timings or prefill.
+    pub prefill_tok_s: Option<f64>,
+}
+
+impl Row {
+    pub fn of(r: &LoadedRun) -> Row {
+        let m = &r.run.manifest;
+        let model = match &m.model {
+            Some(info) => info
+                .name
+                .clone()
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| {
+                    Path::new(&info.path)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| info.path.clone())
+                }),
+            None => {
+                let corpus = Path::new(&m.corpus.path)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| m.corpus.path.clone());
+                format!("external ({corpus})")
+            }
+        };
+        let t = &r.run.summary.total;
+        let prefill_tok_s = r.run.timings.as_ref().and_then(|t| {
+            (t.prefill_ms > 0.0 && t.prefill_tokens > 0)
+                .then(|| t.prefill_tokens as f64 / t.prefill_ms * 1000.0)
+        });
+        Row {
+            run: r.label.clone(),
+            model,
+            build: m
+                .model
+                .as_ref()
+                .map(|i| i.build.clone())
+                .unwrap_or_default(),
+            quant: m
+                .model
+                .as_ref()
+                .and_then(|i| i.file_type.clone())
+                .unwrap_or_default(),
+            kv_k: m
+                .context
+                .as_ref()
+                .map(|c| c.type_k.clone())
+                .unwrap_or_default(),
+            kv_v: m
+                .context
+                .as_ref()
+                .map(|c| c.type_v.clone())
+                .unwrap_or_default(),
+            passes: t.passes,
+            count: t.count,
+            matched: t.matched,
+            missing: t.missing,
+            truncated: t.truncated,
+            hallucinated: t.hallucinated,
+            extra: t.extra,
+            prefill_tok_s,
+        }
+    }
+
+    /// `k/v`, or empty when the run has no context (score runs).
+    pub fn kv(&self) -> String {
+        if self.kv_k.is_empty() && self.kv_v.is_empty() {
+            String::new()
+        } else {
+            format!("{}/{}", self.kv_k, self.kv_v)
+        }
+    }
+
+    /// Prefill speed with one decimal, empty when absent.
+    pub fn prefill(&self) -> String {
+        self.prefill_tok_s
+            .map(|v| format!("{v:.1}"))
+            .unwrap_or_default()
+    }
+}
+
+/// The aggregate rows, in the order the runs were given.
+pub fn rows(runs: &[LoadedRun]) -> Vec<Row> {
+    runs.iter().map(Row::of).collect()
+}
+
+/// One cell of the per-target grid.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Cell {
+    pub matched: usize,
+    pub pass: bool,
+}
+
+/// One target across runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GridRow {
+    pub name: String,
+    pub line: usize,
+    pub depth: f64,
+    /// One per run, in run order.
+    pub cells: Vec<Cell>,
+}
+
+/// Targets (by depth) × runs, for runs asked about the same targets.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Grid {
+    pub lines: usize,
+    pub rows: Vec<GridRow>,
+}
+
+impl Grid {
+    /// The grid, when every run has the same target names in the same order
+    /// and the same `params.lines`; otherwise `None`.
+    pub fn of(runs: &[LoadedRun]) -> Option<Grid> {
+        let first = runs.first()?;
+        let same = runs.iter().all(|r| {
+            r.run.targets.len() == first.run.targets.len()
+                && r.run
+                    .targets
+                    .iter()
+                    .zip(&first.run.targets)
+                    .all(|(a, b)| a.name == b.name)
+                && r.run.manifest.params.lines == first.run.manifest.params.lines
+        });
+        if !same {
+            return None;
+        }
+        let mut rows: Vec<GridRow> = first
+            .run
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| GridRow {
+                name: t.name.clone(),
+                line: t.line,
+                depth: t.depth,
+                cells: runs
+                    .iter()
+                    .map(|r| {
+                        let t = &r.run.targets[i];
+                        Cell {
+                            matched: t.matched,
+                            pass: t.pass,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        rows.sort_by(|a, b| a.depth.total_cmp(&b.depth));
+        Some(Grid {
+            lines: first.run.manifest.params.lines,
+            rows,
+        })
+    }
+}
+
+/// The depth range of quarter `q` (0..4) as text, e.g. `0.25-0.50`.
+pub fn quarter_label(q: usize) -> String {
+    format!("{:.2}-{:.2}", q as f64 / 4.0, (q + 1) as f64 / 4.0)
+}
+
+/// `passes/count (pct%)`, or `-` for a quarter without targets.
+pub fn pass_rate(t: &Totals) -> String {
+    if t.count == 0 {
+        "-".into()
+    } else {
+        format!(
+            "{}/{} ({:.0}%)",
+            t.passes,
+            t.count,
+            100.0 * t.passes as f64 / t.count as f64
+        )
+    }
+}
+
+/// One target of the diff views: its name and line, and the result of each
+/// run that asked about it (`None` where a run did not).
+pub struct TargetColumn<'a> {
+    pub name: &'a str,
+    pub line: usize,
+    pub depth: f64,
+    pub results: Vec<Option<&'a TargetResult>>,
+}
+
+/// Every target asked about by any run (the same name at the same line is one
+/// target), by depth, with each run's result side by side.
+pub fn target_columns(runs: &[LoadedRun]) -> Vec<TargetColumn<'_>> {
+    let mut out: Vec<TargetColumn<'_>> = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        for t in &r.run.targets {
+            let at = out
+                .iter()
+                .position(|c| c.name == t.name && c.line == t.line);
+            let col = match at {
+                Some(k) => &mut out[k],
+                None => {
+                    out.push(TargetColumn {
+                        name: &t.name,
+                        line: t.line,
+                        depth: t.depth,
+                        results: vec![None; runs.len()],
+                    });
+                    out.last_mut().expect("just pushed")
+                }
+            };
+            col.results[i] = Some(t);
+        }
+    }
+    out.sort_by(|a, b| a.depth.total_cmp(&b.depth));
+    out
+}

@@ -1,0 +1,55 @@
+//! The one trait every report format implements, and the choice of format.
+//!
+//! Adding a format is one file: a type implementing [`Exporter`], and a line
+//! in [`exporter`].
+
+use crate::report::aggregate::LoadedRun;
+use anyhow::Result;
+
+/// Turns loaded runs into the whole text of one report.
+pub trait Exporter {
+    fn render(&self, runs: &[LoadedRun]) -> Result<String>;
+}
+
+/// `report --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned plain text for the terminal.
+    Table,
+    /// GitHub-flavoured Markdown (pastes into an issue).
+    Md,
+    /// A header row and one row per run.
+    Csv,
+    /// The documented "Report JSON" shape (docs/RUN_FORMAT.md).
+    Json,
+    /// One self-contained HTML page: table, chart and every diff.
+    Html,
+}
+
+/// What a report shows besides the aggregate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Include the per-target diffs (table and md; HTML always has them).
+    pub diff: bool,
+    /// Colour the terminal table's diffs.
+    pub color: bool,
+}
+
+/// The exporter of `format`, or an error when `opts` ask for something it
+/// cannot show.
+pub fn exporter(format: Format, opts: Options) -> Result<Box<dyn Exporter>> {
+    Ok(match format {
+        Format::Table => Box::new(super::table::Table {
+            diff: opts.diff,
+            color: opts.color,
+        }),
+        Format::Md => Box::new(super::markdown::Markdown { diff: opts.diff }),
+        Format::Csv | Format::Json if opts.diff => anyhow::bail!(
+            "--diff works with --format table, md or html (the HTML page always has the diffs), not {}",
+            if format == Format::Csv { "csv" } else { "json" }
+        ),
+        Format::Csv => Box::new(super::csv::Csv),
+        Format::Json => Box::new(super::json::Json),
+        Format::Html => Box::new(super::html::Html),
+    })
+}

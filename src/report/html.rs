@@ -1,0 +1,507 @@
+//! `--format html` (and `bench --html`): one self-contained page that opens
+//! offline in any browser. Inline CSS, no script, no external asset: the
+//! aggregate table, a recall-vs-depth chart (SVG drawn by plotters), the
+//! per-target grid and pass rate by depth quarter, and every target's diff in
+//! the four colours, collapsible, one column per run.
+//!
+//! Every diff line is an element of class `l-matched`, `l-missing`,
+//! `l-hallucinated` or `l-extra` inside
+//! `<pre class="diff" data-run="I" data-target="NAME">` (I: the run's 0-based
+//! position), so tools can count what the page shows.
+
+use crate::report::aggregate::{Grid, LoadedRun, TargetColumn, rows, target_columns};
+use crate::report::export::Exporter;
+use crate::report::tabular::{self, Tabular};
+use crate::run::{RunFile, TargetResult};
+use crate::score::LineStatus;
+use anyhow::Result;
+use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
+use std::fmt::Write as _;
+use std::path::Path;
+
+pub struct Html;
+
+impl Exporter for Html {
+    fn render(&self, runs: &[LoadedRun]) -> Result<String> {
+        page(runs)
+    }
+}
+
+/// `bench --html FILE`: the page for one run, labelled by its run file's
+/// stem (else its build label), written atomically.
+pub fn write_bench_page(run: &RunFile, run_file: Option<&Path>, html: &Path) -> Result<()> {
+    let label = run_file
+        .and_then(|p| p.file_stem())
+        .map(|s| s.to_string_lossy().into_owned())
+        .or_else(|| run.manifest.model.as_ref().map(|m| m.build.clone()))
+        .unwrap_or_else(|| "run".into());
+    let loaded = LoadedRun {
+        path: run_file.map(Path::to_path_buf),
+        label,
+        run: run.clone(),
+    };
+    let page = Html.render(std::slice::from_ref(&loaded))?;
+    crate::fsutil::write_atomic(html, page.as_bytes())
+}
+
+/// Series colours of the chart (Tableau 10), by run position.
+const PALETTE: [(u8, u8, u8); 10] = [
+    (0x4e, 0x79, 0xa7),
+    (0xf2, 0x8e, 0x2b),
+    (0xe1, 0x57, 0x59),
+    (0x76, 0xb7, 0xb2),
+    (0x59, 0xa1, 0x4f),
+    (0xed, 0xc9, 0x48),
+    (0xb0, 0x7a, 0xa1),
+    (0xff, 0x9d, 0xa7),
+    (0x9c, 0x75, 0x5f),
+    (0xba, 0xb0, 0xac),
+];
+
+fn series_color(i: usize) -> (u8, u8, u8) {
+    PALETTE[i % PALETTE.len()]
+}
+
+const STYLE: &str = r#"
+:root { color-scheme: light; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1f2328; background: #fff; margin: 24px; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
+.sub { color: #57606a; margin: 0 0 12px; }
+table { border-collapse: collapse; margin: 6px 0 10px; }
+.scroll { overflow-x: auto; max-width: 100%; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
+th, td.num { white-space: nowrap; }
+th { background: #f6f8fa; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.pass { background: #dafbe1; }
+td.fail { background: #ffebe9; }
+.caption { color: #57606a; margin: 0; }
+.chart svg { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
+.series { display: inline-block; margin-right: 16px; }
+.swatch { display: inline-block; width: 22px; height: 4px; vertical-align: middle; margin-right: 6px; }
+.legend span.key { display: inline-block; padding: 1px 8px; margin-right: 8px; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+details.target { border: 1px solid #d0d7de; border-radius: 6px; margin: 6px 0; }
+details.target > summary { cursor: pointer; padding: 6px 10px; background: #f6f8fa; }
+details.target[open] > summary { border-bottom: 1px solid #d0d7de; }
+.badge { display: inline-block; padding: 0 6px; margin-left: 6px; border-radius: 10px; font-size: 12px; }
+.badge.pass { background: #dafbe1; }
+.badge.fail { background: #ffebe9; }
+.cols { display: grid; gap: 10px; padding: 10px; }
+.col { min-width: 0; }
+.colhead { font-size: 12px; color: #57606a; margin-bottom: 4px; }
+.absent { color: #57606a; font-style: italic; }
+pre.diff { margin: 0; padding: 4px 0; background: #fff; border: 1px solid #eaeef2; font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre-wrap; overflow-wrap: anywhere; }
+pre.diff .l { display: block; padding: 0 6px; }
+.m { user-select: none; display: inline-block; width: 1.4em; opacity: 0.8; }
+.l-matched, .k-matched { color: #6e7781; }
+.l-missing, .k-missing { color: #953800; background: #ffe2c4; }
+.l-hallucinated, .k-hallucinated { color: #4d3800; background: #fff1a8; }
+.l-extra, .k-extra { color: #0a3069; background: #d3e6ff; }
+.meta td { white-space: normal; }
+"#;
+
+/// The whole page.
+fn page(runs: &[LoadedRun]) -> Result<String> {
+    let mut out = String::new();
+    out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    let _ = writeln!(
+        out,
+        "<title>posrecall report: {}</title>",
+        text(&titles(runs))
+    );
+    let _ = writeln!(out, "<style>{STYLE}</style>\n</head>\n<body>");
+    out.push_str("<h1>posrecall report</h1>\n");
+    let _ = writeln!(out, "<p class=\"sub\">{}</p>", text(&subtitle(runs)));
+
+    out.push_str("<h2>Aggregate</h2>\n");
+    out.push_str(&html_table(&tabular::aggregate(&rows(runs)), |_| None));
+
+    out.push_str("<h2>Matched lines by depth</h2>\n<div class=\"chart\">\n");
+    out.push_str(&chart(runs)?);
+    out.push_str("</div>\n<p class=\"legend\">");
+    for (i, r) in runs.iter().enumerate() {
+        let (cr, cg, cb) = series_color(i);
+        let _ = write!(
+            out,
+            "<span class=\"series\"><span class=\"swatch\" style=\"background: rgb({cr},{cg},{cb})\"></span>{}</span>",
+            text(&r.label)
+        );
+    }
+    out.push_str("<span class=\"series\"><span class=\"swatch\" style=\"background: #888\"></span>pass threshold</span></p>\n");
+
+    if runs.len() > 1 {
+        match Grid::of(runs) {
+            Some(grid) => {
+                out.push_str("<h2>Per target, by depth</h2>\n");
+                let _ = writeln!(out, "<p class=\"caption\">{}</p>", text(&tabular::grid_caption(&grid, runs)));
+                out.push_str(&html_table(&tabular::grid(&grid, runs), |c| {
+                    if c.ends_with('✓') {
+                        Some("pass")
+                    } else if c.ends_with('✗') {
+                        Some("fail")
+                    } else {
+                        None
+                    }
+                }));
+            }
+            None => out.push_str(
+                "<p class=\"caption\">No per-target grid: the runs were not asked about the same targets.</p>\n",
+            ),
+        }
+    }
+    out.push_str("<h2>Pass rate by depth quarter</h2>\n");
+    out.push_str(&html_table(&tabular::quarters(runs), |_| None));
+
+    out.push_str("<h2>Per-target diffs</h2>\n<p class=\"legend\">");
+    for (class, mark, word) in CLASSES {
+        let _ = write!(out, "<span class=\"key k-{class}\">{mark} {word}</span>");
+    }
+    out.push_str("</p>\n<p class=\"caption\">Click a function to open its diff");
+    if runs.len() > 1 {
+        out.push_str(", one column per run");
+    }
+    out.push_str(".</p>\n");
+    for col in target_columns(runs) {
+        out.push_str(&target_section(&col, runs));
+    }
+
+    out.push_str("<h2>Runs</h2>\n");
+    out.push_str(&meta_table(runs));
+    out.push_str("</body>\n</html>\n");
+    Ok(out)
+}
+
+/// The run labels, for the title.
+fn titles(runs: &[LoadedRun]) -> String {
+    runs.iter()
+        .map(|r| r.label.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Corpus, kept range and scoring parameters of the first run (all runs share `lines`).
+fn subtitle(runs: &[LoadedRun]) -> String {
+    let m = &runs[0].run.manifest;
+    let corpus = Path::new(&m.corpus.path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| m.corpus.path.clone());
+    format!(
+        "{} run{} · corpus {} lines {}–{} · {} lines per answer, pass at {} matched",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        corpus,
+        m.corpus.crop.first_line,
+        m.corpus.crop.last_line,
+        m.params.lines,
+        m.params.pass
+    )
+}
+
+/// A `Tabular` as an HTML table; `class_of` may add a class to a body cell.
+fn html_table(t: &Tabular, class_of: impl Fn(&str) -> Option<&'static str>) -> String {
+    let mut out = String::from("<div class=\"scroll\"><table>\n<thead><tr>");
+    for (h, num) in t.header.iter().zip(&t.numeric) {
+        let _ = write!(
+            out,
+            "<th{}>{}</th>",
+            if *num { " class=\"num\"" } else { "" },
+            text(h)
+        );
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for row in &t.rows {
+        out.push_str("<tr>");
+        for (c, num) in row.iter().zip(&t.numeric) {
+            let mut classes = Vec::new();
+            if *num {
+                classes.push("num");
+            }
+            if let Some(k) = class_of(c) {
+                classes.push(k);
+            }
+            let class = if classes.is_empty() {
+                String::new()
+            } else {
+                format!(" class=\"{}\"", classes.join(" "))
+            };
+            let _ = write!(out, "<td{class}>{}</td>", text(c));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table></div>\n");
+    out
+}
+
+/// Matched lines (y) against depth (x), one series per run, and a line at
+/// each pass threshold; an inline SVG without the XML namespace attribute
+/// (HTML does not need it).
+fn chart(runs: &[LoadedRun]) -> Result<String> {
+    use plotters::prelude::*;
+    let lines = runs[0].run.manifest.params.lines as f64;
+    let mut passes: Vec<usize> = runs.iter().map(|r| r.run.manifest.params.pass).collect();
+    passes.sort_unstable();
+    passes.dedup();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (960, 380)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(14)
+            .x_label_area_size(44)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..1f64, -0.4f64..(lines + 0.6))?;
+        let y_labels = (lines as usize + 1).min(11);
+        chart
+            .configure_mesh()
+            .x_desc("depth in the kept text (0 = start, 1 = end)")
+            .y_desc("matched lines")
+            .x_labels(11)
+            .y_labels(y_labels)
+            .x_label_formatter(&|x| format!("{x:.1}"))
+            .y_label_formatter(&|y| {
+                if *y < 0.0 {
+                    String::new()
+                } else {
+                    format!("{y}")
+                }
+            })
+            .max_light_lines(1)
+            .light_line_style(RGBColor(0xf2, 0xf2, 0xf2))
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 15))
+            .draw()?;
+        let gray = RGBColor(0x88, 0x88, 0x88);
+        for p in &passes {
+            let y = *p as f64;
+            chart.draw_series(DashedLineSeries::new(
+                vec![(0.0, y), (1.0, y)],
+                8,
+                5,
+                gray.stroke_width(2),
+            ))?;
+        }
+        let n = runs.len();
+        for (i, r) in runs.iter().enumerate() {
+            let (cr, cg, cb) = series_color(i);
+            let color = RGBColor(cr, cg, cb);
+            let mut pts: Vec<(f64, f64)> = r
+                .run
+                .targets
+                .iter()
+                .map(|t| (t.depth, t.matched as f64))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // Earlier runs are drawn wider, so identical results stay visible as rings.
+            let k = (n - 1 - i).min(4);
+            let width = 2 + 2 * k as u32;
+            let radius = 4 + 2 * k as i32;
+            chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))?;
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, radius, color.filled())))?;
+        }
+        root.present()?;
+    }
+    Ok(svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1))
+}
+
+/// The classes of the diff lines: CSS suffix, marker, word.
+const CLASSES: [(&str, &str, &str); 4] = [
+    ("matched", "=", "matched"),
+    ("missing", "-", "missing"),
+    ("hallucinated", "?", "hallucinated"),
+    ("extra", "+", "extra"),
+];
+
+fn class_of(s: LineStatus) -> (&'static str, &'static str) {
+    let (class, mark, _) = match s {
+        LineStatus::Matched => CLASSES[0],
+        LineStatus::Missing => CLASSES[1],
+        LineStatus::Hallucinated => CLASSES[2],
+        LineStatus::Extra => CLASSES[3],
+    };
+    (class, mark)
+}
+
+/// One target: a collapsible section, the summary naming the target and
+/// each run's verdict, the body one diff column per run.
+fn target_section(col: &TargetColumn<'_>, runs: &[LoadedRun]) -> String {
+    let mut out = String::from("<details class=\"target\">\n<summary>");
+    let _ = write!(
+        out,
+        "<strong>{}</strong> · line {} · depth {:.2}",
+        text(col.name),
+        col.line,
+        col.depth
+    );
+    for (r, res) in runs.iter().zip(&col.results) {
+        if let Some(t) = res {
+            let lines = r.run.manifest.params.lines;
+            let _ = write!(
+                out,
+                "<span class=\"badge {}\">{}: {}/{}</span>",
+                if t.pass { "pass" } else { "fail" },
+                text(&r.label),
+                t.matched,
+                lines
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "</summary>\n<div class=\"cols\" style=\"grid-template-columns: repeat({}, minmax(0, 1fr))\">",
+        runs.len()
+    );
+    for (i, (r, res)) in runs.iter().zip(&col.results).enumerate() {
+        out.push_str("<div class=\"col\">");
+        match res {
+            Some(t) => out.push_str(&diff_column(i, &r.label, t, r.run.manifest.params.lines)),
+            None => {
+                let _ = write!(
+                    out,
+                    "<div class=\"colhead\">{}</div><div class=\"absent\">not asked in this run</div>",
+                    text(&r.label)
+                );
+            }
+        }
+        out.push_str("</div>\n");
+    }
+    out.push_str("</div>\n</details>\n");
+    out
+}
+
+/// One run's diff of one target: a heading with the counts, then every line.
+fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<div class=\"colhead\"><strong>{}</strong> {} · matched {}/{} · missing {} (truncated {}) · hallucinated {} · extra {}</div>",
+        text(label),
+        if t.pass { "PASS" } else { "FAIL" },
+        t.matched,
+        lines,
+        t.missing,
+        t.truncated,
+        t.hallucinated,
+        t.extra
+    );
+    let _ = write!(
+        out,
+        "<pre class=\"diff\" data-run=\"{run}\" data-target=\"{}\">",
+        attr(&t.name)
+    );
+    for l in &t.lines {
+        let (class, mark) = class_of(l.status);
+        let _ = write!(
+            out,
+            "<span class=\"l l-{class}\"><span class=\"m\">{mark}</span>{}</span>",
+            text(&clip(&l.text))
+        );
+    }
+    out.push_str("</pre>");
+    out
+}
+
+/// A runaway answer line is cut (the run file keeps it whole).
+fn clip(s: &str) -> std::borrow::Cow<'_, str> {
+    const MAX: usize = 2000;
+    match s.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}… ({} more chars)", &s[..i], s[i..].chars().count()).into(),
+        None => s.into(),
+    }
+}
+
+/// Where each run came from and how it was made.
+fn meta_table(runs: &[LoadedRun]) -> String {
+    let mut out = String::from(
+        "<table class=\"meta\">\n<thead><tr><th>run</th><th>file</th><th>model</th><th>corpus</th><th>parameters</th><th>runtime</th></tr></thead>\n<tbody>\n",
+    );
+    for r in runs {
+        let m = &r.run.manifest;
+        let model = match &m.model {
+            Some(info) => format!(
+                "{} ({}, {} params, sha256 {})",
+                info.path,
+                info.architecture.as_deref().unwrap_or("?"),
+                info.n_params,
+                &info.sha256[..info.sha256.len().min(12)]
+            ),
+            None => "answers scored by `posrecall score`".into(),
+        };
+        let corpus = format!(
+            "{} lines {}–{} (crop {}{})",
+            m.corpus.path,
+            m.corpus.crop.first_line,
+            m.corpus.crop.last_line,
+            serde_name(&m.corpus.crop.mode),
+            m.corpus
+                .prefix_tokens
+                .map(|t| format!(", {t} tokens"))
+                .unwrap_or_default()
+        );
+        let mut params = format!(
+            "count {}, lines {}, pass {}, seed {}, normalize {}{}",
+            m.params.count,
+            m.params.lines,
+            m.params.pass,
+            m.params.seed,
+            serde_name(&m.params.normalize),
+            if m.params.skip_blank {
+                ", skip blank"
+            } else {
+                ""
+            }
+        );
+        if let Some(p) = &m.params.probe {
+            let _ = write!(params, ", probe {p}");
+        }
+        if let Some(c) = &m.context {
+            let _ = write!(
+                params,
+                ", n_ctx {}, flash attn {}, threads {}, gpu layers {}",
+                c.n_ctx, c.flash_attn, c.threads, c.gpu_layers
+            );
+        }
+        let runtime = format!(
+            "posrecall {}{}{}",
+            m.runtime.posrecall,
+            m.runtime
+                .llama_cpp_sys_2
+                .as_deref()
+                .map(|v| format!(", llama-cpp-sys-2 {v}"))
+                .unwrap_or_default(),
+            m.runtime
+                .backend
+                .as_deref()
+                .map(|b| format!(", {b}"))
+                .unwrap_or_default()
+        );
+        let file = r
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            text(&r.label),
+            text(&file),
+            text(&model),
+            text(&corpus),
+            text(&params),
+            text(&runtime)
+        );
+    }
+    out.push_str("</tbody>\n</table>\n");
+    out
+}
+
+/// How the run file spells an enum value (`lines`, `trim`).
+fn serde_name<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}

@@ -1,0 +1,54 @@
+//! `--format json`: the "Report JSON" shape documented in docs/RUN_FORMAT.md.
+
+use crate::report::aggregate::{Grid, LoadedRun, Row, rows};
+use crate::report::export::Exporter;
+use crate::run::Totals;
+use anyhow::Result;
+use serde::Serialize;
+
+/// Version of the report JSON shape.
+pub const REPORT_FORMAT: u32 = 1;
+
+#[derive(Serialize)]
+struct Report<'a> {
+    format: u32,
+    runs: Vec<RunEntry<'a>>,
+    /// Present when every run was asked about the same targets.
+    grid: Option<Grid>,
+}
+
+#[derive(Serialize)]
+struct RunEntry<'a> {
+    /// The run file as given (null for a run that was not read from a file).
+    file: Option<String>,
+    #[serde(flatten)]
+    row: Row,
+    lines: usize,
+    pass: usize,
+    by_quarter: &'a [Totals; 4],
+}
+
+pub struct Json;
+
+impl Exporter for Json {
+    fn render(&self, runs: &[LoadedRun]) -> Result<String> {
+        let report = Report {
+            format: REPORT_FORMAT,
+            runs: runs
+                .iter()
+                .zip(rows(runs))
+                .map(|(r, row)| RunEntry {
+                    file: r.path.as_ref().map(|p| p.display().to_string()),
+                    row,
+                    lines: r.run.manifest.params.lines,
+                    pass: r.run.manifest.params.pass,
+                    by_quarter: &r.run.summary.by_quarter,
+                })
+                .collect(),
+            grid: Grid::of(runs),
+        };
+        let mut text = serde_json::to_string_pretty(&report)?;
+        text.push('\n');
+        Ok(text)
+    }
+}
