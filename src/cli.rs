@@ -28,6 +28,39 @@ pub enum Command {
     Targets(TargetsArgs),
     /// Score answers produced elsewhere (JSONL of {"name", "response"}).
     Score(ScoreArgs),
+    /// Aggregate tables, per-target diffs and one HTML page from run files.
+    Report(ReportArgs),
+    /// Paired comparison of two runs over their shared targets, with exact tests and a verdict.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The first run file (A).
+    #[arg(value_name = "A.json")]
+    pub a: PathBuf,
+    /// The second run file (B); differences are B − A.
+    #[arg(value_name = "B.json")]
+    pub b: PathBuf,
+    /// Print the comparison as JSON (shape: docs/RUN_FORMAT.md, "Compare JSON").
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run files (bench/score --out), or folders: a folder stands for every run file (*.json) in it, by file name.
+    #[arg(required = true, value_name = "RUN.json|DIR")]
+    pub inputs: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = crate::report::export::Format::Table)]
+    pub format: crate::report::export::Format,
+    /// Write the report here (atomically) instead of to stdout.
+    #[arg(long, short, value_name = "FILE", visible_alias = "output")]
+    pub out: Option<PathBuf>,
+    /// Also show every run's per-target diff (table and md; the HTML page always has them).
+    #[arg(long)]
+    pub diff: bool,
 }
 
 /// What picks the targets and how answers are scored; shared by every command.
@@ -228,9 +261,18 @@ pub struct BenchArgs {
     /// Generation cap per answer (default: 20 tokens per line of the expected window).
     #[arg(long)]
     pub max_new_tokens: Option<usize>,
+    /// Skip generation: run only the teacher-forced pass (fast screening of many builds).
+    #[arg(long)]
+    pub forced_only: bool,
+    /// Keep the evaluated prefix state in this folder and load it on later runs with the same key.
+    #[arg(long, value_name = "DIR")]
+    pub prefix_cache: Option<PathBuf>,
     /// Write the run file (JSON) here.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// Also write the HTML report of this run here (as `posrecall report --format html`).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Print only the aggregate, not the per-target diffs.
     #[arg(long, short)]
     pub quiet: bool,

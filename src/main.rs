@@ -30,6 +30,8 @@ fn main() {
         Command::Bench(a) => commands::bench::run(a),
         Command::Targets(a) => commands::targets::run(a),
         Command::Score(a) => commands::score::run(a),
+        Command::Report(a) => commands::report::run(a),
+        Command::Compare(a) => commands::compare::run(a),
     };
     if let Err(e) = result {
         // One line: the outermost context, then its causes.

@@ -147,6 +147,30 @@ impl Frame {
     }
 }
 
+/// The text the teacher-forced pass feeds after the question: the expected
+/// lines, each ending with a newline, exactly as a perfect answer writes them.
+pub fn forced_body(target: &Target) -> String {
+    let mut body = target.expected.join("\n");
+    body.push('\n');
+    body
+}
+
+/// The scaffold a forced answer opens with: a chat model whose own greedy
+/// answer opened with a code fence line (```` ```javascript ````) gets the same line
+/// before the forced lines, so that its habit is not scored as a miss. The
+/// scaffold's tokens are not scored. The completion probe has none.
+pub fn forced_scaffold(kind: ProbeKind, greedy_answer: Option<&str>) -> String {
+    if kind != ProbeKind::Chat {
+        return String::new();
+    }
+    match greedy_answer.and_then(|a| a.lines().next()) {
+        Some(first) if first.trim_start().starts_with("```") || first.trim_start().starts_with("~~~") => {
+            format!("{first}\n")
+        }
+        _ => String::new(),
+    }
+}
+
 /// Stand-ins rendered through the template, then cut out again. They are
 /// unlikely in a template and survive `trim` (they hold no outer whitespace).
 const KEPT_MARK: &str = "\u{1}POSRECALL-KEPT\u{1}";

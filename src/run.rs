@@ -5,6 +5,7 @@
 //! from outside answers has the same shape.
 
 use crate::crop::Crop;
+use crate::forced::{Forced, ForcedSummary};
 use crate::score::{Normalize, Score, ScoredLine};
 use crate::targets::Target;
 use anyhow::{Context, Result};
@@ -143,10 +144,16 @@ pub struct TargetResult {
     pub truncated: usize,
     pub hallucinated: usize,
     pub extra: usize,
+    /// Blank lines the answer is read as having ended on (see docs/METHOD.md).
+    #[serde(default)]
+    pub implied_blank: usize,
     pub pass: bool,
     /// Tokens generated for this answer (bench only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated_tokens: Option<usize>,
+    /// Teacher-forced metrics (bench only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forced: Option<Forced>,
 }
 
 impl TargetResult {
@@ -165,8 +172,10 @@ impl TargetResult {
             truncated: score.truncated,
             hallucinated: score.hallucinated,
             extra: score.extra,
+            implied_blank: score.implied_blank,
             pass: score.pass,
             generated_tokens: None,
+            forced: None,
         }
     }
 }
@@ -202,6 +211,9 @@ pub struct Summary {
     pub total: Totals,
     /// Quarters by depth: [0, .25), [.25, .5), [.5, .75), [.75, 1].
     pub by_quarter: [Totals; 4],
+    /// Means of the teacher-forced metrics (bench only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forced: Option<ForcedSummary>,
 }
 
 impl Summary {
@@ -212,6 +224,7 @@ impl Summary {
             let q = ((r.depth * 4.0) as usize).min(3);
             s.by_quarter[q].add(r);
         }
+        s.forced = ForcedSummary::of(results.iter().filter_map(|r| r.forced.as_ref()));
         s
     }
 }
@@ -226,10 +239,16 @@ pub struct Timings {
     pub prefix_source: String,
     pub prefill_ms: f64,
     pub prefill_tokens: usize,
+    /// Writing the prefix state to the prefix cache, when it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_save_ms: Option<f64>,
     pub snapshot_ms: f64,
     pub snapshot_bytes: usize,
     pub restore_ms: Vec<f64>,
     pub query_ms: Vec<f64>,
+    /// Per query: restore plus the teacher-forced pass.
+    #[serde(default)]
+    pub forced_ms: Vec<f64>,
     pub generated_tokens: usize,
     pub total_ms: f64,
 }

@@ -185,3 +185,60 @@ fn bad_input_fails_cleanly() {
         "eligible",
     );
 }
+
+#[test]
+fn prefix_cache_loads_verified_state_and_rebuilds_a_corrupt_one() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let args = ["--count", "3", "--lines", "6", "--crop-lines", "1:150", "--kv", "f16", "--max-new-tokens", "24"];
+    let with_cache: Vec<&str> = args.iter().copied().chain(["--prefix-cache", cache.to_str().unwrap()]).collect();
+    let run = |flags: &[&str], name: &str| -> (Value, String) {
+        let out = dir.path().join(name);
+        let o = bench(&smollm2(), flags, Some(&out));
+        ok(&o);
+        (read(&out), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let responses = |r: &Value| -> Vec<Value> {
+        r["targets"].as_array().unwrap().iter().map(|t| t["response"].clone()).collect()
+    };
+
+    let (plain, _) = run(&args, "plain.json");
+    let (first, _) = run(&with_cache, "first.json");
+    assert_eq!(first["timings"]["prefix_source"], "prefill");
+    let (cached, _) = run(&with_cache, "cached.json");
+    assert_eq!(cached["timings"]["prefix_source"], "cache");
+    assert_eq!(cached["timings"]["prefill_tokens"], 0);
+    let (t_prefill, t_cache) = (
+        first["timings"]["prefill_ms"].as_f64().unwrap(),
+        cached["timings"]["prefill_ms"].as_f64().unwrap(),
+    );
+    assert!(t_cache * 10.0 <= t_prefill, "cache load {t_cache} ms vs prefill {t_prefill} ms");
+    assert_eq!(responses(&plain), responses(&first));
+    assert_eq!(responses(&plain), responses(&cached), "answers from the cached prefix differ");
+
+    // A flipped byte anywhere in the state file is caught, reported and rebuilt.
+    let state = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "state"))
+        .expect("a state file in the cache");
+    let len = std::fs::metadata(&state).unwrap().len() as usize;
+    for (i, at) in [0, len / 2, len - 1].into_iter().enumerate() {
+        let mut bytes = std::fs::read(&state).unwrap();
+        bytes[at] ^= 0x20;
+        std::fs::write(&state, &bytes).unwrap();
+        let (r, err) = run(&with_cache, &format!("corrupt-{i}.json"));
+        assert!(err.contains("ignored"), "corruption at byte {at} not reported: {err}");
+        assert_eq!(r["timings"]["prefix_source"], "prefill", "corrupt cache at byte {at} was loaded");
+        assert_eq!(responses(&plain), responses(&r));
+        // The rebuilt file loads again.
+        let (again, _) = run(&with_cache, &format!("again-{i}.json"));
+        assert_eq!(again["timings"]["prefix_source"], "cache");
+    }
+
+    // A different key (another KV type) never loads this state.
+    let other: Vec<&str> = with_cache.iter().map(|a| if *a == "f16" { "q8_0" } else { a }).collect();
+    let (r, _) = run(&other, "other-key.json");
+    assert_eq!(r["timings"]["prefix_source"], "prefill");
+}

@@ -9,12 +9,14 @@ use crate::commands::crop_record;
 use crate::corpus::Source;
 use crate::crop::{self, CropMode};
 use crate::engine::model::{self, Model};
+use crate::engine::prefix_cache::{CacheKey, Lookup, PrefixCache};
 use crate::engine::session::{ContextConfig, Session};
 use crate::prompt::{self, Frame, SpecialTokens};
 use crate::run::{
     ContextInfo, CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, RunFile, Runtime, Summary,
     TargetResult, Timings,
 };
+use crate::forced::{Forced, TokenReading};
 use crate::score::{self, ScoreOptions};
 use crate::targets::{self, Target};
 use anyhow::{Result, bail};
@@ -31,6 +33,9 @@ fn hint(mode: CropMode) -> String {
     };
     format!("use a longer-context model (or a larger --ctx), {crop}, or a smaller --count or --lines")
 }
+
+/// Tokens kept free for a code-fence line the forced pass may open with.
+const FORCED_SCAFFOLD_RESERVE: usize = 16;
 
 /// Everything decided before decoding.
 pub struct Plan {
@@ -78,8 +83,16 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         .max()
         .unwrap_or(64);
     let frame_cost = model.tokenize_prefix(&frame.prefix("")).len();
+    // The teacher-forced pass feeds the expected lines after the question; the
+    // context must hold them as well as a generated answer.
+    let forced_reserve = everywhere
+        .iter()
+        .map(|t| model.tokenize_plain(&prompt::forced_body(t)).len() + FORCED_SCAFFOLD_RESERVE)
+        .max()
+        .unwrap_or(0);
+    let answer_room = max_new.max(forced_reserve);
     let mut budget = cap
-        .checked_sub(max_new + query_reserve + frame_cost)
+        .checked_sub(answer_room + query_reserve + frame_cost)
         .filter(|b| *b > 0)
         .ok_or_else(|| {
             anyhow::anyhow!(
@@ -158,7 +171,12 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         .map(|t| model.tokenize_rest(&frame.suffix(t, topts.lines, topts.skip_blank)))
         .collect();
     let longest = queries.iter().map(Vec::len).max().unwrap_or(0);
-    let needed = prefix_tokens.len() + longest + max_new;
+    let longest_forced = selected
+        .iter()
+        .map(|t| model.tokenize_plain(&prompt::forced_body(t)).len() + FORCED_SCAFFOLD_RESERVE)
+        .max()
+        .unwrap_or(0);
+    let needed = prefix_tokens.len() + longest + max_new.max(longest_forced);
     let n_ctx = match o.ctx {
         CtxSize::Auto => needed.min(model.n_ctx_train as usize).max(64) as u32,
         CtxSize::Fixed(n) => n,
@@ -263,26 +281,59 @@ pub struct Executed {
 }
 
 /// Prefill once, snapshot, then restore-and-answer every target.
+/// How [`execute`] runs, beyond the plan.
+pub struct ExecOptions<'a> {
+    /// Skip generation; only the teacher-forced pass.
+    pub forced_only: bool,
+    /// Load the prefix state from, and save it to, this cache under this key.
+    pub prefix_cache: Option<(&'a PrefixCache, String)>,
+    pub show_progress: bool,
+}
+
 pub fn execute(
     model: &Model,
     plan: &Plan,
     cfg: &ContextConfig,
     opts: &ScoreOptions,
+    exec: &ExecOptions,
     mut on_result: impl FnMut(&TargetResult),
-    show_progress: bool,
 ) -> Result<Executed> {
+    let (forced_only, show_progress) = (exec.forced_only, exec.show_progress);
     let mut session = Session::new(model, cfg)?;
     let mut timings = Timings {
         prefix_source: "prefill".into(),
         ..Timings::default()
     };
 
-    let bar = progress_bar(show_progress, plan.prefix_tokens.len() as u64, "prefill", "tok");
-    let t = Instant::now();
-    session.prefill(&plan.prefix_tokens, |done| bar.set_position(done as u64))?;
-    timings.prefill_ms = ms(t);
-    timings.prefill_tokens = plan.prefix_tokens.len();
-    bar.finish_and_clear();
+    let mut from_cache = false;
+    if let Some((cache, key)) = &exec.prefix_cache {
+        let t = Instant::now();
+        match cache.load(&mut session, key, &plan.prefix_tokens)? {
+            Lookup::Loaded => {
+                from_cache = true;
+                timings.prefill_ms = ms(t);
+                timings.prefix_source = "cache".into();
+            }
+            Lookup::Missing => {}
+            Lookup::Corrupt(why) => eprintln!("note: {why}"),
+        }
+    }
+    if !from_cache {
+        let bar = progress_bar(show_progress, plan.prefix_tokens.len() as u64, "prefill", "tok");
+        let t = Instant::now();
+        session.prefill(&plan.prefix_tokens, |done| bar.set_position(done as u64))?;
+        timings.prefill_ms = ms(t);
+        timings.prefill_tokens = plan.prefix_tokens.len();
+        bar.finish_and_clear();
+        if let Some((cache, key)) = &exec.prefix_cache {
+            let t = Instant::now();
+            // A cache that cannot be written costs the next run time, not this run.
+            match cache.save(&session, key, &plan.prefix_tokens) {
+                Ok(()) => timings.cache_save_ms = Some(ms(t)),
+                Err(e) => eprintln!("note: {e:#}"),
+            }
+        }
+    }
 
     let t = Instant::now();
     timings.snapshot_bytes = session.snapshot()?;
@@ -291,25 +342,82 @@ pub fn execute(
     let bar = progress_bar(show_progress, plan.targets.len() as u64, "queries", "q");
     let mut results = Vec::with_capacity(plan.targets.len());
     for (target, query) in plan.targets.iter().zip(&plan.queries) {
+        let mut answer = None;
+        if !forced_only {
+            let t = Instant::now();
+            session.restore()?;
+            timings.restore_ms.push(ms(t));
+            let limit = 2 * opts.lines;
+            let g = session.generate(query, plan.max_new_tokens, |text| {
+                score::parse_response(text, &target.header, opts.skip_blank).len() >= limit
+            })?;
+            timings.query_ms.push(g.ms);
+            timings.generated_tokens += g.tokens.len();
+            answer = Some(g);
+        }
+
         let t = Instant::now();
         session.restore()?;
-        timings.restore_ms.push(ms(t));
-        let limit = 2 * opts.lines;
-        let g = session.generate(query, plan.max_new_tokens, |text| {
-            score::parse_response(text, &target.header, opts.skip_blank).len() >= limit
-        })?;
-        timings.query_ms.push(g.ms);
-        timings.generated_tokens += g.tokens.len();
-        let lines = score::parse_response(&g.text, &target.header, opts.skip_blank);
+        let greedy_text = answer.as_ref().map(|g| g.text.as_str());
+        let forced = forced_pass(model, &mut session, plan, target, query, greedy_text)?;
+        timings.forced_ms.push(ms(t));
+
+        let text = answer.as_ref().map(|g| g.text.clone()).unwrap_or_default();
+        let lines = score::parse_response(&text, &target.header, opts.skip_blank);
         let s = score::score(&target.expected, &target.extra_window, &lines, opts);
-        let mut r = TargetResult::new(target, g.text, s);
-        r.generated_tokens = Some(g.tokens.len());
+        let mut r = TargetResult::new(target, text, s);
+        r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
+        r.forced = Some(forced);
         bar.suspend(|| on_result(&r));
         bar.inc(1);
         results.push(r);
     }
     bar.finish_and_clear();
     Ok(Executed { results, timings })
+}
+
+/// Feeds the target's expected lines after its question (behind the scaffold
+/// a chat model's own answer opened with) and reads how the model rated them.
+fn forced_pass(
+    model: &Model,
+    session: &mut Session,
+    plan: &Plan,
+    target: &Target,
+    query: &[LlamaToken],
+    greedy_answer: Option<&str>,
+) -> Result<Forced> {
+    let scaffold = prompt::forced_scaffold(plan.frame.kind, greedy_answer);
+    let body = prompt::forced_body(target);
+    let tokens = model.tokenize_plain(&format!("{scaffold}{body}"));
+    let starts = token_starts(model, &tokens);
+    let readings = session.force(query, &tokens)?;
+    let body_bytes = body.as_bytes();
+    let scored: Vec<TokenReading> = tokens
+        .iter()
+        .zip(&starts)
+        .zip(readings)
+        // Tokens that start inside the scaffold are not scored.
+        .filter(|((_, start), _)| **start >= scaffold.len())
+        .map(|((tok, start), (top1, gap, logprob))| {
+            let at = (start - scaffold.len()).min(body_bytes.len());
+            TokenReading {
+                token: tok.0,
+                top1: top1.0,
+                logprob,
+                top_gap: gap,
+                line: body_bytes[..at].iter().filter(|&&b| b == b'\n').count(),
+            }
+        })
+        .collect();
+    Ok(Forced::from_readings(&scored, target.expected.len()))
+}
+
+fn flash_attn_name(f: OnOffAuto) -> &'static str {
+    match f {
+        OnOffAuto::Auto => "auto",
+        OnOffAuto::On => "on",
+        OnOffAuto::Off => "off",
+    }
 }
 
 fn ms(t: Instant) -> f64 {
@@ -382,18 +490,38 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if !args.quiet {
         println!("{}\n", crate::report::terminal::legend(color));
     }
-    let executed = execute(
-        &model,
-        &plan,
-        &cfg,
-        &opts,
-        |r| {
-            if !args.quiet {
-                println!("{}", crate::report::terminal::target_diff(r, opts.lines, color));
-            }
-        },
-        !args.quiet,
-    )?;
+    let crop_sha = plan.crop.sha256.clone();
+    let prefix_sha = crate::fsutil::sha256_hex(plan.prefix_text.as_bytes());
+    let cache = args.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
+    let key = CacheKey {
+        model_sha256: &model.sha256,
+        corpus_sha256: &src.corpus.sha256,
+        crop_first_line: plan.crop.first_line,
+        crop_last_line: plan.crop.last_line,
+        crop_sha256: &crop_sha,
+        prefix_sha256: &prefix_sha,
+        n_ctx: cfg.n_ctx,
+        type_k: cfg.type_k.as_str(),
+        type_v: cfg.type_v.as_str(),
+        flash_attn: flash_attn_name(cfg.flash_attn),
+        swa_full: cfg.swa_full,
+        kv_unified: false,
+        n_batch: cfg.n_batch,
+        n_ubatch: cfg.n_ubatch,
+        gpu_layers,
+        llama_cpp_sys_2: env!("POSRECALL_LLAMA_CPP_SYS_2_VERSION"),
+    }
+    .digest();
+    let exec = ExecOptions {
+        forced_only: args.forced_only,
+        prefix_cache: cache.as_ref().map(|c| (c, key)),
+        show_progress: !args.quiet,
+    };
+    let executed = execute(&model, &plan, &cfg, &opts, &exec, |r| {
+        if !args.quiet {
+            println!("{}", crate::report::terminal::target_diff(r, opts.lines, color));
+        }
+    })?;
     let mut timings = executed.timings;
     timings.hash_ms = model.hash_ms;
     timings.load_ms_without_hash = model.load_ms;
@@ -402,17 +530,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let mut params = args.target.params();
     params.probe = Some(plan.frame.kind.as_str().to_string());
     params.max_new_tokens = Some(plan.max_new_tokens);
-    params.decode_mode = Some("sequential".into());
+    params.decode_mode = Some(if args.forced_only { "forced-only" } else { "sequential" }.into());
     let mut runtime = Runtime::current();
     runtime.backend = Some(crate::engine::backend_name().to_string());
     runtime.chat_renderer = plan.frame.renderer.clone();
-    runtime.prefix_sha256 = Some(crate::fsutil::sha256_hex(plan.prefix_text.as_bytes()));
+    runtime.prefix_sha256 = Some(prefix_sha);
     runtime.prompt_boundary_exact = Some(plan.boundary_exact);
-    let flash_attn = match cfg.flash_attn {
-        OnOffAuto::Auto => "auto",
-        OnOffAuto::On => "on",
-        OnOffAuto::Off => "off",
-    };
+    let flash_attn = flash_attn_name(cfg.flash_attn);
     let mut run = RunFile {
         format: FORMAT_VERSION,
         manifest: Manifest {
@@ -465,6 +589,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     run.timings = Some(timings);
     if let Some(out) = &args.out {
         run.save(out)?;
+    }
+    if let Some(html) = &args.html {
+        crate::report::html::write_bench_page(&run, args.out.as_deref(), html)?;
     }
     print!("{}", crate::report::terminal::summary(&run.summary));
     Ok(())

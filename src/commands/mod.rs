@@ -1,6 +1,8 @@
 //! One file per subcommand: each wires the pipeline stages together.
 
 pub mod bench;
+pub mod compare;
+pub mod report;
 pub mod score;
 pub mod targets;
 

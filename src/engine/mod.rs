@@ -4,6 +4,7 @@
 //! context: prefill, snapshot, restore and greedy generation, with timings.
 
 pub mod model;
+pub mod prefix_cache;
 pub mod session;
 
 use anyhow::{Result, anyhow};

@@ -235,4 +235,71 @@ impl<'m> Session<'m> {
             ms: t.elapsed().as_secs_f64() * 1e3,
         })
     }
+
+    /// Teacher forcing: evaluates `query` then `forced` after the prefix in
+    /// batched decodes with logits at every position, and returns, for each
+    /// forced token, the model's top-1 token, the gap between its two best
+    /// logits, and the forced token's log-probability (see [`crate::forced`]).
+    /// Call [`Session::restore`] first, as for [`Session::generate`].
+    pub fn force(
+        &mut self,
+        query: &[LlamaToken],
+        forced: &[LlamaToken],
+    ) -> Result<Vec<(LlamaToken, f32, f32)>> {
+        if query.is_empty() || forced.is_empty() {
+            bail!("teacher forcing needs a question and forced text");
+        }
+        let seq: Vec<LlamaToken> = query.iter().chain(forced).copied().collect();
+        let first_logit = query.len() - 1;
+        let mut out = Vec::with_capacity(forced.len());
+        let mut batch = LlamaBatch::new(self.n_batch, 1);
+        for (c, chunk) in seq.chunks(self.n_batch).enumerate() {
+            let base = c * self.n_batch;
+            batch.clear();
+            for (j, &tok) in chunk.iter().enumerate() {
+                let i = base + j;
+                let wants = i >= first_logit && i + 1 < seq.len();
+                batch.add(tok, (self.prefix_len + i) as i32, &[0], wants)?;
+            }
+            self.ctx
+                .decode(&mut batch)
+                .map_err(|e| anyhow!("llama.cpp decode failed in the forced pass: {e}"))?;
+            for j in 0..chunk.len() {
+                let i = base + j;
+                if i >= first_logit && i + 1 < seq.len() {
+                    let logits = self.ctx.get_logits_ith(j as i32);
+                    let next = seq[i + 1].0 as usize;
+                    let (best, gap, logprob) = crate::forced::read_logits(logits, next);
+                    out.push((LlamaToken(best as i32), gap, logprob));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes the evaluated prefix's sequence state, with its tokens, to `path`.
+    pub fn save_prefix_file(&self, path: &std::path::Path, tokens: &[LlamaToken]) -> Result<()> {
+        self.ctx
+            .state_seq_save_file(path, 0, tokens)
+            .map_err(|e| anyhow!("llama.cpp could not save the prefix state: {e}"))?;
+        Ok(())
+    }
+
+    /// Loads a prefix state saved by [`Session::save_prefix_file`]; it must hold
+    /// exactly `tokens`. Replaces any evaluated prefix and snapshot.
+    pub fn load_prefix_file(&mut self, path: &std::path::Path, tokens: &[LlamaToken]) -> Result<()> {
+        self.ctx.clear_kv_cache();
+        self.snapshot = None;
+        self.prefix_len = 0;
+        let (saved, _) = self
+            .ctx
+            .state_seq_load_file(path, 0, tokens.len() + 1)
+            .map_err(|e| anyhow!("{e}"))?;
+        if saved != tokens {
+            self.ctx.clear_kv_cache();
+            bail!("it holds a different prefix");
+        }
+        self.prefix_len = tokens.len();
+        Ok(())
+    }
 }

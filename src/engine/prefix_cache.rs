@@ -1,0 +1,145 @@
+//! The evaluated prefix, kept on disk between runs (`--prefix-cache DIR`).
+//!
+//! Prefilling a long file is the expensive part of a run; a later run with the
+//! same model, corpus range, prompt and context parameters can load the saved
+//! sequence state instead. llama.cpp's state loader checks only a header, so
+//! every state file has a sidecar holding its sha256: both are written under
+//! temporary names and renamed, and the file is verified before it is loaded.
+//! A corrupt or truncated file is reported, ignored and rebuilt; a different
+//! key never loads, because the key is the file name.
+
+use super::session::Session;
+use anyhow::{Context, Result};
+use llama_cpp_2::token::LlamaToken;
+use serde::Serialize;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Everything that decides the prefix state; its sha256 names the cache file.
+#[derive(Debug, Serialize)]
+pub struct CacheKey<'a> {
+    pub model_sha256: &'a str,
+    pub corpus_sha256: &'a str,
+    pub crop_first_line: usize,
+    pub crop_last_line: usize,
+    pub crop_sha256: &'a str,
+    pub prefix_sha256: &'a str,
+    pub n_ctx: u32,
+    pub type_k: &'a str,
+    pub type_v: &'a str,
+    pub flash_attn: &'a str,
+    pub swa_full: bool,
+    pub kv_unified: bool,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub gpu_layers: u32,
+    pub llama_cpp_sys_2: &'a str,
+}
+
+impl CacheKey<'_> {
+    pub fn digest(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        crate::fsutil::sha256_hex(&json)
+    }
+}
+
+/// A folder of saved prefix states.
+pub struct PrefixCache {
+    dir: PathBuf,
+}
+
+/// What [`PrefixCache::load`] found.
+pub enum Lookup {
+    /// The state was verified and loaded into the session.
+    Loaded,
+    /// No file for this key.
+    Missing,
+    /// A file was there but failed verification; it was removed. The reason.
+    Corrupt(String),
+}
+
+impl PrefixCache {
+    pub fn new(dir: &Path) -> Result<PrefixCache> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create prefix cache folder {}", dir.display()))?;
+        Ok(PrefixCache {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn paths(&self, key: &str) -> (PathBuf, PathBuf) {
+        (
+            self.dir.join(format!("{key}.state")),
+            self.dir.join(format!("{key}.state.sha256")),
+        )
+    }
+
+    /// Loads the state saved under `key` into `session` after verifying its
+    /// sha256 and that it holds exactly `tokens`.
+    pub fn load(&self, session: &mut Session, key: &str, tokens: &[LlamaToken]) -> Result<Lookup> {
+        let (state, sidecar) = self.paths(key);
+        if !state.exists() {
+            return Ok(Lookup::Missing);
+        }
+        let problem = match (std::fs::read_to_string(&sidecar), file_sha256(&state)) {
+            (Err(_), _) => Some("its checksum file is missing".to_string()),
+            (_, Err(e)) => Some(format!("it cannot be read ({e})")),
+            (Ok(want), Ok(got)) if want.trim() != got => {
+                Some("its sha256 does not match (corrupt or truncated)".to_string())
+            }
+            _ => match session.load_prefix_file(&state, tokens) {
+                Ok(()) => None,
+                Err(e) => Some(format!("llama.cpp could not load it ({e:#})")),
+            },
+        };
+        match problem {
+            None => Ok(Lookup::Loaded),
+            Some(why) => {
+                let _ = std::fs::remove_file(&state);
+                let _ = std::fs::remove_file(&sidecar);
+                Ok(Lookup::Corrupt(format!(
+                    "prefix cache file {} ignored: {why}; it will be rebuilt",
+                    state.display()
+                )))
+            }
+        }
+    }
+
+    /// Saves the session's evaluated prefix under `key`: temporary names,
+    /// checksum, then renames (state first, so a crash never leaves a
+    /// sidecar that vouches for a missing or partial state).
+    pub fn save(&self, session: &Session, key: &str, tokens: &[LlamaToken]) -> Result<()> {
+        let (state, sidecar) = self.paths(key);
+        let pid = std::process::id();
+        let tmp_state = self.dir.join(format!(".{key}.state.tmp-{pid}"));
+        let tmp_sidecar = self.dir.join(format!(".{key}.state.sha256.tmp-{pid}"));
+        let result = (|| -> Result<()> {
+            session.save_prefix_file(&tmp_state, tokens)?;
+            let sha = file_sha256(&tmp_state)?;
+            std::fs::write(&tmp_sidecar, format!("{sha}\n"))?;
+            std::fs::rename(&tmp_state, &state)?;
+            std::fs::rename(&tmp_sidecar, &sidecar)?;
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp_state);
+            let _ = std::fs::remove_file(&tmp_sidecar);
+        }
+        result.with_context(|| format!("cannot save the prefix cache in {}", self.dir.display()))
+    }
+}
+
+fn file_sha256(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
