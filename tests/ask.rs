@@ -1,0 +1,534 @@
+//! `posrecall ask` against a scripted OpenAI-compatible server on 127.0.0.1,
+//! without a model: the requests it sends, the responses file it writes, its
+//! retries, timeouts and failures, resuming, and the API key kept secret.
+//!
+//! The server is a few lines of std: one thread accepting connections, each
+//! request answered by a script and the connection closed.
+
+use serde_json::{Value, json};
+use std::collections::{BTreeSet, HashMap};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+// ---------------------------------------------------------------------------
+// The scripted server
+// ---------------------------------------------------------------------------
+
+/// One request as the server read it.
+#[derive(Debug, Clone)]
+struct Req {
+    path: String,
+    /// Header names in lower case.
+    headers: HashMap<String, String>,
+    body: Value,
+    at: Instant,
+}
+
+impl Req {
+    /// The prompt: the chat message's content, or the completion prompt.
+    fn prompt(&self) -> &str {
+        self.body["messages"][0]["content"]
+            .as_str()
+            .or_else(|| self.body["prompt"].as_str())
+            .expect("a chat message or a completion prompt")
+    }
+
+    /// The target the prompt asks about.
+    fn target(&self) -> String {
+        let p = self.prompt();
+        for (open, close) in [("function named `", "`"), ("The function `", "` from above")] {
+            if let Some(i) = p.rfind(open) {
+                let rest = &p[i + open.len()..];
+                return rest[..rest.find(close).expect("a closed name")].to_string();
+            }
+        }
+        panic!("no target name in the prompt");
+    }
+}
+
+enum Reply {
+    /// Status, extra headers, body.
+    Http(u16, Vec<(&'static str, String)>, String),
+    /// Read the request, then say nothing for this long.
+    Stall(Duration),
+}
+
+type Script = dyn Fn(&Req, usize) -> Reply + Send + Sync;
+
+struct Server {
+    url: String,
+    log: Arc<Mutex<Vec<Req>>>,
+}
+
+impl Server {
+    fn requests(&self) -> Vec<Req> {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.requests().iter().map(Req::target).collect()
+    }
+}
+
+/// Starts a server on 127.0.0.1 (port 0). `script` gets each request and its
+/// index. With `stop_after`, the server closes its port as it sends the
+/// answer with that number (1-based), so later connections are refused.
+fn serve(stop_after: Option<usize>, script: impl Fn(&Req, usize) -> Reply + Send + Sync + 'static) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let script: Arc<Script> = Arc::new(script);
+    let thread_log = log.clone();
+    std::thread::spawn(move || {
+        let mut listener = Some(listener);
+        let mut n = 0;
+        while let Some(l) = &listener {
+            let Ok((stream, _)) = l.accept() else { return };
+            let Some(req) = read_request(&stream) else { continue };
+            thread_log.lock().unwrap().push(req.clone());
+            let reply = script(&req, n);
+            n += 1;
+            if stop_after == Some(n) {
+                listener = None;
+            }
+            match reply {
+                Reply::Http(status, headers, body) => write_response(stream, status, &headers, &body),
+                Reply::Stall(d) => {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(d);
+                        drop(stream);
+                    });
+                }
+            }
+        }
+    });
+    Server { url, log }
+}
+
+fn read_request(stream: &TcpStream) -> Option<Req> {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut r = BufReader::new(stream);
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let path = line.split_whitespace().nth(1)?.to_string();
+    let mut headers = HashMap::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).ok()?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':')?;
+        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+    }
+    let len: usize = headers.get("content-length")?.parse().ok()?;
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).ok()?;
+    Some(Req {
+        path,
+        headers,
+        body: serde_json::from_slice(&body).expect("the request body is JSON"),
+        at: Instant::now(),
+    })
+}
+
+fn write_response(mut stream: TcpStream, status: u16, headers: &[(&str, String)], body: &str) {
+    let mut head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body.as_bytes());
+    let _ = stream.flush();
+}
+
+/// An OpenAI answer holding `text`, in the shape the request's endpoint uses.
+fn answer(req: &Req, text: &str) -> Reply {
+    let choice = if req.path.ends_with("/chat/completions") {
+        json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"})
+    } else {
+        json!({"index": 0, "text": text, "finish_reason": "stop"})
+    };
+    let body = json!({
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050}
+    });
+    Reply::Http(200, vec![], body.to_string())
+}
+
+/// A script that answers every target with its expected lines.
+fn echo(targets: &Value) -> impl Fn(&Req, usize) -> Reply + Send + Sync + 'static {
+    let expected: HashMap<String, String> = targets["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let lines: Vec<&str> = t["expected"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+            (t["name"].as_str().unwrap().to_string(), lines.join("\n") + "\n")
+        })
+        .collect();
+    move |req, _| answer(req, &expected[&req.target()])
+}
+
+// ---------------------------------------------------------------------------
+// The binary
+// ---------------------------------------------------------------------------
+
+const DENSE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/dense.js");
+
+fn posrecall(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_posrecall"));
+    cmd.args(args).env("NO_COLOR", "1");
+    for v in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("cannot run the posrecall binary")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "posrecall failed ({}):\nstdout: {}\nstderr: {}",
+        o.status,
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+/// Asserts failure and returns stderr.
+fn fails(o: &Output) -> String {
+    assert!(!o.status.success(), "posrecall should have failed:\nstderr: {}", text(&o.stderr));
+    text(&o.stderr)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A folder with `targets.json` for `corpus` (`--lines 8`, `--count COUNT`).
+fn targets(corpus: &str, count: usize) -> (TempDir, PathBuf, Value) {
+    let dir = TempDir::new().unwrap();
+    let count = count.to_string();
+    let printed = ok(&posrecall(&["targets", corpus, "--json", "--lines", "8", "--count", &count], &[]));
+    let path = dir.path().join("targets.json");
+    std::fs::write(&path, &printed).unwrap();
+    (dir, path, serde_json::from_str(&printed).unwrap())
+}
+
+fn names(targets: &Value) -> Vec<String> {
+    targets["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+}
+
+/// The responses file's lines, parsed (every line must be whole JSON).
+fn responses(path: &Path) -> Vec<Value> {
+    let t = std::fs::read_to_string(path).unwrap();
+    assert!(t.is_empty() || t.ends_with('\n'), "the responses file ends with a whole line");
+    t.lines().map(|l| serde_json::from_str(l).expect("every line is JSON")).collect()
+}
+
+fn answered(path: &Path) -> BTreeSet<String> {
+    let r = responses(path);
+    let set: BTreeSet<String> = r.iter().map(|l| l["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(set.len(), r.len(), "no target is answered twice");
+    set
+}
+
+fn ask(targets: &Path, out: &Path, url: &str, extra: &[&str]) -> Output {
+    ask_env(targets, out, url, extra, &[])
+}
+
+fn ask_env(targets: &Path, out: &Path, url: &str, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut args = vec!["ask", s(targets), "--url", url, "--out", s(out)];
+    args.extend_from_slice(extra);
+    posrecall(&args, env)
+}
+
+/// Scores `out` and returns the run file.
+fn score(dir: &Path, targets: &Path, out: &Path, extra: &[&str]) -> Value {
+    let run = dir.join("run.json");
+    let mut args = vec!["score", s(targets), s(out), "--out", s(&run), "--quiet"];
+    args.extend_from_slice(extra);
+    ok(&posrecall(&args, &[]));
+    serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap()
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+#[test]
+fn asks_every_target_and_score_reads_the_answers() {
+    let (dir, tpath, t) = targets(DENSE, 4);
+    let server = serve(None, echo(&t));
+    let out = dir.path().join("responses.jsonl");
+    ok(&ask(&tpath, &out, &server.url, &["--model", "test-model", "--concurrency", "2"]));
+
+    // The prompts are exactly what `targets --emit-prompts` writes.
+    let emitted = dir.path().join("prompts.jsonl");
+    ok(&posrecall(&["targets", DENSE, "--lines", "8", "--count", "4", "--emit-prompts", s(&emitted)], &[]));
+    let prompts: HashMap<String, String> = responses(&emitted)
+        .iter()
+        .map(|l| (l["name"].as_str().unwrap().to_string(), l["prompt"].as_str().unwrap().to_string()))
+        .collect();
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 4);
+    for r in &reqs {
+        assert_eq!(r.path, "/v1/chat/completions");
+        assert_eq!(r.body["temperature"], 0);
+        assert_eq!(r.body["model"], "test-model");
+        assert_eq!(r.body["max_tokens"], 320, "40 tokens per expected line");
+        assert_eq!(r.body["messages"].as_array().unwrap().len(), 1);
+        assert_eq!(r.body["messages"][0]["role"], "user");
+        assert_eq!(r.prompt(), prompts[&r.target()], "the prompt of {}", r.target());
+        assert!(!r.headers.contains_key("authorization"));
+    }
+
+    let lines = responses(&out);
+    assert_eq!(answered(&out), names(&t).into_iter().collect());
+    for l in &lines {
+        assert!(l["response"].is_string() && l["wall_ms"].is_u64(), "{l}");
+        assert_eq!(l["usage"]["total_tokens"], 1050, "{l}");
+    }
+
+    // score reads the extra keys without complaint; --url/--model label the run.
+    let run = score(dir.path(), &tpath, &out, &["--url", &server.url, "--model", "test-model"]);
+    assert_eq!(run["summary"]["passes"], 4, "{}", run["summary"]);
+    assert_eq!(run["manifest"]["external"], json!({"url": server.url, "model": "test-model"}));
+    let report = ok(&posrecall(&["report", s(&dir.path().join("run.json")), "--format", "json"], &[]));
+    let report: Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["runs"][0]["model"], format!("test-model @ {}", server.url));
+
+    // A rerun finds everything answered and asks nothing.
+    let o = ask(&tpath, &out, &server.url, &[]);
+    ok(&o);
+    assert!(text(&o.stderr).contains("all 4 targets are answered"), "{}", text(&o.stderr));
+    assert_eq!(server.requests().len(), 4);
+    assert_eq!(responses(&out), lines);
+}
+
+#[test]
+fn completion_api_sends_the_completion_probe_text() {
+    let (dir, tpath, t) = targets(DENSE, 4);
+    let server = serve(None, echo(&t));
+    let out = dir.path().join("responses.jsonl");
+    ok(&ask(&tpath, &out, &server.url, &["--api", "completion", "--max-tokens", "99"]));
+    let corpus = std::fs::read_to_string(DENSE).unwrap();
+    let headers: HashMap<String, String> = t["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap().to_string(), t["header"].as_str().unwrap().to_string()))
+        .collect();
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 4);
+    for r in &reqs {
+        assert_eq!(r.path, "/v1/completions");
+        assert!(r.body.get("model").is_none(), "no --model, no model field");
+        assert_eq!(r.body["max_tokens"], 99);
+        assert_eq!(r.body["temperature"], 0);
+        let name = r.target();
+        let mut expected = corpus.clone();
+        if !expected.ends_with('\n') {
+            expected.push('\n');
+        }
+        expected.push_str(&format!("\n// The function `{name}` from above, repeated verbatim:\n{}\n", headers[&name]));
+        assert_eq!(r.prompt(), expected);
+    }
+    let run = score(dir.path(), &tpath, &out, &[]);
+    assert_eq!(run["summary"]["passes"], 4, "{}", run["summary"]);
+    assert!(run["manifest"].get("external").is_none());
+}
+
+#[test]
+fn retries_after_a_500() {
+    let (dir, tpath, t) = targets(DENSE, 1);
+    let echo = echo(&t);
+    let server = serve(None, move |req, n| {
+        if n == 0 { Reply::Http(500, vec![], "{\"error\":\"overloaded\"}".into()) } else { echo(req, n) }
+    });
+    let out = dir.path().join("r.jsonl");
+    let o = ask(&tpath, &out, &server.url, &[]);
+    ok(&o);
+    assert!(text(&o.stderr).contains("HTTP 500"), "{}", text(&o.stderr));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let gap = reqs[1].at - reqs[0].at;
+    assert!(gap >= Duration::from_millis(450), "backoff of 0.5 s, waited {gap:?}");
+    assert_eq!(responses(&out).len(), 1);
+}
+
+#[test]
+fn honours_retry_after_on_a_429() {
+    let (dir, tpath, t) = targets(DENSE, 1);
+    let echo = echo(&t);
+    let server = serve(None, move |req, n| {
+        if n == 0 {
+            Reply::Http(429, vec![("Retry-After", "1".into())], "{\"error\":\"slow down\"}".into())
+        } else {
+            echo(req, n)
+        }
+    });
+    let out = dir.path().join("r.jsonl");
+    ok(&ask(&tpath, &out, &server.url, &[]));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let gap = reqs[1].at - reqs[0].at;
+    assert!(
+        gap >= Duration::from_millis(980) && gap < Duration::from_secs(5),
+        "Retry-After: 1 means a wait of 1 s (not the 0.5 s backoff), waited {gap:?}"
+    );
+    assert_eq!(responses(&out).len(), 1);
+}
+
+#[test]
+fn a_malformed_answer_fails_that_target_only() {
+    let (dir, tpath, t) = targets(DENSE, 4);
+    let bad = names(&t)[1].clone();
+    let echo_all = echo(&t);
+    let bad_name = bad.clone();
+    let server = serve(None, move |req, n| {
+        if req.target() == bad_name { Reply::Http(200, vec![], "<html>oops</html>".into()) } else { echo_all(req, n) }
+    });
+    let out = dir.path().join("r.jsonl");
+    let err = fails(&ask(&tpath, &out, &server.url, &["--retries", "3"]));
+    assert!(err.contains(&format!("{bad}: the server's answer is not JSON")), "{err}");
+    assert!(err.contains("1 of 4 target(s) asked failed"), "{err}");
+    assert_eq!(server.asked().iter().filter(|n| **n == bad).count(), 1, "a malformed body is not retried");
+    let mut others: BTreeSet<String> = names(&t).into_iter().collect();
+    others.remove(&bad);
+    assert_eq!(answered(&out), others);
+
+    // The rerun asks only the failed target.
+    let fixed = serve(None, echo(&t));
+    ok(&ask(&tpath, &out, &fixed.url, &[]));
+    assert_eq!(fixed.asked(), vec![bad]);
+    assert_eq!(answered(&out).len(), 4);
+}
+
+#[test]
+fn a_stalled_server_is_a_clear_error_after_the_timeout() {
+    let (dir, tpath, _) = targets(DENSE, 2);
+    let server = serve(None, |_, _| Reply::Stall(Duration::from_secs(30)));
+    let out = dir.path().join("r.jsonl");
+    let started = Instant::now();
+    let err = fails(&ask(&tpath, &out, &server.url, &["--timeout", "1"]));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    assert!(err.contains("no answer within 1 s (--timeout)"), "{err}");
+    assert_eq!(server.requests().len(), 1, "a timeout stops the run: not retried, nothing else asked");
+    assert!(responses(&out).is_empty());
+}
+
+#[test]
+fn a_rerun_resumes_without_losing_or_repeating_answers() {
+    let (dir, tpath, t) = targets(DENSE, 4);
+    let all = names(&t);
+    // The first server goes away after two answers.
+    let first = serve(Some(2), echo(&t));
+    let out = dir.path().join("r.jsonl");
+    let err = fails(&ask(&tpath, &out, &first.url, &["--retries", "1"]));
+    assert!(err.contains("cannot reach"), "{err}");
+    assert!(err.contains("rerun the same command"), "{err}");
+    assert_eq!(answered(&out), all[..2].iter().cloned().collect());
+
+    // A crash in the middle of writing a line leaves half a line behind.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&out).unwrap();
+    f.write_all(format!("{{\"name\":\"{}\",\"respo", all[2]).as_bytes()).unwrap();
+    drop(f);
+
+    let second = serve(None, echo(&t));
+    let o = ask(&tpath, &out, &second.url, &[]);
+    ok(&o);
+    assert!(text(&o.stderr).contains("incomplete last line"), "{}", text(&o.stderr));
+    assert_eq!(second.asked().into_iter().collect::<BTreeSet<_>>(), all[2..].iter().cloned().collect());
+    assert_eq!(answered(&out), all.iter().cloned().collect());
+    let run = score(dir.path(), &tpath, &out, &[]);
+    assert_eq!(run["summary"]["passes"], 4, "{}", run["summary"]);
+}
+
+#[test]
+fn the_api_key_is_sent_and_never_shown() {
+    const KEY: &str = "sk-posrecall-test-6f1c0d2e9a";
+    let (dir, tpath, t) = targets(DENSE, 2);
+    let echo_all = echo(&t);
+    let refused = names(&t)[1].clone();
+    let refused_name = refused.clone();
+    // A server that quotes the key back in an error body.
+    let server = serve(None, move |req, n| {
+        if req.target() == refused_name {
+            Reply::Http(400, vec![], json!({"error": {"message": format!("bad request for key {KEY}")}}).to_string())
+        } else {
+            echo_all(req, n)
+        }
+    });
+    let out = dir.path().join("r.jsonl");
+    let o = ask_env(&tpath, &out, &server.url, &["--api-key-env", "POSRECALL_TEST_KEY"], &[("POSRECALL_TEST_KEY", KEY)]);
+    let err = fails(&o);
+    for r in server.requests() {
+        assert_eq!(r.headers.get("authorization").map(String::as_str), Some(format!("Bearer {KEY}").as_str()));
+    }
+    assert!(err.contains(&format!("{refused}: HTTP 400")), "{err}");
+    assert!(err.contains("[API key]"), "{err}");
+    assert!(!text(&o.stdout).contains(KEY) && !err.contains(KEY), "the key leaked: {err}");
+    assert!(!std::fs::read_to_string(&out).unwrap().contains(KEY));
+    assert_eq!(answered(&out).len(), 1);
+
+    // A key variable that is not set is an error that names the variable.
+    let err = fails(&ask_env(&tpath, &out, &server.url, &["--api-key-env", "POSRECALL_NO_SUCH_KEY_VAR"], &[]));
+    assert!(err.contains("POSRECALL_NO_SUCH_KEY_VAR is not set"), "{err}");
+}
+
+#[test]
+fn a_changed_corpus_is_refused_before_asking() {
+    let tmp = TempDir::new().unwrap();
+    let corpus = tmp.path().join("dense.js");
+    std::fs::copy(DENSE, &corpus).unwrap();
+    let (dir, tpath, _) = targets(s(&corpus), 2);
+    let mut text_now = std::fs::read_to_string(&corpus).unwrap();
+    text_now.push_str("// edited\n");
+    std::fs::write(&corpus, text_now).unwrap();
+    let server = serve(None, |req, _| answer(req, ""));
+    let out = dir.path().join("r.jsonl");
+    let err = fails(&ask(&tpath, &out, &server.url, &[]));
+    assert!(err.contains("is not the file the targets were made from"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(server.requests().is_empty());
+
+    // --corpus points at the right file.
+    let good = tmp.path().join("good.js");
+    std::fs::copy(DENSE, &good).unwrap();
+    ok(&ask(&tpath, &out, &server.url, &["--corpus", s(&good)]));
+    assert_eq!(responses(&out).len(), 2);
+}
+
+#[test]
+fn an_unreachable_server_stops_the_run() {
+    let (dir, tpath, _) = targets(DENSE, 2);
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = dir.path().join("r.jsonl");
+    let started = Instant::now();
+    let err = fails(&ask(&tpath, &out, &format!("http://127.0.0.1:{port}"), &["--retries", "1"]));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(err.contains("cannot reach") && err.contains("(after 1 retry)"), "{err}");
+    assert!(responses(&out).is_empty());
+}

@@ -1,0 +1,141 @@
+//! The memorisation controls: renamed corpora and closed-book answers.
+
+mod common;
+
+use common::*;
+use posrecall::corpus::{JavaScript, Language, Source};
+use posrecall::rename::rename;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::process::Command;
+
+fn identifiers(text: &str) -> HashSet<String> {
+    JavaScript
+        .identifier_spans(text, &|_| true)
+        .unwrap()
+        .into_iter()
+        .map(|(a, b)| text[a..b].to_string())
+        .collect()
+}
+
+fn check_rename(path: &std::path::Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let a = rename(&text, &JavaScript, 7).unwrap();
+    let b = rename(&text, &JavaScript, 7).unwrap();
+    let c = rename(&text, &JavaScript, 8).unwrap();
+    assert_eq!(a.text, b.text, "the same seed must give the same text");
+    assert_eq!(a.mapping, b.mapping);
+    assert_ne!(a.mapping, c.mapping, "another seed must give other names");
+
+    // Line structure and indentation are untouched.
+    let (old_lines, new_lines): (Vec<&str>, Vec<&str>) = (text.lines().collect(), a.text.lines().collect());
+    assert_eq!(old_lines.len(), new_lines.len());
+    for (o, n) in old_lines.iter().zip(&new_lines) {
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        assert_eq!(&o[..indent(o)], &n[..indent(n)]);
+    }
+
+    // Every declared name changed, to a fresh name, consistently.
+    let old_parsed = JavaScript.functions(&text).unwrap();
+    let new_parsed = JavaScript.functions(&a.text).unwrap();
+    let declared: HashSet<&str> = old_parsed.functions.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(a.mapping.len(), declared.len());
+    let new_ids = identifiers(&a.text);
+    for (old, new) in &a.mapping {
+        assert_ne!(old, new);
+        assert!(!new_ids.contains(old.as_str()), "`{old}` is still used as an identifier");
+        assert!(!text.contains(new.as_str()) || identifiers(&text).iter().all(|i| i != new));
+    }
+    for (o, n) in old_parsed.functions.iter().zip(&new_parsed.functions) {
+        assert_eq!(a.mapping[&o.name], n.name, "declaration renamed inconsistently");
+    }
+    // Calls are renamed too: every old call site now names the new function.
+    assert_eq!(old_parsed.functions.len(), new_parsed.functions.len());
+    // No new syntax errors.
+    assert!(new_parsed.error_regions <= old_parsed.error_regions);
+}
+
+#[test]
+fn renaming_is_deterministic_structure_preserving_and_complete() {
+    check_rename(&fixture("dense.js"));
+    check_rename(&fixture("distinct.js"));
+}
+
+#[test]
+fn renaming_the_real_corpus_keeps_the_same_targets() {
+    let lodash = posrecall::fsutil::default_corpus_path();
+    assert!(lodash.exists(), "run scripts/fetch-corpus first");
+    check_rename(&lodash);
+    let targets = |rename: bool| -> Value {
+        let mut cmd = Command::new(bin());
+        cmd.arg("targets").arg(&lodash).arg("--json");
+        if rename {
+            cmd.arg("--rename");
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let (plain, renamed) = (targets(false), targets(true));
+    let mapping = &renamed["corpus"]["rename"]["mapping"];
+    assert_eq!(renamed["corpus"]["rename"]["seed"], 1);
+    assert_eq!(renamed["corpus"]["sha256"], plain["corpus"]["sha256"], "sha256 names the file on disk");
+    assert_ne!(renamed["corpus"]["rename"]["sha256"], plain["corpus"]["sha256"]);
+    let (p, r) = (plain["targets"].as_array().unwrap(), renamed["targets"].as_array().unwrap());
+    assert_eq!(p.len(), r.len());
+    for (a, b) in p.iter().zip(r) {
+        assert_eq!(mapping[a["name"].as_str().unwrap()], b["name"], "not the same function");
+        assert_eq!(a["line"], b["line"]);
+        assert_eq!(a["depth"], b["depth"]);
+        assert_eq!(a["expected"].as_array().unwrap().len(), b["expected"].as_array().unwrap().len());
+    }
+    // The renamed file, sliced at the same lines, is what `expected` holds.
+    let src = Source::open_with(&lodash, Some(1)).unwrap();
+    for t in r {
+        let line = t["line"].as_u64().unwrap() as usize;
+        let header_lines = t["header"].as_str().unwrap().lines().count();
+        let first = src.corpus.line(line - 1 + header_lines);
+        assert_eq!(t["expected"][0].as_str().unwrap(), first);
+    }
+}
+
+#[test]
+fn closed_book_answers_are_made_without_the_file_and_add_up() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cb.json");
+    let o = Command::new(bin())
+        .arg("bench")
+        .arg(smollm2())
+        .arg("--corpus")
+        .arg(fixture("dense.js"))
+        .args(["--count", "3", "--lines", "6", "--crop-lines", "1:150", "--kv", "f16"])
+        .args(["--max-new-tokens", "24", "--threads", "2", "--quiet", "--closed-book", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let prefix = r["manifest"]["corpus"]["prefix_tokens"].as_u64().unwrap();
+    let mut total_ctx = 0i64;
+    let mut total_cb = 0u64;
+    for t in r["targets"].as_array().unwrap() {
+        let cb = &t["closed_book"];
+        let evaluated = cb["prompt_tokens"].as_u64().unwrap();
+        // The question alone: a tiny fraction of the file's prefix.
+        assert!(evaluated > 0 && evaluated * 10 < prefix, "{evaluated} tokens vs prefix {prefix}");
+        assert!(cb["response"].is_string());
+        let (m, cm) = (t["matched"].as_i64().unwrap(), cb["matched"].as_i64().unwrap());
+        assert_eq!(t["context_matched"].as_i64().unwrap(), m - cm);
+        assert_eq!(cm + cb["missing"].as_i64().unwrap(), 6);
+        total_ctx += m - cm;
+        total_cb += cm as u64;
+    }
+    let s = &r["summary"]["closed_book"];
+    assert_eq!(s["context_matched"].as_i64().unwrap(), total_ctx);
+    assert_eq!(s["matched"].as_u64().unwrap(), total_cb);
+    assert_eq!(
+        s["context_matched"].as_i64().unwrap(),
+        r["summary"]["matched"].as_i64().unwrap() - total_cb as i64
+    );
+}
