@@ -32,6 +32,86 @@ pub enum Command {
     Report(ReportArgs),
     /// Paired comparison of two runs over their shared targets, with exact tests and a verdict.
     Compare(CompareArgs),
+    /// Ask an OpenAI-compatible server every target's question; writes the responses file `score` reads.
+    ///
+    /// Resumable: answers already in the output file are not asked again.
+    Ask(AskArgs),
+    /// Run a sweep from models.toml: every model at every KV type, on the same targets.
+    ///
+    /// Each model is loaded once; one kept line range that fits every model is
+    /// used for every run; each run file is written as soon as it is done.
+    Matrix(MatrixArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// The sweep definition (README, "Sweeps").
+    #[arg(value_name = "models.toml")]
+    pub file: PathBuf,
+    /// Write one run file per run here: MODEL__KVK-KVV.json.
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub out_dir: PathBuf,
+    /// Skip runs whose file in --out-dir is a finished run of the same configuration (manifest key).
+    #[arg(long)]
+    pub resume: bool,
+    /// Run one slice of the runs: K/N (1-based), N (K from JOB_COMPLETION_INDEX or a Slurm array), or auto (K and N from a Slurm array).
+    #[arg(long, value_name = "K/N|N|auto")]
+    pub shard: Option<crate::sweep::ShardArg>,
+    /// Keep the evaluated prefix states in this folder and load them on later runs with the same key.
+    #[arg(long, value_name = "DIR")]
+    pub prefix_cache: Option<PathBuf>,
+    /// Print the runs (of this shard) and their run files, and exit without loading a model.
+    #[arg(long, visible_alias = "dry-run")]
+    pub list: bool,
+    /// Print only the aggregate table.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Which OpenAI-compatible endpoint `ask` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApiKind {
+    /// `URL/v1/chat/completions`: the prompt (file, then question) as one user message.
+    Chat,
+    /// `URL/v1/completions`, for base models: the completion probe's text (file, comment, header).
+    Completion,
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// A targets file written by `posrecall targets --json`.
+    #[arg(value_name = "TARGETS.json")]
+    pub targets: PathBuf,
+    /// The server's base URL, e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted).
+    #[arg(long)]
+    pub url: String,
+    /// The model name sent with every request (a server that holds one model may ignore it).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Append the answers here, one JSON line each, as they arrive; answers already in it are not asked again.
+    #[arg(long, short, default_value = "responses.jsonl")]
+    pub out: PathBuf,
+    /// The endpoint: chat (instruction models) or completion (base models, the completion probe's text).
+    #[arg(long, value_enum, default_value_t = ApiKind::Chat)]
+    pub api: ApiKind,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// Generation cap per answer (default: 40 tokens per expected line, as `bench`).
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+    /// Seconds one request may take, answer included; a request still unanswered then stops the run (a rerun resumes).
+    #[arg(long, value_name = "S", default_value_t = 600.0)]
+    pub timeout: f64,
+    /// Retries of a request after a connection error, a 5xx, a 408 or a 429, with exponential backoff from 0.5 s (a Retry-After in seconds is honoured).
+    #[arg(long, default_value_t = 4)]
+    pub retries: u32,
+    /// Send the API key in this environment variable as `Authorization: Bearer` (it is never printed or written).
+    #[arg(long, value_name = "NAME")]
+    pub api_key_env: Option<String>,
+    /// The corpus, when it is no longer where the targets file says (its sha256 must match).
+    #[arg(long, value_name = "FILE")]
+    pub corpus: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -81,6 +161,10 @@ pub struct TargetArgs {
     /// Do not count blank lines anywhere (eligibility, ground truth, answers).
     #[arg(long)]
     pub skip_blank: bool,
+    /// Rename every declared function (and its uses) to fresh seeded names (--seed), so a
+    /// memorised library no longer matches its training copy.
+    #[arg(long)]
+    pub rename: bool,
     /// A target passes when at least this many lines match [default: 8, or LINES when smaller].
     #[arg(long)]
     pub pass: Option<usize>,
@@ -124,6 +208,12 @@ pub struct ScoreArgs {
     /// Print only the aggregate, not the per-target diffs.
     #[arg(long, short)]
     pub quiet: bool,
+    /// The server the answers came from (`ask --url`), recorded in the run file; reports name the run by it.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// The model that gave the answers (`ask --model`), recorded in the run file; reports name the run by it.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
 }
 
 /// KV-cache element types llama.cpp accepts for `--kv`, `--kv-k`, `--kv-v`.
@@ -267,6 +357,9 @@ pub struct BenchArgs {
     /// Keep the evaluated prefix state in this folder and load it on later runs with the same key.
     #[arg(long, value_name = "DIR")]
     pub prefix_cache: Option<PathBuf>,
+    /// Also ask every question with no file in the context: what the model recalls from memory.
+    #[arg(long)]
+    pub closed_book: bool,
     /// Write the run file (JSON) here.
     #[arg(long, short)]
     pub out: Option<PathBuf>,

@@ -7,6 +7,13 @@ use posrecall::cli::{Cli, Command};
 use posrecall::commands;
 
 fn main() {
+    // Like other Unix filters: a closed pipe (`posrecall targets x.js | head`)
+    // ends the program quietly instead of panicking on the next write.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of a signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -32,6 +39,8 @@ fn main() {
         Command::Score(a) => commands::score::run(a),
         Command::Report(a) => commands::report::run(a),
         Command::Compare(a) => commands::compare::run(a),
+        Command::Ask(a) => commands::ask::run(a),
+        Command::Matrix(a) => commands::matrix::run(a),
     };
     if let Err(e) = result {
         // One line: the outermost context, then its causes.

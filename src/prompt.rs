@@ -98,6 +98,19 @@ impl Frame {
         &self.mid[self.mid_split..]
     }
 
+    /// The whole prompt for a closed-book question: the same question with
+    /// no file before it (chat: the template around the question alone;
+    /// completion: the comment and the header).
+    pub fn closed_book_prompt(&self, target: &Target, lines: usize, skip_blank: bool) -> String {
+        match self.kind {
+            ProbeKind::Chat => format!("{}{}{}", self.head, query(&target.name, lines, skip_blank), self.tail),
+            ProbeKind::Completion => format!(
+                "{} The function `{}`, verbatim:\n{}\n",
+                self.line_comment, target.name, target.header
+            ),
+        }
+    }
+
     /// Chooses where the whitespace between file and question is cut, so that
     /// the prefix tokens followed by a question's tokens equal the tokens of
     /// the whole prompt. Tokenizers differ: GPT-2 style pre-tokenizers split

@@ -36,6 +36,32 @@ pub struct Manifest {
     pub corpus: CorpusInfo,
     pub params: Params,
     pub runtime: Runtime,
+    /// Where answers scored by `score` came from (`score --url`, `--model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<External>,
+}
+
+/// The server and model behind a `score` run's answers (`posrecall ask`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct External {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl External {
+    /// How reports name the model: `MODEL @ URL`, `MODEL`, `external @ URL`;
+    /// `None` when neither is known.
+    pub fn label(&self) -> Option<String> {
+        let nonempty = |s: &Option<String>| s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(String::from);
+        match (nonempty(&self.model), nonempty(&self.url)) {
+            (Some(m), Some(u)) => Some(format!("{m} @ {u}")),
+            (Some(m), None) => Some(m),
+            (None, Some(u)) => Some(format!("external @ {u}")),
+            (None, None) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -76,6 +102,10 @@ pub struct CorpusInfo {
     /// Tokens of the evaluated prefix (bench only).
     #[serde(default)]
     pub prefix_tokens: Option<usize>,
+    /// Set when the function names were renamed (`--rename`); the mapping is
+    /// kept in targets files only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename: Option<crate::corpus::RenameInfo>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -154,6 +184,35 @@ pub struct TargetResult {
     /// Teacher-forced metrics (bench only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forced: Option<Forced>,
+    /// The same question with no file in the context (`bench --closed-book`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_book: Option<ClosedBook>,
+    /// matched − closed_book.matched: the recall only the context explains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_matched: Option<i64>,
+}
+
+/// A closed-book answer: the question asked with no file in the context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClosedBook {
+    pub response: String,
+    /// Tokens evaluated before generating (the question alone).
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub matched: usize,
+    pub missing: usize,
+    pub hallucinated: usize,
+    pub extra: usize,
+    pub pass: bool,
+}
+
+/// Closed-book totals (`summary.closed_book`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClosedBookSummary {
+    pub passes: usize,
+    pub matched: usize,
+    /// Total matched with the file minus matched without it.
+    pub context_matched: i64,
 }
 
 impl TargetResult {
@@ -176,6 +235,8 @@ impl TargetResult {
             pass: score.pass,
             generated_tokens: None,
             forced: None,
+            closed_book: None,
+            context_matched: None,
         }
     }
 }
@@ -214,6 +275,9 @@ pub struct Summary {
     /// Means of the teacher-forced metrics (bench only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forced: Option<ForcedSummary>,
+    /// Closed-book totals (`bench --closed-book`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_book: Option<ClosedBookSummary>,
 }
 
 impl Summary {
@@ -225,6 +289,17 @@ impl Summary {
             s.by_quarter[q].add(r);
         }
         s.forced = ForcedSummary::of(results.iter().filter_map(|r| r.forced.as_ref()));
+        if results.iter().any(|r| r.closed_book.is_some()) {
+            let mut c = ClosedBookSummary::default();
+            for r in results {
+                if let Some(cb) = &r.closed_book {
+                    c.passes += usize::from(cb.pass);
+                    c.matched += cb.matched;
+                    c.context_matched += r.matched as i64 - cb.matched as i64;
+                }
+            }
+            s.closed_book = Some(c);
+        }
         s
     }
 }
@@ -254,12 +329,21 @@ pub struct Timings {
 }
 
 impl RunFile {
-    /// Reads and checks a run file; anything else is a one-line error.
+    /// Reads a run file and checks its format version; anything else is a
+    /// one-line error.
     pub fn load(path: &Path) -> Result<RunFile> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read run file {}", path.display()))?;
         let run: RunFile = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a posrecall run file", path.display()))?;
+        if run.format != FORMAT_VERSION {
+            anyhow::bail!(
+                "{} has run-file format {}, this posrecall reads {}",
+                path.display(),
+                run.format,
+                FORMAT_VERSION
+            );
+        }
         Ok(run)
     }
 

@@ -138,4 +138,20 @@ fn closed_book_answers_are_made_without_the_file_and_add_up() {
         s["context_matched"].as_i64().unwrap(),
         r["summary"]["matched"].as_i64().unwrap() - total_cb as i64
     );
+
+    // Reports show both: with the file and without it.
+    let report = |format: &str| -> String {
+        let o = Command::new(bin()).args(["report", "--format", format]).arg(&out).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let csv = report("csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} in {header:?}"))];
+    assert_eq!(col("closed_book_matched"), total_cb.to_string());
+    assert_eq!(col("context_matched"), total_ctx.to_string());
+    let md = report("md");
+    assert!(md.contains("closed-book matched") && md.contains("context matched"), "{md}");
 }

@@ -288,6 +288,20 @@ fn csv_parses_back_to_the_run_files() {
             (speed - expect).abs() <= 1e-9 * expect,
             "{speed} vs {expect}"
         );
+        // The teacher-forced means, as in summary.forced.
+        let forced = run
+            .summary
+            .forced
+            .as_ref()
+            .expect("bench runs have forced metrics");
+        for (k, want) in [
+            ("top1_share", forced.top1_share),
+            ("mean_logprob", forced.mean_logprob),
+            ("lines_exact_share", forced.lines_exact_share),
+        ] {
+            let got: f64 = row[k].parse().unwrap_or_else(|_| panic!("{k}: {}", row[k]));
+            assert!((got - want).abs() <= 1e-12, "{k}: {got} vs {want}");
+        }
     }
     assert_eq!(rows[0]["kv_k"], "f16");
     assert_eq!(rows[1]["kv_k"], "q8_0");
@@ -298,9 +312,29 @@ fn csv_parses_back_to_the_run_files() {
     let rows: Vec<HashMap<String, String>> = reader.deserialize().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["model"], "external (dense.js)");
-    for k in ["build", "quant", "kv_k", "kv_v", "prefill_tok_s"] {
+    assert!(load(&r.c).summary.forced.is_none());
+    for k in [
+        "build",
+        "quant",
+        "kv_k",
+        "kv_v",
+        "prefill_tok_s",
+        "top1_share",
+        "mean_logprob",
+        "lines_exact_share",
+    ] {
         assert_eq!(rows[0][k], "", "{k}");
     }
+    // One header row, the same columns with and without forced metrics.
+    let header = |text: &str| text.lines().next().unwrap().to_string();
+    assert_eq!(
+        header(&text),
+        header(&report_ok(&[
+            s(&r.a),
+            OsStr::new("--format"),
+            OsStr::new("csv")
+        ]))
+    );
     assert_eq!(
         rows[0]["matched"].parse::<usize>().unwrap(),
         load(&r.c).summary.total.matched
@@ -392,7 +426,13 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
     assert!(table.contains("Per target, by depth"), "{table}");
     assert!(table.contains("Pass rate by depth quarter"), "{table}");
     let mark = |t: &posrecall::run::TargetResult| {
-        format!("{} {}", t.matched, if t.pass { "✓" } else { "✗" })
+        let f = t.forced.as_ref().expect("bench runs have forced metrics");
+        format!(
+            "{} {} · {:.2}",
+            t.matched,
+            if t.pass { "✓" } else { "✗" },
+            f.top1_share
+        )
     };
     for (ta, tb) in ra.targets.iter().zip(&rb.targets) {
         let line = table
@@ -517,14 +557,161 @@ fn json_report_has_the_documented_shape() {
             assert!(e[k].is_string(), "{k}");
         }
     }
+    for (e, path) in entries.iter().zip([&r.a, &r.b]) {
+        let forced = load(path).summary.forced.unwrap();
+        assert_eq!(e["top1_share"].as_f64().unwrap(), forced.top1_share);
+        assert_eq!(e["mean_logprob"].as_f64().unwrap(), forced.mean_logprob);
+        assert_eq!(
+            e["lines_exact_share"].as_f64().unwrap(),
+            forced.lines_exact_share
+        );
+    }
+    let (ra, rb) = (load(&r.a), load(&r.b));
     let grid = v["grid"]["rows"].as_array().unwrap();
     assert_eq!(grid.len(), 4);
     for g in grid {
-        assert_eq!(g["cells"].as_array().unwrap().len(), 2);
+        let cells = g["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 2);
+        for (cell, run) in cells.iter().zip([&ra, &rb]) {
+            let t = run.targets.iter().find(|t| t.name == g["name"]).unwrap();
+            assert_eq!(
+                cell["top1_share"].as_f64().unwrap(),
+                t.forced.as_ref().unwrap().top1_share
+            );
+        }
     }
     let one = report_ok(&[s(&r.c), OsStr::new("--format"), OsStr::new("json")]);
     let v: serde_json::Value = serde_json::from_str(&one).unwrap();
     assert!(v["runs"][0]["prefill_tok_s"].is_null());
+    for k in ["top1_share", "mean_logprob", "lines_exact_share"] {
+        assert!(v["runs"][0][k].is_null(), "{k}");
+    }
+    for g in v["grid"]["rows"].as_array().unwrap() {
+        assert!(g["cells"][0]["top1_share"].is_null());
+    }
+}
+
+/// The text of the element that `open` starts, up to the next `</div>`.
+fn element<'a>(html: &'a str, open: &str) -> &'a str {
+    assert_eq!(html.matches(open).count(), 1, "{open}");
+    let body = &html[html.find(open).unwrap() + open.len()..];
+    &body[..body.find("</div>").unwrap()]
+}
+
+/// The number after `key ` in `line`, up to the next space.
+fn number_after(line: &str, key: &str) -> f64 {
+    let rest = &line[line
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+        + key.len()..];
+    rest.split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("{key} in {line}"))
+}
+
+#[test]
+fn teacher_forced_metrics_in_every_format() {
+    let r = runs();
+    let (ra, rb) = (load(&r.a), load(&r.b));
+    let html = report_ok(&[s(&r.a), s(&r.b), OsStr::new("--format"), OsStr::new("html")]);
+
+    // Every run's per-target line, with the run file's numbers.
+    for (i, run) in [&ra, &rb].into_iter().enumerate() {
+        for t in &run.targets {
+            let f = t.forced.as_ref().expect("bench runs have forced metrics");
+            let line = element(
+                &html,
+                &format!(
+                    "<div class=\"forced\" data-run=\"{i}\" data-target=\"{}\">",
+                    t.name
+                ),
+            );
+            let top1 = number_after(line, "top-1");
+            assert!(
+                (top1 - f.top1_share).abs() <= 5e-4,
+                "run {i} {}: {line}",
+                t.name
+            );
+            let lp = number_after(line, "mean log-prob");
+            assert!(
+                (lp - f.mean_logprob).abs() <= 5e-4,
+                "run {i} {}: {line}",
+                t.name
+            );
+            let exact = f.lines_exact.iter().filter(|&&e| e).count();
+            assert!(
+                line.contains(&format!("{exact}/{} lines exact", f.lines_exact.len())),
+                "{line}"
+            );
+            assert!(line.contains(&format!("{} tokens", f.tokens)), "{line}");
+        }
+        // The aggregate columns.
+        let sf = run.summary.forced.as_ref().unwrap();
+        assert!(html.contains(&format!("<td class=\"num\">{:.3}</td>", sf.top1_share)));
+        assert!(html.contains(&format!("<td class=\"num\">{:.3}</td>", sf.mean_logprob)));
+    }
+    // Two charts: matched lines and top-1 share.
+    assert_eq!(html.matches("<svg").count(), 2, "two charts");
+    assert!(html.contains("id=\"chart-matched\"") && html.contains("id=\"chart-top1\""));
+    // The top-1 chart has one series per run: a line per run in its colour.
+    let top1_svg = {
+        let at = html.find("id=\"chart-top1\"").unwrap();
+        let svg = &html[at..];
+        &svg[..svg.find("</svg>").unwrap()]
+    };
+    for colour in ["#4E79A7", "#F28E2B"] {
+        assert!(
+            top1_svg.to_ascii_uppercase().contains(colour),
+            "no {colour} series in the top-1 chart"
+        );
+    }
+
+    // A score run has none: no top-1 chart, no forced lines, no forced columns.
+    let html = report_ok(&[s(&r.c), OsStr::new("--format"), OsStr::new("html")]);
+    assert_eq!(
+        html.matches("<svg").count(),
+        1,
+        "only the matched-lines chart"
+    );
+    assert!(!html.contains("chart-top1"));
+    assert!(!html.contains("class=\"forced\""));
+    assert!(!html.contains("top-1 share"));
+
+    // The terminal table and Markdown: the aggregate columns and the grid cells.
+    let table = report_ok(&[s(&r.a), s(&r.b)]);
+    let md = report_ok(&[s(&r.a), s(&r.b), OsStr::new("--format"), OsStr::new("md")]);
+    for out in [&table, &md] {
+        assert!(
+            out.contains("top-1 share") && out.contains("mean log-prob"),
+            "{out}"
+        );
+        assert!(
+            out.contains("teacher-forced top-1 share"),
+            "grid caption: {out}"
+        );
+        for (label, run) in [("A", &ra), ("B", &rb)] {
+            let sf = run.summary.forced.as_ref().unwrap();
+            let row = out
+                .lines()
+                .find(|l| l.trim_start_matches("| ").starts_with(&format!("{label} ")))
+                .unwrap_or_else(|| panic!("no row {label}: {out}"));
+            for v in [
+                format!("{:.3}", sf.top1_share),
+                format!("{:.3}", sf.mean_logprob),
+                format!("{:.1}%", 100.0 * sf.lines_exact_share),
+            ] {
+                assert!(row.contains(&v), "{v} not in {row}");
+            }
+        }
+    }
+    for out in [
+        report_ok(&[s(&r.c)]),
+        report_ok(&[s(&r.c), OsStr::new("--format"), OsStr::new("md")]),
+    ] {
+        assert!(!out.contains("top-1") && !out.contains("log-prob"), "{out}");
+    }
 }
 
 /// One clear line on stderr, a non-zero exit, no panic, nothing written.

@@ -4,7 +4,7 @@
 //! targets, token counts, context size); [`execute`] prefills once,
 //! snapshots, and answers every target from a restored snapshot.
 
-use crate::cli::{BenchArgs, CtxSize, OnOff, OnOffAuto, ProbeKind as ProbeArg};
+use crate::cli::{BenchArgs, CtxSize, KvType, OnOff, OnOffAuto, ProbeKind as ProbeArg, TargetArgs};
 use crate::commands::crop_record;
 use crate::corpus::Source;
 use crate::crop::{self, CropMode};
@@ -13,16 +13,16 @@ use crate::engine::prefix_cache::{CacheKey, Lookup, PrefixCache};
 use crate::engine::session::{ContextConfig, Session};
 use crate::prompt::{self, Frame, SpecialTokens};
 use crate::run::{
-    ContextInfo, CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, RunFile, Runtime, Summary,
+    ClosedBook, ContextInfo, FORMAT_VERSION, Manifest, ModelInfo, RunFile, Runtime, Summary,
     TargetResult, Timings,
 };
 use crate::forced::{Forced, TokenReading};
 use crate::score::{self, ScoreOptions};
 use crate::targets::{self, Target};
 use anyhow::{Result, bail};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use llama_cpp_2::token::LlamaToken;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// What would fix too few targets in a bench run kept by `mode`.
@@ -246,19 +246,51 @@ fn token_starts(model: &Model, tokens: &[LlamaToken]) -> Vec<usize> {
 }
 
 /// Tokens per line (a token is charged to the line its text starts in).
+///
+/// The file is tokenized in blocks of whole lines: llama.cpp's SentencePiece
+/// tokenizer takes superlinear time on one long text (7.2 s for lodash with
+/// Gemma 3, against 0.3 s in 64-line blocks, for counts within 0.02%). The
+/// counts are an estimate either way; the kept range is tokenized for real.
 fn line_costs(model: &Model, corpus: &crate::corpus::Corpus) -> Vec<usize> {
-    let tokens = model.tokenize_plain(&corpus.text);
-    let mut cost = vec![0usize; corpus.line_count()];
-    for s in token_starts(model, &tokens) {
-        let line = corpus.line_of_byte(s.min(corpus.text.len().saturating_sub(1)));
-        cost[line] += 1;
+    const BLOCK: usize = 64;
+    let n = corpus.line_count();
+    let mut cost = vec![0usize; n];
+    let mut first = 0;
+    while first < n {
+        let last = (first + BLOCK).min(n) - 1;
+        let base = corpus.line_start(first);
+        let text = corpus.slice_lines(first, last);
+        let tokens = model.tokenize_plain(text);
+        for s in token_starts(model, &tokens) {
+            let at = (base + s).min(corpus.line_end(last).saturating_sub(1));
+            cost[corpus.line_of_byte(at)] += 1;
+        }
+        first = last + 1;
     }
     cost
 }
 
 /// The context parameters of a bench run.
 pub fn context_config(args: &BenchArgs, n_ctx: u32) -> ContextConfig {
-    let threads = args.threads.unwrap_or_else(|| {
+    context_config_with(
+        args.threads,
+        (args.kv_k.unwrap_or(args.kv), args.kv_v.unwrap_or(args.kv)),
+        args.flash_attn,
+        args.swa_full == OnOff::On,
+        n_ctx,
+    )
+}
+
+/// The context parameters of a run (`bench` and `matrix`): `threads` `None`
+/// is all cores; `kv` is (K, V).
+pub fn context_config_with(
+    threads: Option<i32>,
+    kv: (KvType, KvType),
+    flash_attn: OnOffAuto,
+    swa_full: bool,
+    n_ctx: u32,
+) -> ContextConfig {
+    let threads = threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(4)
     });
     let n_batch = 512.min(n_ctx);
@@ -267,10 +299,37 @@ pub fn context_config(args: &BenchArgs, n_ctx: u32) -> ContextConfig {
         n_batch,
         n_ubatch: n_batch,
         threads,
-        type_k: args.kv_k.unwrap_or(args.kv),
-        type_v: args.kv_v.unwrap_or(args.kv),
-        flash_attn: args.flash_attn,
-        swa_full: args.swa_full == OnOff::On,
+        type_k: kv.0,
+        type_v: kv.1,
+        flash_attn,
+        swa_full,
+    }
+}
+
+/// Layers offloaded when none are asked for: all of them when the build has
+/// a GPU backend, else none.
+pub fn default_gpu_layers() -> u32 {
+    match crate::engine::backend() {
+        Ok(b) if b.supports_gpu_offload() => 999,
+        _ => 0,
+    }
+}
+
+/// The corpus file: the one given, else the default corpus, which must have
+/// been fetched.
+pub fn corpus_path(given: Option<&Path>) -> Result<PathBuf> {
+    match given {
+        Some(p) => Ok(p.to_path_buf()),
+        None => {
+            let p = crate::fsutil::default_corpus_path();
+            if !p.exists() {
+                bail!(
+                    "no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first",
+                    p.display()
+                );
+            }
+            Ok(p)
+        }
     }
 }
 
@@ -287,7 +346,13 @@ pub struct ExecOptions<'a> {
     pub forced_only: bool,
     /// Load the prefix state from, and save it to, this cache under this key.
     pub prefix_cache: Option<(&'a PrefixCache, String)>,
+    /// Also ask every question with no file in the context.
+    pub closed_book: bool,
     pub show_progress: bool,
+    /// Draw the progress bars inside this display (a sweep's), not on their
+    /// own; `on_result` then runs outside them and may update the display's
+    /// bars, but must not print.
+    pub multi: Option<&'a MultiProgress>,
 }
 
 pub fn execute(
@@ -319,7 +384,7 @@ pub fn execute(
         }
     }
     if !from_cache {
-        let bar = progress_bar(show_progress, plan.prefix_tokens.len() as u64, "prefill", "tok");
+        let bar = progress_bar(show_progress, exec.multi, plan.prefix_tokens.len() as u64, "prefill", "tok");
         let t = Instant::now();
         session.prefill(&plan.prefix_tokens, |done| bar.set_position(done as u64))?;
         timings.prefill_ms = ms(t);
@@ -339,7 +404,7 @@ pub fn execute(
     timings.snapshot_bytes = session.snapshot()?;
     timings.snapshot_ms = ms(t);
 
-    let bar = progress_bar(show_progress, plan.targets.len() as u64, "queries", "q");
+    let bar = progress_bar(show_progress, exec.multi, plan.targets.len() as u64, "queries", "q");
     let mut results = Vec::with_capacity(plan.targets.len());
     for (target, query) in plan.targets.iter().zip(&plan.queries) {
         let mut answer = None;
@@ -368,12 +433,59 @@ pub fn execute(
         let mut r = TargetResult::new(target, text, s);
         r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
         r.forced = Some(forced);
-        bar.suspend(|| on_result(&r));
+        match exec.multi {
+            // A shared display: the callback updates its bars, it does not
+            // print (a suspended bar would hold the display's lock).
+            Some(_) => on_result(&r),
+            None => bar.suspend(|| on_result(&r)),
+        }
         bar.inc(1);
         results.push(r);
     }
     bar.finish_and_clear();
+    if exec.closed_book {
+        closed_book_pass(model, &mut session, plan, opts, &mut results, show_progress, exec.multi)?;
+    }
     Ok(Executed { results, timings })
+}
+
+/// Asks every question again with nothing before it in the context, and
+/// records what the model recalls without the file.
+fn closed_book_pass(
+    model: &Model,
+    session: &mut Session,
+    plan: &Plan,
+    opts: &ScoreOptions,
+    results: &mut [TargetResult],
+    show_progress: bool,
+    multi: Option<&MultiProgress>,
+) -> Result<()> {
+    let bar = progress_bar(show_progress, multi, plan.targets.len() as u64, "closed", "q");
+    for (target, r) in plan.targets.iter().zip(results.iter_mut()) {
+        let prompt = plan.frame.closed_book_prompt(target, opts.lines, opts.skip_blank);
+        let tokens = model.tokenize_prefix(&prompt);
+        session.start_empty();
+        let limit = 2 * opts.lines;
+        let g = session.generate(&tokens, plan.max_new_tokens, |text| {
+            score::parse_response(text, &target.header, opts.skip_blank).len() >= limit
+        })?;
+        let lines = score::parse_response(&g.text, &target.header, opts.skip_blank);
+        let s = score::score(&target.expected, &target.extra_window, &lines, opts);
+        r.context_matched = Some(r.matched as i64 - s.matched as i64);
+        r.closed_book = Some(ClosedBook {
+            response: g.text,
+            prompt_tokens: tokens.len(),
+            generated_tokens: g.tokens.len(),
+            matched: s.matched,
+            missing: s.missing,
+            hallucinated: s.hallucinated,
+            extra: s.extra,
+            pass: s.pass,
+        });
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
 }
 
 /// Feeds the target's expected lines after its question (behind the scaffold
@@ -424,11 +536,14 @@ fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-fn progress_bar(show: bool, len: u64, what: &str, unit: &str) -> ProgressBar {
+fn progress_bar(show: bool, multi: Option<&MultiProgress>, len: u64, what: &str, unit: &str) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::new(len);
+    let bar = match multi {
+        Some(m) => m.add(ProgressBar::new(len)),
+        None => ProgressBar::new(len),
+    };
     let style = ProgressStyle::with_template(&format!(
         "{what:>8} [{{bar:30}}] {{pos}}/{{len}} {unit}  {{per_sec}}  ETA {{eta}}"
     ))
@@ -438,108 +553,34 @@ fn progress_bar(show: bool, len: u64, what: &str, unit: &str) -> ProgressBar {
     bar
 }
 
-pub fn run(args: &BenchArgs) -> Result<()> {
-    let started = Instant::now();
-    args.target.validate()?;
-    let corpus_path: PathBuf = match &args.corpus {
-        Some(p) => p.clone(),
-        None => {
-            let p = crate::fsutil::default_corpus_path();
-            if !p.exists() {
-                bail!(
-                    "no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first",
-                    p.display()
-                );
-            }
-            p
-        }
-    };
-    // Refuse bad flag combinations before spending time on the model.
-    let probe_cfg = context_config(args, 64);
-    probe_cfg.validate()?;
-    let src = Source::open(&corpus_path)?;
-    if let Some(note) = src.error_note() {
-        eprintln!("{note}");
-    }
+/// Everything a run file records besides the measurements: `bench` and
+/// `matrix` build their manifests and run files from it, the same way.
+pub struct RunSpec<'a> {
+    pub model: &'a Model,
+    pub src: &'a Source,
+    pub plan: &'a Plan,
+    pub cfg: &'a ContextConfig,
+    pub gpu_layers: u32,
+    /// The build label; `None`: the model file's name.
+    pub build: Option<&'a str>,
+    pub target: &'a TargetArgs,
+    pub forced_only: bool,
+}
 
-    let gpu_layers = args.gpu_layers.unwrap_or_else(|| {
-        match crate::engine::backend() {
-            Ok(b) if b.supports_gpu_offload() => 999,
-            _ => 0,
-        }
-    });
-    let model = model::load(&args.model, gpu_layers)?;
-    let plan_opts = PlanOptions {
-        target: args.target.clone(),
-        probe: args.probe,
-        crop: args.crop,
-        ctx: args.ctx,
-        max_tokens: args.max_tokens,
-        max_new_tokens: args.max_new_tokens,
-    };
-    let plan = plan(&model, &src, &plan_opts)?;
-    let cfg = context_config(args, plan.n_ctx);
-    let opts = ScoreOptions {
-        lines: args.target.lines,
-        pass: args.target.pass(),
-        normalize: args.target.normalize,
-        skip_blank: args.target.skip_blank,
-    };
-
-    let color = crate::report::terminal::stdout_wants_color();
-    if !args.quiet {
-        println!("{}\n", crate::report::terminal::legend(color));
-    }
-    let crop_sha = plan.crop.sha256.clone();
-    let prefix_sha = crate::fsutil::sha256_hex(plan.prefix_text.as_bytes());
-    let cache = args.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
-    let key = CacheKey {
-        model_sha256: &model.sha256,
-        corpus_sha256: &src.corpus.sha256,
-        crop_first_line: plan.crop.first_line,
-        crop_last_line: plan.crop.last_line,
-        crop_sha256: &crop_sha,
-        prefix_sha256: &prefix_sha,
-        n_ctx: cfg.n_ctx,
-        type_k: cfg.type_k.as_str(),
-        type_v: cfg.type_v.as_str(),
-        flash_attn: flash_attn_name(cfg.flash_attn),
-        swa_full: cfg.swa_full,
-        kv_unified: false,
-        n_batch: cfg.n_batch,
-        n_ubatch: cfg.n_ubatch,
-        gpu_layers,
-        llama_cpp_sys_2: env!("POSRECALL_LLAMA_CPP_SYS_2_VERSION"),
-    }
-    .digest();
-    let exec = ExecOptions {
-        forced_only: args.forced_only,
-        prefix_cache: cache.as_ref().map(|c| (c, key)),
-        show_progress: !args.quiet,
-    };
-    let executed = execute(&model, &plan, &cfg, &opts, &exec, |r| {
-        if !args.quiet {
-            println!("{}", crate::report::terminal::target_diff(r, opts.lines, color));
-        }
-    })?;
-    let mut timings = executed.timings;
-    timings.hash_ms = model.hash_ms;
-    timings.load_ms_without_hash = model.load_ms;
-    timings.load_ms = model.load_ms + model.hash_ms;
-
-    let mut params = args.target.params();
-    params.probe = Some(plan.frame.kind.as_str().to_string());
-    params.max_new_tokens = Some(plan.max_new_tokens);
-    params.decode_mode = Some(if args.forced_only { "forced-only" } else { "sequential" }.into());
-    let mut runtime = Runtime::current();
-    runtime.backend = Some(crate::engine::backend_name().to_string());
-    runtime.chat_renderer = plan.frame.renderer.clone();
-    runtime.prefix_sha256 = Some(prefix_sha);
-    runtime.prompt_boundary_exact = Some(plan.boundary_exact);
-    let flash_attn = flash_attn_name(cfg.flash_attn);
-    let mut run = RunFile {
-        format: FORMAT_VERSION,
-        manifest: Manifest {
+impl RunSpec<'_> {
+    /// The run's manifest, complete before anything is decoded.
+    pub fn manifest(&self) -> Manifest {
+        let (model, plan, cfg) = (self.model, self.plan, self.cfg);
+        let mut params = self.target.params();
+        params.probe = Some(plan.frame.kind.as_str().to_string());
+        params.max_new_tokens = Some(plan.max_new_tokens);
+        params.decode_mode = Some(if self.forced_only { "forced-only" } else { "sequential" }.into());
+        let mut runtime = Runtime::current();
+        runtime.backend = Some(crate::engine::backend_name().to_string());
+        runtime.chat_renderer = plan.frame.renderer.clone();
+        runtime.prefix_sha256 = Some(crate::fsutil::sha256_hex(plan.prefix_text.as_bytes()));
+        runtime.prompt_boundary_exact = Some(plan.boundary_exact);
+        Manifest {
             command: "bench".into(),
             model: Some(ModelInfo {
                 path: model.path.display().to_string(),
@@ -548,7 +589,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 architecture: model.architecture.clone(),
                 name: model.name.clone(),
                 file_type: model.file_type.clone(),
-                build: args.build.clone().unwrap_or_else(|| {
+                build: self.build.map(str::to_string).unwrap_or_else(|| {
                     model
                         .path
                         .file_name()
@@ -563,30 +604,129 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 n_ctx: cfg.n_ctx,
                 type_k: cfg.type_k.as_str().into(),
                 type_v: cfg.type_v.as_str().into(),
-                flash_attn: flash_attn.into(),
+                flash_attn: flash_attn_name(cfg.flash_attn).into(),
                 swa_full: cfg.swa_full,
                 kv_unified: false,
                 n_batch: cfg.n_batch,
                 n_ubatch: cfg.n_ubatch,
                 threads: cfg.threads,
-                gpu_layers,
+                gpu_layers: self.gpu_layers,
             }),
-            corpus: CorpusInfo {
-                path: src.corpus.path.display().to_string(),
-                sha256: src.corpus.sha256.clone(),
-                language: src.language.name().to_string(),
-                crop: plan.crop.clone(),
-                prefix_tokens: Some(plan.prefix_tokens.len()),
-            },
+            corpus: crate::commands::corpus_info(self.src, plan.crop.clone(), Some(plan.prefix_tokens.len())),
             params,
             runtime,
-        },
-        summary: Summary::of(&executed.results),
-        targets: executed.results,
-        timings: None,
+            external: None,
+        }
+    }
+
+    /// The name of this run's evaluated prefix in a prefix cache.
+    pub fn prefix_cache_key(&self) -> String {
+        let (plan, cfg) = (self.plan, self.cfg);
+        let prefix_sha = crate::fsutil::sha256_hex(plan.prefix_text.as_bytes());
+        CacheKey {
+            model_sha256: &self.model.sha256,
+            corpus_sha256: &self.src.corpus.sha256,
+            crop_first_line: plan.crop.first_line,
+            crop_last_line: plan.crop.last_line,
+            crop_sha256: &plan.crop.sha256,
+            prefix_sha256: &prefix_sha,
+            n_ctx: cfg.n_ctx,
+            type_k: cfg.type_k.as_str(),
+            type_v: cfg.type_v.as_str(),
+            flash_attn: flash_attn_name(cfg.flash_attn),
+            swa_full: cfg.swa_full,
+            kv_unified: false,
+            n_batch: cfg.n_batch,
+            n_ubatch: cfg.n_ubatch,
+            gpu_layers: self.gpu_layers,
+            llama_cpp_sys_2: env!("POSRECALL_LLAMA_CPP_SYS_2_VERSION"),
+        }
+        .digest()
+    }
+
+    /// The run file: the manifest, the results and their summary, and the
+    /// timings, with the model's load and hash times; `total_ms` is the run
+    /// as its command measured it.
+    pub fn run_file(&self, executed: Executed, total_ms: f64) -> RunFile {
+        let mut timings = executed.timings;
+        timings.hash_ms = self.model.hash_ms;
+        timings.load_ms_without_hash = self.model.load_ms;
+        timings.load_ms = self.model.load_ms + self.model.hash_ms;
+        timings.total_ms = total_ms;
+        RunFile {
+            format: FORMAT_VERSION,
+            manifest: self.manifest(),
+            summary: Summary::of(&executed.results),
+            targets: executed.results,
+            timings: Some(timings),
+        }
+    }
+}
+
+/// How answers are scored, from the target options.
+pub fn score_options(target: &TargetArgs) -> ScoreOptions {
+    ScoreOptions {
+        lines: target.lines,
+        pass: target.pass(),
+        normalize: target.normalize,
+        skip_blank: target.skip_blank,
+    }
+}
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let started = Instant::now();
+    args.target.validate()?;
+    let corpus_path = corpus_path(args.corpus.as_deref())?;
+    // Refuse bad flag combinations before spending time on the model.
+    let probe_cfg = context_config(args, 64);
+    probe_cfg.validate()?;
+    let src = Source::open_with(&corpus_path, args.target.rename_seed())?;
+    if let Some(note) = src.error_note() {
+        eprintln!("{note}");
+    }
+
+    let gpu_layers = args.gpu_layers.unwrap_or_else(default_gpu_layers);
+    let model = model::load(&args.model, gpu_layers)?;
+    let plan_opts = PlanOptions {
+        target: args.target.clone(),
+        probe: args.probe,
+        crop: args.crop,
+        ctx: args.ctx,
+        max_tokens: args.max_tokens,
+        max_new_tokens: args.max_new_tokens,
     };
-    timings.total_ms = ms(started);
-    run.timings = Some(timings);
+    let plan = plan(&model, &src, &plan_opts)?;
+    let cfg = context_config(args, plan.n_ctx);
+    let opts = score_options(&args.target);
+    let spec = RunSpec {
+        model: &model,
+        src: &src,
+        plan: &plan,
+        cfg: &cfg,
+        gpu_layers,
+        build: args.build.as_deref(),
+        target: &args.target,
+        forced_only: args.forced_only,
+    };
+
+    let color = crate::report::terminal::stdout_wants_color();
+    if !args.quiet {
+        println!("{}\n", crate::report::terminal::legend(color));
+    }
+    let cache = args.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
+    let exec = ExecOptions {
+        forced_only: args.forced_only,
+        prefix_cache: cache.as_ref().map(|c| (c, spec.prefix_cache_key())),
+        closed_book: args.closed_book,
+        show_progress: !args.quiet,
+        multi: None,
+    };
+    let executed = execute(&model, &plan, &cfg, &opts, &exec, |r| {
+        if !args.quiet {
+            println!("{}", crate::report::terminal::target_diff(r, opts.lines, color));
+        }
+    })?;
+    let run = spec.run_file(executed, ms(started));
     if let Some(out) = &args.out {
         run.save(out)?;
     }

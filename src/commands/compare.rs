@@ -10,7 +10,7 @@
 //! comparable, and words the result.
 
 use crate::cli::CompareArgs;
-use crate::run::{FORMAT_VERSION, RunFile};
+use crate::run::RunFile;
 use crate::stats::{self, SampleSize, Wilcoxon};
 use anyhow::{Result, bail};
 use serde::Serialize;
@@ -125,8 +125,8 @@ pub struct Comparison {
 }
 
 pub fn run(args: &CompareArgs) -> Result<()> {
-    let a = load(&args.a)?;
-    let b = load(&args.b)?;
+    let a = RunFile::load(&args.a)?;
+    let b = RunFile::load(&args.b)?;
     let c = compare(&a, &args.a, &b, &args.b)?;
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&c)?;
@@ -141,19 +141,6 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     Ok(())
 }
 
-/// A run file, checked for the format version this posrecall reads.
-fn load(path: &Path) -> Result<RunFile> {
-    let run = RunFile::load(path)?;
-    if run.format != FORMAT_VERSION {
-        bail!(
-            "{} has run-file format {}, this posrecall reads {}",
-            path.display(),
-            run.format,
-            FORMAT_VERSION
-        );
-    }
-    Ok(run)
-}
 
 /// Refuses two runs that were not asked the same questions under the same
 /// scoring: then per-target differences would mean nothing.

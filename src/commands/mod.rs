@@ -1,7 +1,9 @@
 //! One file per subcommand: each wires the pipeline stages together.
 
+pub mod ask;
 pub mod bench;
 pub mod compare;
+pub mod matrix;
 pub mod report;
 pub mod score;
 pub mod targets;
@@ -20,6 +22,11 @@ impl TargetArgs {
             seed: self.seed,
             skip_blank: self.skip_blank,
         }
+    }
+
+    /// The renaming seed when `--rename` is on (the target seed).
+    pub fn rename_seed(&self) -> Option<u64> {
+        self.rename.then_some(self.seed)
     }
 
     /// The pass threshold: `--pass`, else 8 capped at LINES.
@@ -54,6 +61,22 @@ impl TargetArgs {
             anyhow::bail!("--pass {} is more than --lines {}: nothing could pass", self.pass(), self.lines);
         }
         Ok(())
+    }
+}
+
+/// `manifest.corpus` / the targets file's `corpus` for a source and its crop.
+pub fn corpus_info(src: &crate::corpus::Source, crop: Crop, prefix_tokens: Option<usize>) -> crate::run::CorpusInfo {
+    crate::run::CorpusInfo {
+        path: src.corpus.path.display().to_string(),
+        // The file on disk; a renamed text's own sha256 is in `rename`.
+        sha256: src.file_sha256.clone(),
+        language: src.language.name().to_string(),
+        crop,
+        prefix_tokens,
+        rename: src.renamed.as_ref().map(|r| crate::corpus::RenameInfo {
+            mapping: Default::default(),
+            ..r.clone()
+        }),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::cli::ScoreArgs;
 use crate::report::terminal;
-use crate::run::{FORMAT_VERSION, Manifest, RunFile, Runtime, Summary, TargetResult, TargetsFile};
+use crate::run::{External, FORMAT_VERSION, Manifest, RunFile, Runtime, Summary, TargetResult, TargetsFile};
 use crate::score::{self, ScoreOptions};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
@@ -97,6 +97,10 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
             corpus: targets.corpus.clone(),
             params,
             runtime: Runtime::current(),
+            external: (args.url.is_some() || args.model.is_some()).then(|| External {
+                url: args.url.clone(),
+                model: args.model.clone(),
+            }),
         },
         summary: Summary::of(&results),
         targets: results,

@@ -4,7 +4,7 @@ use crate::cli::TargetsArgs;
 use crate::commands::crop_record;
 use crate::corpus::Source;
 use crate::crop::CropMode;
-use crate::run::{CorpusInfo, FORMAT_VERSION, TargetsFile};
+use crate::run::{FORMAT_VERSION, TargetsFile};
 use crate::{fsutil, prompt, targets};
 use anyhow::Result;
 use std::fmt::Write as _;
@@ -32,16 +32,27 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
         fsutil::write_atomic(path, jsonl.as_bytes())?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&file)?);
+        let mut json = serde_json::to_value(&file)?;
+        if let Some(r) = &src.renamed {
+            // The targets file carries the whole mapping, old name → new name.
+            json["corpus"]["rename"] = serde_json::to_value(r)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!("{}", table(&file));
+        if let Some(r) = &src.renamed {
+            println!("\nrenamed with seed {} ({} names; renamed text sha256 {}):", r.seed, r.mapping.len(), r.sha256);
+            for (old, new) in &r.mapping {
+                println!("  {old} -> {new}");
+            }
+        }
     }
     Ok(())
 }
 
 /// Reads, crops, selects: the targets file for `corpus` under `opts`.
 pub fn build(path: &std::path::Path, opts: &crate::cli::TargetArgs) -> Result<(Source, TargetsFile)> {
-    let src = Source::open(path)?;
+    let src = Source::open_with(path, opts.rename_seed())?;
     let corpus = &src.corpus;
     let (mode, (first, last)) = match opts.crop_lines {
         Some(r) => (CropMode::Lines, r.to_zero_based(corpus.line_count())?),
@@ -50,13 +61,7 @@ pub fn build(path: &std::path::Path, opts: &crate::cli::TargetArgs) -> Result<(S
     let selected = targets::select(corpus, &src.parsed, first, last, &opts.options(), HINT)?;
     let file = TargetsFile {
         format: FORMAT_VERSION,
-        corpus: CorpusInfo {
-            path: corpus.path.display().to_string(),
-            sha256: corpus.sha256.clone(),
-            language: src.language.name().to_string(),
-            crop: crop_record(corpus, mode, first, last),
-            prefix_tokens: None,
-        },
+        corpus: crate::commands::corpus_info(&src, crop_record(corpus, mode, first, last), None),
         params: opts.params(),
         error_regions: src.parsed.error_regions,
         targets: selected,

@@ -16,14 +16,26 @@ impl Language for JavaScript {
         "//"
     }
 
+    fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
+        let tree = parse(text)?;
+        let mut spans = Vec::new();
+        let mut stack = vec![tree.root_node()];
+        while let Some(node) = stack.pop() {
+            if node.kind() == "identifier"
+                && let Ok(name) = node.utf8_text(text.as_bytes())
+                && wanted(name)
+            {
+                spans.push((node.start_byte(), node.end_byte()));
+            }
+            let mut cursor = node.walk();
+            stack.extend(node.children(&mut cursor));
+        }
+        spans.sort_unstable();
+        Ok(spans)
+    }
+
     fn functions(&self, text: &str) -> Result<Parsed> {
-        let mut parser = Parser::new();
-        parser
-            .set_language(&tree_sitter_javascript::LANGUAGE.into())
-            .context("cannot load the tree-sitter JavaScript grammar")?;
-        let tree = parser
-            .parse(text, None)
-            .context("tree-sitter gave up parsing the corpus")?;
+        let tree = parse(text)?;
         let mut out = Parsed::default();
         // Iterative walk: real libraries nest deeply enough to make recursion risky.
         let mut stack = vec![tree.root_node()];
@@ -52,6 +64,16 @@ impl Language for JavaScript {
         out.functions.sort_by_key(|f| f.start_byte);
         Ok(out)
     }
+}
+
+fn parse(text: &str) -> Result<tree_sitter::Tree> {
+    let mut parser = Parser::new();
+    parser
+        .set_language(&tree_sitter_javascript::LANGUAGE.into())
+        .context("cannot load the tree-sitter JavaScript grammar")?;
+    parser
+        .parse(text, None)
+        .context("tree-sitter gave up parsing the corpus")
 }
 
 /// Lists the declarations inside an error node without counting nested error nodes again.

@@ -131,6 +131,9 @@ pub trait Language {
     fn line_comment(&self) -> &'static str;
     /// Parses `text` and lists its classic named function declarations.
     fn functions(&self, text: &str) -> Result<Parsed>;
+    /// Byte spans, in order, of every plain identifier (a name reference or
+    /// binding, not a property name or string) whose text `wanted` accepts.
+    fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>>;
 }
 
 /// A corpus read and parsed: what every command starts from.
@@ -138,6 +141,21 @@ pub struct Source {
     pub corpus: Corpus,
     pub language: Box<dyn Language>,
     pub parsed: Parsed,
+    /// sha256 of the file on disk (differs from `corpus.sha256` when renamed).
+    pub file_sha256: String,
+    /// Set when the declared function names were renamed (`--rename`).
+    pub renamed: Option<RenameInfo>,
+}
+
+/// How a corpus was renamed: recorded in `manifest.corpus.rename`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RenameInfo {
+    pub seed: u64,
+    /// sha256 of the renamed text the model is given.
+    pub sha256: String,
+    /// Old name → new name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mapping: std::collections::BTreeMap<String, String>,
 }
 
 impl Source {
@@ -145,13 +163,38 @@ impl Source {
     /// fatal: their regions are counted in `parsed.error_regions` and the
     /// declarations inside them are never targets.
     pub fn open(path: &Path) -> Result<Source> {
+        Self::open_with(path, None)
+    }
+
+    /// Like [`Source::open`]; with `rename = Some(seed)` every declared
+    /// function name is first renamed (see [`crate::rename`]), and the
+    /// renamed text is what every later stage sees.
+    pub fn open_with(path: &Path, rename: Option<u64>) -> Result<Source> {
         let language = language_for(path)?;
-        let corpus = Corpus::load(path)?;
+        let mut corpus = Corpus::load(path)?;
+        let file_sha256 = corpus.sha256.clone();
+        let mut renamed = None;
+        if let Some(seed) = rename {
+            let before = language.functions(&corpus.text)?.error_regions;
+            let r = crate::rename::rename(&corpus.text, language.as_ref(), seed)?;
+            corpus = Corpus::from_bytes(path, r.text.into_bytes())?;
+            let after = language.functions(&corpus.text)?.error_regions;
+            if after > before {
+                bail!("renaming {} introduced syntax errors ({before} error regions before, {after} after)", path.display());
+            }
+            renamed = Some(RenameInfo {
+                seed,
+                sha256: corpus.sha256.clone(),
+                mapping: r.mapping,
+            });
+        }
         let parsed = language.functions(&corpus.text)?;
         Ok(Source {
             corpus,
             language,
             parsed,
+            file_sha256,
+            renamed,
         })
     }
 

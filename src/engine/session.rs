@@ -76,7 +76,8 @@ pub struct Session<'m> {
     n_batch: usize,
     /// Tokens in the evaluated prefix (positions 0..prefix_len).
     prefix_len: usize,
-    snapshot: Option<SeqState>,
+    /// The snapshot and the prefix length it holds.
+    snapshot: Option<(SeqState, usize)>,
 }
 
 impl<'m> Session<'m> {
@@ -164,17 +165,18 @@ impl<'m> Session<'m> {
             .state_seq_get(0, LlamaStateSeqFlags::empty())
             .map_err(|e| anyhow!("cannot snapshot the prefix state: {e}"))?;
         let bytes = state.byte_len();
-        self.snapshot = Some(state);
+        self.snapshot = Some((state, self.prefix_len));
         Ok(bytes)
     }
 
     /// Puts the snapshot back: the sequence is cleared, then the whole saved
     /// state (cache cells and any recurrent state) is written back.
     pub fn restore(&mut self) -> Result<()> {
-        let state = self
+        let (state, len) = self
             .snapshot
             .as_ref()
             .ok_or_else(|| anyhow!("no snapshot to restore"))?;
+        self.prefix_len = *len;
         // Clearing a whole sequence works for every memory type; only partial
         // removal is refused by recurrent ones.
         let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
@@ -182,6 +184,14 @@ impl<'m> Session<'m> {
             .state_seq_set(state, 0)
             .map_err(|e| anyhow!("cannot restore the prefix state: {e}"))?;
         Ok(())
+    }
+
+    /// Empties the context (the snapshot is kept): the next question is
+    /// evaluated from position 0 with nothing before it, as in a closed-book
+    /// run. [`Session::restore`] brings the prefix back.
+    pub fn start_empty(&mut self) {
+        self.ctx.clear_kv_cache();
+        self.prefix_len = 0;
     }
 
     /// Evaluates `query` after the prefix and generates greedily until an

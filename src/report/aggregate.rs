@@ -5,7 +5,7 @@
 //! Nothing here formats anything; the format modules (table, markdown, csv,
 //! json, html) each turn these values into text.
 
-use crate::run::{FORMAT_VERSION, RunFile, TargetResult, Totals};
+use crate::run::{RunFile, TargetResult, Totals};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -56,7 +56,7 @@ pub fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<LoadedRun>> {
             runs.extend(found);
             notes.extend(skipped);
         } else {
-            let run = load_run(input)?;
+            let run = RunFile::load(input)?;
             runs.push((input.clone(), run));
         }
     }
@@ -69,19 +69,6 @@ pub fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<LoadedRun>> {
     Ok(loaded)
 }
 
-/// A run file, checked for the format version this posrecall reads.
-fn load_run(path: &Path) -> Result<RunFile> {
-    let run = RunFile::load(path)?;
-    if run.format != FORMAT_VERSION {
-        bail!(
-            "{} has run-file format {}, this posrecall reads {}",
-            path.display(),
-            run.format,
-            FORMAT_VERSION
-        );
-    }
-    Ok(run)
-}
 
 /// A run file and where it was read.
 type PathRun = (PathBuf, RunFile);
@@ -104,7 +91,7 @@ fn load_folder(dir: &Path) -> Result<(Vec<PathRun>, Vec<String>)> {
     let mut runs = Vec::new();
     let mut skipped = Vec::new();
     for f in files {
-        match load_run(&f) {
+        match RunFile::load(&f) {
             Ok(run) => runs.push((f, run)),
             Err(e) => skipped.push(format!("skipped {}: {}", f.display(), e.root_cause())),
         }
@@ -162,7 +149,7 @@ pub struct Row {
     /// The run's label (file stem).
     pub run: String,
     /// GGUF `general.name`, else the model file name; for `score` runs
-    /// `external (<corpus file>)`.
+    /// `MODEL @ URL` (`score --model`, `--url`), else `external (<corpus file>)`.
     pub model: String,
     /// `manifest.model.build`; empty for `score` runs.
     pub build: String,
@@ -179,6 +166,15 @@ pub struct Row {
     pub extra: usize,
     /// Prefix tokens per second of the prefill; `None` without timings or prefill.
     pub prefill_tok_s: Option<f64>,
+    /// Teacher-forced means (`summary.forced`); `None` for runs without them
+    /// (`score` runs, older run files).
+    pub top1_share: Option<f64>,
+    pub mean_logprob: Option<f64>,
+    pub lines_exact_share: Option<f64>,
+    /// Closed-book totals (`bench --closed-book`): matched lines with no file
+    /// in the context, and matched − that, what only the context explains.
+    pub closed_book_matched: Option<usize>,
+    pub context_matched: Option<i64>,
 }
 
 impl Row {
@@ -195,6 +191,9 @@ impl Row {
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_else(|| info.path.clone())
                 }),
+            None if m.external.as_ref().and_then(|e| e.label()).is_some() => {
+                m.external.as_ref().and_then(|e| e.label()).unwrap_or_default()
+            }
             None => {
                 let corpus = Path::new(&m.corpus.path)
                     .file_name()
@@ -204,6 +203,7 @@ impl Row {
             }
         };
         let t = &r.run.summary.total;
+        let forced = r.run.summary.forced.as_ref();
         let prefill_tok_s = r.run.timings.as_ref().and_then(|t| {
             (t.prefill_ms > 0.0 && t.prefill_tokens > 0)
                 .then(|| t.prefill_tokens as f64 / t.prefill_ms * 1000.0)
@@ -239,6 +239,11 @@ impl Row {
             hallucinated: t.hallucinated,
             extra: t.extra,
             prefill_tok_s,
+            top1_share: forced.map(|f| f.top1_share),
+            mean_logprob: forced.map(|f| f.mean_logprob),
+            lines_exact_share: forced.map(|f| f.lines_exact_share),
+            closed_book_matched: r.run.summary.closed_book.as_ref().map(|c| c.matched),
+            context_matched: r.run.summary.closed_book.as_ref().map(|c| c.context_matched),
         }
     }
 
@@ -257,6 +262,16 @@ impl Row {
             .map(|v| format!("{v:.1}"))
             .unwrap_or_default()
     }
+
+    /// Whether the run has closed-book answers.
+    pub fn has_closed_book(&self) -> bool {
+        self.closed_book_matched.is_some()
+    }
+
+    /// Whether the run has teacher-forced metrics.
+    pub fn has_forced(&self) -> bool {
+        self.top1_share.is_some()
+    }
 }
 
 /// The aggregate rows, in the order the runs were given.
@@ -269,6 +284,8 @@ pub fn rows(runs: &[LoadedRun]) -> Vec<Row> {
 pub struct Cell {
     pub matched: usize,
     pub pass: bool,
+    /// The target's teacher-forced top-1 share; `None` without forced metrics.
+    pub top1_share: Option<f64>,
 }
 
 /// One target across runs.
@@ -289,6 +306,13 @@ pub struct Grid {
 }
 
 impl Grid {
+    /// Whether any cell has a teacher-forced top-1 share.
+    pub fn has_forced(&self) -> bool {
+        self.rows
+            .iter()
+            .any(|r| r.cells.iter().any(|c| c.top1_share.is_some()))
+    }
+
     /// The grid, when every run has the same target names in the same order
     /// and the same `params.lines`; otherwise `None`.
     pub fn of(runs: &[LoadedRun]) -> Option<Grid> {
@@ -321,6 +345,7 @@ impl Grid {
                         Cell {
                             matched: t.matched,
                             pass: t.pass,
+                            top1_share: t.forced.as_ref().map(|f| f.top1_share),
                         }
                     })
                     .collect(),

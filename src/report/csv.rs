@@ -1,6 +1,6 @@
 //! `--format csv`: a header row, then one row per run (the fields of
 //! [`Row`](crate::report::aggregate::Row), in its order; an absent prefill
-//! speed is an empty field).
+//! speed or teacher-forced mean is an empty field).
 
 use crate::report::aggregate::{LoadedRun, rows};
 use crate::report::export::Exporter;

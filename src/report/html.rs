@@ -1,14 +1,20 @@
 //! `--format html` (and `bench --html`): one self-contained page that opens
 //! offline in any browser. Inline CSS, no script, no external asset: the
-//! aggregate table, a recall-vs-depth chart (SVG drawn by plotters), the
-//! per-target grid and pass rate by depth quarter, and every target's diff in
-//! the four colours, collapsible, one column per run.
+//! aggregate table, a recall-vs-depth chart (SVG drawn by plotters), a
+//! teacher-forced top-1-share-vs-depth chart when any run has forced metrics,
+//! the per-target grid and pass rate by depth quarter, and every target's diff
+//! in the four colours, collapsible, one column per run.
 //!
 //! Every diff line is an element of class `l-matched`, `l-missing`,
 //! `l-hallucinated` or `l-extra` inside
 //! `<pre class="diff" data-run="I" data-target="NAME">` (I: the run's 0-based
-//! position), so tools can count what the page shows.
+//! position), so tools can count what the page shows. A target's
+//! teacher-forced metrics in run I are one line,
+//! `<div class="forced" data-run="I" data-target="NAME">`, above its diff.
+//! The charts are `<div class="chart" id="chart-matched">` and
+//! `<div class="chart" id="chart-top1">`.
 
+use crate::forced::Forced;
 use crate::report::aggregate::{Grid, LoadedRun, TargetColumn, rows, target_columns};
 use crate::report::export::Exporter;
 use crate::report::tabular::{self, Tabular};
@@ -77,6 +83,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.pass { background: #dafbe1; }
 td.fail { background: #ffebe9; }
 .caption { color: #57606a; margin: 0; }
+.forced { font-size: 12px; color: #57606a; margin-bottom: 4px; font-variant-numeric: tabular-nums; }
 .chart svg { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
 .series { display: inline-block; margin-right: 16px; }
 .swatch { display: inline-block; width: 22px; height: 4px; vertical-align: middle; margin-right: 6px; }
@@ -118,18 +125,21 @@ fn page(runs: &[LoadedRun]) -> Result<String> {
     out.push_str("<h2>Aggregate</h2>\n");
     out.push_str(&html_table(&tabular::aggregate(&rows(runs)), |_| None));
 
-    out.push_str("<h2>Matched lines by depth</h2>\n<div class=\"chart\">\n");
+    out.push_str("<h2>Matched lines by depth</h2>\n<div class=\"chart\" id=\"chart-matched\">\n");
     out.push_str(&chart(runs)?);
     out.push_str("</div>\n<p class=\"legend\">");
-    for (i, r) in runs.iter().enumerate() {
-        let (cr, cg, cb) = series_color(i);
-        let _ = write!(
-            out,
-            "<span class=\"series\"><span class=\"swatch\" style=\"background: rgb({cr},{cg},{cb})\"></span>{}</span>",
-            text(&r.label)
-        );
-    }
+    out.push_str(&legend(runs, |_| true));
     out.push_str("<span class=\"series\"><span class=\"swatch\" style=\"background: #888\"></span>pass threshold</span></p>\n");
+
+    if runs.iter().any(has_forced) {
+        out.push_str("<h2>Teacher-forced top-1 share by depth</h2>\n");
+        out.push_str("<p class=\"caption\">Per target, the share of its expected tokens the model ranked first when fed the expected lines (1 = greedy decoding from the true prefix reproduces them exactly).</p>\n");
+        out.push_str("<div class=\"chart\" id=\"chart-top1\">\n");
+        out.push_str(&top1_chart(runs)?);
+        out.push_str("</div>\n<p class=\"legend\">");
+        out.push_str(&legend(runs, has_forced));
+        out.push_str("</p>\n");
+    }
 
     if runs.len() > 1 {
         match Grid::of(runs) {
@@ -137,9 +147,9 @@ fn page(runs: &[LoadedRun]) -> Result<String> {
                 out.push_str("<h2>Per target, by depth</h2>\n");
                 let _ = writeln!(out, "<p class=\"caption\">{}</p>", text(&tabular::grid_caption(&grid, runs)));
                 out.push_str(&html_table(&tabular::grid(&grid, runs), |c| {
-                    if c.ends_with('✓') {
+                    if c.contains('✓') {
                         Some("pass")
-                    } else if c.ends_with('✗') {
+                    } else if c.contains('✗') {
                         Some("fail")
                     } else {
                         None
@@ -171,6 +181,26 @@ fn page(runs: &[LoadedRun]) -> Result<String> {
     out.push_str(&meta_table(runs));
     out.push_str("</body>\n</html>\n");
     Ok(out)
+}
+
+/// Whether any target of the run has teacher-forced metrics.
+fn has_forced(r: &LoadedRun) -> bool {
+    r.run.targets.iter().any(|t| t.forced.is_some())
+}
+
+/// A colour swatch and the label of each run `include` keeps, coloured by
+/// the run's position (as in every chart).
+fn legend(runs: &[LoadedRun], include: impl Fn(&LoadedRun) -> bool) -> String {
+    let mut out = String::new();
+    for (i, r) in runs.iter().enumerate().filter(|(_, r)| include(r)) {
+        let (cr, cg, cb) = series_color(i);
+        let _ = write!(
+            out,
+            "<span class=\"series\"><span class=\"swatch\" style=\"background: rgb({cr},{cg},{cb})\"></span>{}</span>",
+            text(&r.label)
+        );
+    }
+    out
 }
 
 /// The run labels, for the title.
@@ -306,6 +336,69 @@ fn chart(runs: &[LoadedRun]) -> Result<String> {
     Ok(svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1))
 }
 
+/// Teacher-forced top-1 share (y, 0..1) against depth (x), one series per
+/// run with forced metrics (coloured by the run's position), each point a
+/// target that has them.
+fn top1_chart(runs: &[LoadedRun]) -> Result<String> {
+    use plotters::prelude::*;
+    let series: Vec<(usize, Vec<(f64, f64)>)> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let mut pts: Vec<(f64, f64)> = r
+                .run
+                .targets
+                .iter()
+                .filter_map(|t| t.forced.as_ref().map(|f| (t.depth, f.top1_share)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (!pts.is_empty()).then_some((i, pts))
+        })
+        .collect();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (960, 340)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(14)
+            .x_label_area_size(44)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..1f64, -0.03f64..1.03f64)?;
+        chart
+            .configure_mesh()
+            .x_desc("depth in the kept text (0 = start, 1 = end)")
+            .y_desc("top-1 share")
+            .x_labels(11)
+            .y_labels(11)
+            .x_label_formatter(&|x| format!("{x:.1}"))
+            .y_label_formatter(&|y| {
+                if *y < 0.0 || *y > 1.0 {
+                    String::new()
+                } else {
+                    format!("{y:.1}")
+                }
+            })
+            .max_light_lines(1)
+            .light_line_style(RGBColor(0xf2, 0xf2, 0xf2))
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 15))
+            .draw()?;
+        let n = series.len();
+        for (k, (i, pts)) in series.into_iter().enumerate() {
+            let (cr, cg, cb) = series_color(i);
+            let color = RGBColor(cr, cg, cb);
+            // Earlier runs are drawn wider, so identical results stay visible as rings.
+            let w = (n - 1 - k).min(4);
+            let width = 2 + 2 * w as u32;
+            let radius = 4 + 2 * w as i32;
+            chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))?;
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, radius, color.filled())))?;
+        }
+        root.present()?;
+    }
+    Ok(svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1))
+}
+
 /// The classes of the diff lines: CSS suffix, marker, word.
 const CLASSES: [(&str, &str, &str); 4] = [
     ("matched", "=", "matched"),
@@ -386,6 +479,14 @@ fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> Strin
         t.hallucinated,
         t.extra
     );
+    if let Some(f) = &t.forced {
+        let _ = write!(
+            out,
+            "<div class=\"forced\" data-run=\"{run}\" data-target=\"{}\">{}</div>",
+            attr(&t.name),
+            text(&forced_line(f))
+        );
+    }
     let _ = write!(
         out,
         "<pre class=\"diff\" data-run=\"{run}\" data-target=\"{}\">",
@@ -401,6 +502,26 @@ fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> Strin
     }
     out.push_str("</pre>");
     out
+}
+
+/// One target's teacher-forced metrics in one line.
+fn forced_line(f: &Forced) -> String {
+    let exact = f.lines_exact.iter().filter(|&&e| e).count();
+    let divergence = match f.first_divergence {
+        Some(d) => format!("first divergence line {} token {}", d.line, d.token),
+        None => "no divergence".into(),
+    };
+    format!(
+        "teacher-forced: top-1 {:.3} · mean log-prob {:.3} · {}/{} lines exact · {} · {} near tie{} · {} tokens",
+        f.top1_share,
+        f.mean_logprob,
+        exact,
+        f.lines_exact.len(),
+        divergence,
+        f.near_ties,
+        if f.near_ties == 1 { "" } else { "s" },
+        f.tokens
+    )
 }
 
 /// A runaway answer line is cut (the run file keeps it whole).

@@ -2,7 +2,7 @@
 //! quarter) as plain cells; table.rs, markdown.rs and html.rs each lay the
 //! same cells out their own way.
 
-use crate::report::aggregate::{Grid, LoadedRun, Row, pass_rate, quarter_label};
+use crate::report::aggregate::{Cell, Grid, LoadedRun, Row, pass_rate, quarter_label};
 
 /// A table of text cells; `numeric[i]` says column `i` is right-aligned.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,30 +16,44 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-/// The aggregate: one row per run.
+/// The aggregate: one row per run. The teacher-forced columns (top-1 share,
+/// mean log-prob, share of lines exact) are there when any run has them,
+/// blank for the runs that do not.
 pub fn aggregate(rows: &[Row]) -> Tabular {
+    let forced = rows.iter().any(Row::has_forced);
+    let closed = rows.iter().any(Row::has_closed_book);
+    let mut header = strings(&[
+        "run",
+        "model",
+        "build",
+        "quant",
+        "KV k/v",
+        "passed",
+        "matched",
+        "missing",
+        "truncated",
+        "hallucinated",
+        "extra",
+        "prefill tok/s",
+    ]);
+    let mut numeric = vec![
+        false, false, false, false, false, true, true, true, true, true, true, true,
+    ];
+    if forced {
+        header.extend(strings(&["top-1 share", "mean log-prob", "lines exact"]));
+        numeric.extend([true, true, true]);
+    }
+    if closed {
+        header.extend(strings(&["closed-book matched", "context matched"]));
+        numeric.extend([true, true]);
+    }
     Tabular {
-        header: strings(&[
-            "run",
-            "model",
-            "build",
-            "quant",
-            "KV k/v",
-            "passed",
-            "matched",
-            "missing",
-            "truncated",
-            "hallucinated",
-            "extra",
-            "prefill tok/s",
-        ]),
-        numeric: vec![
-            false, false, false, false, false, true, true, true, true, true, true, true,
-        ],
+        header,
+        numeric,
         rows: rows
             .iter()
             .map(|r| {
-                vec![
+                let mut row = vec![
                     r.run.clone(),
                     r.model.clone(),
                     r.build.clone(),
@@ -52,18 +66,43 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
                     r.hallucinated.to_string(),
                     r.extra.to_string(),
                     r.prefill(),
-                ]
+                ];
+                if forced {
+                    row.extend([
+                        opt(r.top1_share, |v| format!("{v:.3}")),
+                        opt(r.mean_logprob, |v| format!("{v:.3}")),
+                        opt(r.lines_exact_share, |v| format!("{:.1}%", 100.0 * v)),
+                    ]);
+                }
+                if closed {
+                    row.extend([
+                        r.closed_book_matched.map(|v| v.to_string()).unwrap_or_default(),
+                        r.context_matched.map(|v| v.to_string()).unwrap_or_default(),
+                    ]);
+                }
+                row
             })
             .collect(),
     }
 }
 
-/// The mark of a grid cell: matched lines, then ✓ (pass) or ✗ (fail).
-pub fn cell_text(matched: usize, pass: bool) -> String {
-    format!("{matched} {}", if pass { "✓" } else { "✗" })
+/// A present value formatted, an absent one blank.
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map(f).unwrap_or_default()
 }
 
-/// Targets by depth × runs; each cell the matched lines and the verdict.
+/// The mark of a grid cell: matched lines, then ✓ (pass) or ✗ (fail), then
+/// the teacher-forced top-1 share when there is one (`12 ✓ · 0.93`).
+pub fn cell_text(c: &Cell) -> String {
+    let mark = format!("{} {}", c.matched, if c.pass { "✓" } else { "✗" });
+    match c.top1_share {
+        Some(t) => format!("{mark} · {t:.2}"),
+        None => mark,
+    }
+}
+
+/// Targets by depth × runs; each cell the matched lines and the verdict
+/// (and the top-1 share).
 pub fn grid(grid: &Grid, runs: &[LoadedRun]) -> Tabular {
     let mut header = strings(&["target", "line", "depth"]);
     header.extend(runs.iter().map(|r| r.label.clone()));
@@ -81,7 +120,7 @@ pub fn grid(grid: &Grid, runs: &[LoadedRun]) -> Tabular {
                     g.line.to_string(),
                     format!("{:.2}", g.depth),
                 ];
-                row.extend(g.cells.iter().map(|c| cell_text(c.matched, c.pass)));
+                row.extend(g.cells.iter().map(cell_text));
                 row
             })
             .collect(),
@@ -115,8 +154,13 @@ pub fn grid_caption(grid: &Grid, runs: &[LoadedRun]) -> String {
     } else {
         "each run's --pass or more".to_string()
     };
+    let forced = if grid.has_forced() {
+        "; after ·, the teacher-forced top-1 share (of the expected tokens, those the model ranked first)"
+    } else {
+        ""
+    };
     format!(
-        "Matched lines of {} per target; ✓ pass ({pass} matched), ✗ fail.",
+        "Matched lines of {} per target; ✓ pass ({pass} matched), ✗ fail{forced}.",
         grid.lines
     )
 }

@@ -111,6 +111,13 @@ fn forced_line(f: &crate::forced::Forced) -> String {
 /// The aggregate and the per-quarter breakdown.
 pub fn summary(s: &Summary) -> String {
     let mut out = format!("{}\n", totals_line(&s.total));
+    if let Some(c) = &s.closed_book {
+        let _ = writeln!(
+            out,
+            "closed book (no file): {}/{} passed, {} matched; the context explains {} matched lines",
+            c.passes, s.total.count, c.matched, c.context_matched
+        );
+    }
     if let Some(f) = &s.forced {
         let _ = writeln!(
             out,

@@ -54,6 +54,7 @@ pub fn target_args(count: usize, lines: usize, crop: Option<(usize, usize)>) -> 
         seed: 1,
         crop_lines: crop.map(|(first, last)| LineRange { first, last }),
         skip_blank: false,
+        rename: false,
         pass: None,
         normalize: Normalize::Trim,
     }

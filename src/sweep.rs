@@ -1,0 +1,796 @@
+//! Sweeps (`posrecall matrix`): the `models.toml` file, the runs it defines,
+//! shards of them, and the key that says whether a run is already done.
+//!
+//! Nothing here touches a model; `commands::matrix` runs what this module
+//! describes. The schema is documented in README.md, "Sweeps".
+
+use crate::cli::{CtxSize, KvType, OnOffAuto, ProbeKind, TargetArgs};
+use crate::crop::{CropMode, LineRange};
+use crate::run::Manifest;
+use crate::score::Normalize;
+use anyhow::{Result, anyhow, bail};
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+// ---------------------------------------------------------------------------
+// The file as written.
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    corpus: RawCorpus,
+    #[serde(default)]
+    params: RawParams,
+    #[serde(default)]
+    model: Vec<RawModel>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCorpus {
+    path: Option<String>,
+    crop: Option<String>,
+    crop_lines: Option<String>,
+    max_tokens: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawParams {
+    count: Option<usize>,
+    lines: Option<usize>,
+    pass: Option<usize>,
+    seed: Option<u64>,
+    normalize: Option<String>,
+    skip_blank: Option<bool>,
+    rename: Option<bool>,
+    max_new_tokens: Option<usize>,
+    threads: Option<i32>,
+    flash_attn: Option<String>,
+    swa_full: Option<bool>,
+    closed_book: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModel {
+    name: String,
+    path: String,
+    build: Option<String>,
+    kv: Vec<String>,
+    gpu_layers: Option<u32>,
+    ctx: Option<toml::Value>,
+    probe: Option<String>,
+}
+
+// ---------------------------------------------------------------------------
+// The sweep, checked.
+
+/// One `[[model]]` entry, checked and with its path expanded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelEntry {
+    pub name: String,
+    pub path: PathBuf,
+    /// The build label; `None`: the file name (as `bench`).
+    pub build: Option<String>,
+    /// (K, V) per KV configuration, in the order given.
+    pub kv: Vec<(KvType, KvType)>,
+    /// `None`: all layers when the build has a GPU backend (as `bench`).
+    pub gpu_layers: Option<u32>,
+    pub ctx: CtxSize,
+    pub probe: ProbeKind,
+}
+
+/// A whole `models.toml`, checked.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    /// The file it was read from (as given), for messages.
+    pub file: PathBuf,
+    /// `None`: the default corpus.
+    pub corpus: Option<PathBuf>,
+    pub crop: CropMode,
+    pub max_tokens: Option<usize>,
+    /// Count, lines, pass, seed, normalize, skip_blank, rename and `[corpus] crop_lines`.
+    pub target: TargetArgs,
+    pub max_new_tokens: Option<usize>,
+    pub threads: Option<i32>,
+    pub flash_attn: OnOffAuto,
+    pub swa_full: bool,
+    /// Also ask every question with no file in the context (`bench --closed-book`).
+    pub closed_book: bool,
+    pub models: Vec<ModelEntry>,
+}
+
+/// One (model × KV) combination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepRun {
+    /// `<model name>__<kv_k>-<kv_v>`: the run file's stem and the shard key.
+    pub id: String,
+    /// Index into [`Sweep::models`].
+    pub model: usize,
+    pub kv_k: KvType,
+    pub kv_v: KvType,
+}
+
+impl SweepRun {
+    /// The run file in `dir`.
+    pub fn file(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.json", self.id))
+    }
+}
+
+/// How variables in paths are looked up: the process environment, with
+/// `POSRECALL_CACHE` defaulting to [`crate::fsutil::cache_dir`].
+pub fn process_env(name: &str) -> Option<String> {
+    if name == "POSRECALL_CACHE" {
+        return Some(crate::fsutil::cache_dir().to_string_lossy().into_owned());
+    }
+    std::env::var(name).ok()
+}
+
+/// Expands `${VAR}` and `$VAR` (and `$$` to `$`); an unset variable is an
+/// error that names it.
+pub fn expand_vars(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, tail) = if let Some(braced) = after.strip_prefix('{') {
+            let end = braced
+                .find('}')
+                .ok_or_else(|| format!("`${{` without a closing `}}` in `{s}`"))?;
+            (&braced[..end], &braced[end + 1..])
+        } else if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+            continue;
+        } else {
+            let end = after
+                .char_indices()
+                .find(|&(i, c)| !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())))
+                .map(|(i, _)| i)
+                .unwrap_or(after.len());
+            if end == 0 {
+                // A `$` that starts no name is itself.
+                out.push('$');
+                rest = after;
+                continue;
+            }
+            (&after[..end], &after[end..])
+        };
+        let valid = !name.is_empty()
+            && name.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+        if !valid {
+            return Err(format!("`${{{name}}}` is not a variable name"));
+        }
+        let value = env(name).ok_or_else(|| format!("environment variable {name} is not set"))?;
+        out.push_str(&value);
+        rest = tail;
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn one_of<T: ValueEnum>() -> String {
+    T::value_variants()
+        .iter()
+        .filter_map(|v| v.to_possible_value())
+        .map(|v| v.get_name().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn value_enum<T: ValueEnum>(s: &str, what: &str) -> Result<T, String> {
+    T::from_str(s, false).map_err(|_| format!("`{s}` is not {what} (one of {})", one_of::<T>()))
+}
+
+/// `"q8_0"` (K and V) or `"q8_0/f16"` (K/V).
+fn kv_pair(s: &str) -> Result<(KvType, KvType), String> {
+    let (k, v) = s.split_once('/').unwrap_or((s, s));
+    Ok((value_enum(k.trim(), "a KV type")?, value_enum(v.trim(), "a KV type")?))
+}
+
+/// Model names become file names and shard keys.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains("__")
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+impl Sweep {
+    /// Reads and checks `path`: every model file must exist. Errors are one
+    /// line that names the file and the key.
+    pub fn load(path: &Path) -> Result<Sweep> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow!("cannot read sweep file {}: {e}", path.display()))?;
+        let sweep = Sweep::parse(&text, path, &process_env)?;
+        for m in &sweep.models {
+            if !m.path.is_file() {
+                bail!(
+                    "{}: model `{}`: path: {} does not exist",
+                    path.display(),
+                    m.name,
+                    m.path.display()
+                );
+            }
+        }
+        if let Some(c) = &sweep.corpus
+            && !c.is_file()
+        {
+            bail!("{}: corpus.path: {} does not exist", path.display(), c.display());
+        }
+        Ok(sweep)
+    }
+
+    /// Parses and checks the text of a sweep file (no file-system checks).
+    /// Relative paths are taken from `path`'s folder.
+    pub fn parse(text: &str, path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Sweep> {
+        let file = path.display().to_string();
+        let raw: RawFile = toml::from_str(text).map_err(|e| {
+            let at = e
+                .span()
+                .map(|s| {
+                    let before = &text[..s.start.min(text.len())];
+                    let line = before.matches('\n').count() + 1;
+                    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+                    // The table the error is in, as the file writes its header
+                    // (`[[model]] #2`: the second model), unless the error is
+                    // on a header line itself.
+                    let header = |l: &str| l.trim().split('#').next().unwrap_or("").trim().to_string();
+                    let on_header = text.lines().nth(line - 1).is_some_and(|l| l.trim_start().starts_with('['));
+                    let table = before
+                        .lines()
+                        .rev()
+                        .skip(1)
+                        .map(header)
+                        .find(|l| l.starts_with('['))
+                        .filter(|_| !on_header)
+                        .map(|t| {
+                            let nth = before.lines().filter(|l| header(l) == t).count();
+                            if t.starts_with("[[") { format!(" in {t} #{nth}") } else { format!(" in {t}") }
+                        })
+                        .unwrap_or_default();
+                    format!(":{line}:{col}{table}")
+                })
+                .unwrap_or_default();
+            let msg: Vec<&str> = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+            anyhow!("{file}{at}: {}", msg.join(" "))
+        })?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        let resolve = |s: &str, key: &str| -> Result<PathBuf> {
+            let expanded = expand_vars(s, env).map_err(|e| anyhow!("{file}: {key}: {e}"))?;
+            let p = PathBuf::from(expanded);
+            Ok(if p.is_relative() { base.join(p) } else { p })
+        };
+        let err = |key: &str, e: String| anyhow!("{file}: {key}: {e}");
+
+        let c = &raw.corpus;
+        let corpus = c.path.as_deref().map(|p| resolve(p, "corpus.path")).transpose()?;
+        let crop = match c.crop.as_deref() {
+            None => CropMode::Head,
+            Some(s) => value_enum::<CropMode>(s, "a crop mode").map_err(|e| err("corpus.crop", e))?,
+        };
+        let crop_lines = c
+            .crop_lines
+            .as_deref()
+            .map(|s| s.parse::<LineRange>().map_err(|e| err("corpus.crop_lines", e)))
+            .transpose()?;
+
+        let p = &raw.params;
+        let target = TargetArgs {
+            count: p.count.unwrap_or(16),
+            lines: p.lines.unwrap_or(20),
+            seed: p.seed.unwrap_or(1),
+            crop_lines,
+            skip_blank: p.skip_blank.unwrap_or(false),
+            rename: p.rename.unwrap_or(false),
+            pass: p.pass,
+            normalize: match p.normalize.as_deref() {
+                None => Normalize::Trim,
+                Some(s) => value_enum(s, "a normalisation").map_err(|e| err("params.normalize", e))?,
+            },
+        };
+        target.validate().map_err(|e| {
+            anyhow!("{file}: [params]: {}", e.to_string().replace("--", ""))
+        })?;
+        let flash_attn = match p.flash_attn.as_deref() {
+            None => OnOffAuto::Auto,
+            Some(s) => value_enum(s, "a flash-attention setting").map_err(|e| err("params.flash_attn", e))?,
+        };
+        if p.threads.is_some_and(|t| t < 1) {
+            bail!("{file}: params.threads: must be at least 1");
+        }
+        if p.max_new_tokens == Some(0) {
+            bail!("{file}: params.max_new_tokens: must be at least 1");
+        }
+
+        if raw.model.is_empty() {
+            bail!("{file}: no [[model]] entries");
+        }
+        let mut models: Vec<ModelEntry> = Vec::new();
+        for (i, m) in raw.model.iter().enumerate() {
+            let who = format!("model `{}`", m.name);
+            if !valid_name(&m.name) {
+                bail!(
+                    "{file}: model[{i}].name: `{}` is not a usable name (letters, digits, `.`, `_`, `-`; no `__`; it names the run files)",
+                    m.name
+                );
+            }
+            if models.iter().any(|o| o.name == m.name) {
+                bail!("{file}: model[{i}].name: `{}` is used twice", m.name);
+            }
+            let path = resolve(&m.path, &format!("{who}: path"))?;
+            if m.kv.is_empty() {
+                bail!("{file}: {who}: kv: empty; list at least one KV type, e.g. kv = [\"q8_0\"]");
+            }
+            let mut kv = Vec::new();
+            for s in &m.kv {
+                let pair = kv_pair(s).map_err(|e| err(&format!("{who}: kv"), e))?;
+                if kv.contains(&pair) {
+                    bail!("{file}: {who}: kv: `{s}` is listed twice");
+                }
+                if pair.1.is_quantized() && flash_attn == OnOffAuto::Off {
+                    bail!("{file}: {who}: kv: `{s}` has a quantised V cache, which needs flash attention (params.flash_attn is off)");
+                }
+                kv.push(pair);
+            }
+            let ctx = match &m.ctx {
+                None => CtxSize::Auto,
+                Some(toml::Value::Integer(n)) => format!("{n}")
+                    .parse::<CtxSize>()
+                    .map_err(|e| err(&format!("{who}: ctx"), e))?,
+                Some(toml::Value::String(s)) => s.parse::<CtxSize>().map_err(|e| err(&format!("{who}: ctx"), e))?,
+                Some(other) => bail!("{file}: {who}: ctx: expected \"auto\" or a token count, got {other}"),
+            };
+            let probe = match m.probe.as_deref() {
+                None => ProbeKind::Auto,
+                Some(s) => value_enum(s, "a probe").map_err(|e| err(&format!("{who}: probe"), e))?,
+            };
+            models.push(ModelEntry {
+                name: m.name.clone(),
+                path,
+                build: m.build.clone(),
+                kv,
+                gpu_layers: m.gpu_layers,
+                ctx,
+                probe,
+            });
+        }
+
+        Ok(Sweep {
+            file: path.to_path_buf(),
+            corpus,
+            crop,
+            max_tokens: c.max_tokens,
+            target,
+            max_new_tokens: p.max_new_tokens,
+            threads: p.threads,
+            flash_attn,
+            swa_full: p.swa_full.unwrap_or(false),
+            closed_book: p.closed_book.unwrap_or(false),
+            models,
+        })
+    }
+
+    /// Every (model × KV) run, sorted by id (the order shards are cut in).
+    pub fn runs(&self) -> Vec<SweepRun> {
+        let mut runs: Vec<SweepRun> = self
+            .models
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| {
+                m.kv.iter().map(move |&(k, v)| SweepRun {
+                    id: format!("{}__{}-{}", m.name, k.as_str(), v.as_str()),
+                    model: i,
+                    kv_k: k,
+                    kv_v: v,
+                })
+            })
+            .collect();
+        runs.sort_by(|a, b| a.id.cmp(&b.id));
+        runs
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Shards.
+
+/// `--shard` as typed: `K/N`, `N` (K from the environment), or `auto` (K
+/// and N from a Slurm job array).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardArg {
+    Given { k: usize, n: usize },
+    Count(usize),
+    Auto,
+}
+
+impl std::str::FromStr for ShardArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let num = |x: &str| -> Result<usize, String> {
+            x.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| format!("`{x}` is not a positive whole number"))
+        };
+        if s == "auto" {
+            return Ok(ShardArg::Auto);
+        }
+        match s.split_once('/') {
+            Some((k, n)) => {
+                let (k, n) = (num(k)?, num(n)?);
+                if k > n {
+                    return Err(format!("shard {k}/{n}: K must be between 1 and N"));
+                }
+                Ok(ShardArg::Given { k, n })
+            }
+            None => num(s)
+                .map(ShardArg::Count)
+                .map_err(|e| format!("expected K/N, N or auto: {e}")),
+        }
+    }
+}
+
+/// This process's slice of the runs: shard `k` (1-based) of `n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub k: usize,
+    pub n: usize,
+}
+
+impl Shard {
+    /// Whether the `i`-th run (0-based, in [`Sweep::runs`] order) is this shard's.
+    pub fn owns(&self, i: usize) -> bool {
+        i % self.n == self.k - 1
+    }
+
+    /// This shard's runs, in the order given.
+    pub fn select<T: Clone>(&self, runs: &[T]) -> Vec<T> {
+        runs.iter()
+            .enumerate()
+            .filter(|(i, _)| self.owns(*i))
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
+
+fn env_number(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<i64>> {
+    match env(name) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|_| anyhow!("--shard: {name}={v} is not a whole number")),
+    }
+}
+
+/// K and N of a Slurm job array, when this is one.
+fn slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(usize, usize)>> {
+    let Some(id) = env_number(env, "SLURM_ARRAY_TASK_ID")? else {
+        return Ok(None);
+    };
+    let min = env_number(env, "SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+    let count = env_number(env, "SLURM_ARRAY_TASK_COUNT")?
+        .ok_or_else(|| anyhow!("--shard: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"))?;
+    let k = id - min + 1;
+    if count < 1 || k < 1 || k > count {
+        bail!(
+            "--shard: the Slurm array task {id} (min {min}, count {count}) is not one of tasks {min}..{}; \
+             use a contiguous array (e.g. --array=0-{})",
+            min + count - 1,
+            count - 1
+        );
+    }
+    Ok(Some((k as usize, count as usize)))
+}
+
+impl ShardArg {
+    /// The shard this process runs. `N` takes K from `JOB_COMPLETION_INDEX`
+    /// (a Kubernetes Indexed Job: K = index + 1) or a Slurm array
+    /// (`SLURM_ARRAY_TASK_ID` − `SLURM_ARRAY_TASK_MIN` + 1, whose
+    /// `SLURM_ARRAY_TASK_COUNT` must then be N); `auto` takes K and N from Slurm.
+    pub fn resolve(self, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard> {
+        match self {
+            ShardArg::Given { k, n } => Ok(Shard { k, n }),
+            ShardArg::Auto => match slurm(env)? {
+                Some((k, n)) => Ok(Shard { k, n }),
+                None => bail!(
+                    "--shard auto needs a Slurm job array (SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT); \
+                     for a Kubernetes Indexed Job give the number of shards: --shard N"
+                ),
+            },
+            ShardArg::Count(n) => {
+                let k8s = env_number(env, "JOB_COMPLETION_INDEX")?;
+                let array = slurm(env)?;
+                match (k8s, array) {
+                    (Some(_), Some(_)) => bail!(
+                        "--shard {n}: both JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID are set; give --shard K/{n}"
+                    ),
+                    (Some(i), None) => {
+                        if i < 0 || i as usize >= n {
+                            bail!("--shard {n}: JOB_COMPLETION_INDEX={i} is not between 0 and {}", n - 1);
+                        }
+                        Ok(Shard { k: i as usize + 1, n })
+                    }
+                    (None, Some((k, count))) => {
+                        if count != n {
+                            bail!("--shard {n}: the Slurm array has {count} tasks (SLURM_ARRAY_TASK_COUNT), not {n}");
+                        }
+                        Ok(Shard { k, n })
+                    }
+                    (None, None) => bail!(
+                        "--shard {n} takes this shard's number from JOB_COMPLETION_INDEX (Kubernetes Indexed Job) \
+                         or SLURM_ARRAY_TASK_ID (Slurm job array), and neither is set; give --shard K/{n}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Resuming.
+
+/// What makes two runs the same run: everything in the manifest that can
+/// change an answer or a score (the model's sha256 and build label, the
+/// context parameters but the thread count, the backend and llama.cpp, the
+/// corpus and kept range, the rendered prefix, and the scoring parameters).
+#[derive(Serialize)]
+struct KeyFields<'a> {
+    model_sha256: Option<&'a str>,
+    build: Option<&'a str>,
+    n_ctx: Option<u32>,
+    type_k: Option<&'a str>,
+    type_v: Option<&'a str>,
+    flash_attn: Option<&'a str>,
+    swa_full: Option<bool>,
+    kv_unified: Option<bool>,
+    n_batch: Option<u32>,
+    n_ubatch: Option<u32>,
+    gpu_layers: Option<u32>,
+    backend: Option<&'a str>,
+    llama_cpp_sys_2: Option<&'a str>,
+    corpus_sha256: &'a str,
+    crop: &'a crate::crop::Crop,
+    prefix_tokens: Option<usize>,
+    prefix_sha256: Option<&'a str>,
+    params: &'a crate::run::Params,
+}
+
+/// The sha256 of the manifest fields that decide a run (see [`KeyFields`]).
+pub fn manifest_key(m: &Manifest) -> String {
+    let model = m.model.as_ref();
+    let ctx = m.context.as_ref();
+    let k = KeyFields {
+        model_sha256: model.map(|x| x.sha256.as_str()),
+        build: model.map(|x| x.build.as_str()),
+        n_ctx: ctx.map(|c| c.n_ctx),
+        type_k: ctx.map(|c| c.type_k.as_str()),
+        type_v: ctx.map(|c| c.type_v.as_str()),
+        flash_attn: ctx.map(|c| c.flash_attn.as_str()),
+        swa_full: ctx.map(|c| c.swa_full),
+        kv_unified: ctx.map(|c| c.kv_unified),
+        n_batch: ctx.map(|c| c.n_batch),
+        n_ubatch: ctx.map(|c| c.n_ubatch),
+        gpu_layers: ctx.map(|c| c.gpu_layers),
+        backend: m.runtime.backend.as_deref(),
+        llama_cpp_sys_2: m.runtime.llama_cpp_sys_2.as_deref(),
+        corpus_sha256: &m.corpus.sha256,
+        crop: &m.corpus.crop,
+        prefix_tokens: m.corpus.prefix_tokens,
+        prefix_sha256: m.runtime.prefix_sha256.as_deref(),
+        params: &m.params,
+    };
+    crate::fsutil::sha256_hex(&serde_json::to_vec(&k).unwrap_or_default())
+}
+
+/// Whether `existing` is a finished run of exactly `manifest` whose targets
+/// are `targets` (name and line, in order), so `--resume` may keep it.
+pub fn is_finished(existing: &crate::run::RunFile, manifest: &Manifest, targets: &[(String, usize)]) -> bool {
+    existing.format == crate::run::FORMAT_VERSION
+        && manifest_key(&existing.manifest) == manifest_key(manifest)
+        && existing.targets.len() == targets.len()
+        && existing
+            .targets
+            .iter()
+            .zip(targets)
+            .all(|(t, (name, line))| &t.name == name && t.line == *line)
+        && existing.summary.total.count == targets.len()
+        && existing.timings.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k: &str| map.get(k).cloned()
+    }
+
+    const GOOD: &str = r#"
+[corpus]
+crop = "densest"
+[params]
+count = 4
+lines = 6
+[[model]]
+name = "small"
+path = "${CACHE}/a.gguf"
+kv = ["f16", "q8_0/f16"]
+ctx = 1024
+[[model]]
+name = "base"
+path = "$CACHE/b.gguf"
+build = "Q4_K_M"
+kv = ["q4_0"]
+probe = "completion"
+gpu_layers = 0
+"#;
+
+    #[test]
+    fn parses_a_sweep() {
+        let s = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
+        assert_eq!(s.crop, CropMode::Densest);
+        assert_eq!((s.target.count, s.target.lines, s.target.pass()), (4, 6, 6));
+        assert_eq!(s.models[0].path, PathBuf::from("/c/a.gguf"));
+        assert_eq!(s.models[1].path, PathBuf::from("/c/b.gguf"));
+        assert_eq!(s.models[0].kv, vec![(KvType::F16, KvType::F16), (KvType::Q8_0, KvType::F16)]);
+        assert_eq!(s.models[0].ctx, CtxSize::Fixed(1024));
+        assert_eq!(s.models[1].probe, ProbeKind::Completion);
+        let ids: Vec<String> = s.runs().into_iter().map(|r| r.id).collect();
+        assert_eq!(ids, ["base__q4_0-q4_0", "small__f16-f16", "small__q8_0-f16"]);
+    }
+
+    #[test]
+    fn relative_paths_are_from_the_file() {
+        let text = "[[model]]\nname = \"m\"\npath = \"models/m.gguf\"\nkv = [\"f16\"]\n";
+        let s = Sweep::parse(text, Path::new("/etc/sweeps/models.toml"), &env_of(&[])).unwrap();
+        assert_eq!(s.models[0].path, PathBuf::from("/etc/sweeps/models/m.gguf"));
+    }
+
+    #[test]
+    fn errors_are_one_line_and_name_the_key() {
+        let env = env_of(&[("CACHE", "/c")]);
+        let err = |text: &str| {
+            let e = Sweep::parse(text, Path::new("m.toml"), &env).unwrap_err().to_string();
+            assert!(!e.contains('\n'), "{e}");
+            assert!(e.starts_with("m.toml"), "{e}");
+            e
+        };
+        let e = err(&GOOD.replace("gpu_layers = 0", "gpu_layer = 0"));
+        assert!(e.contains("gpu_layer") && e.contains("m.toml:"), "{e}");
+        let e = err(&GOOD.replace("${CACHE}", "${NOPE_NOT_SET}"));
+        assert!(e.contains("NOPE_NOT_SET") && e.contains("model `small`: path"), "{e}");
+        let e = err(&GOOD.replace("\"q4_0\"", "\"q7\""));
+        assert!(e.contains("model `base`: kv") && e.contains("q7"), "{e}");
+        let e = err(&GOOD.replace("crop = \"densest\"", "crop = \"lines\""));
+        assert!(e.contains("corpus.crop"), "{e}");
+        let e = err(&GOOD.replace("name = \"base\"", "name = \"small\""));
+        assert!(e.contains("twice"), "{e}");
+        let e = err(&GOOD.replace("ctx = 1024", "ctx = 10"));
+        assert!(e.contains("ctx"), "{e}");
+        let e = err(&GOOD.replace("lines = 6", "lines = 6\npass = 9"));
+        assert!(e.contains("pass"), "{e}");
+        let e = err("[params]\ncount = 3\n");
+        assert!(e.contains("[[model]]"), "{e}");
+        let e = err("[[model]]\nname = \"m\"\nkv = [\"f16\"]\n");
+        assert!(e.contains("path"), "{e}");
+    }
+
+    #[test]
+    fn expands_variables() {
+        let env = env_of(&[("A", "x"), ("B_2", "y")]);
+        assert_eq!(expand_vars("${A}/$B_2/z", &env).unwrap(), "x/y/z");
+        assert_eq!(expand_vars("$A-$$-$", &env).unwrap(), "x-$-$");
+        assert_eq!(expand_vars("a$/b", &env).unwrap(), "a$/b");
+        assert!(expand_vars("$C", &env).unwrap_err().contains("C is not set"));
+        assert!(expand_vars("${A", &env).is_err());
+        assert!(expand_vars("${1A}", &env).is_err());
+        // POSRECALL_CACHE defaults to the cache folder.
+        assert!(process_env("POSRECALL_CACHE").is_some());
+    }
+
+    #[test]
+    fn shards_cover_every_run_once() {
+        for n in 1..=7 {
+            for len in 0..20 {
+                let runs: Vec<usize> = (0..len).collect();
+                let mut seen = vec![0; len];
+                for k in 1..=n {
+                    let part = Shard { k, n }.select(&runs);
+                    assert!(part.len() <= len / n + 1);
+                    for r in part {
+                        seen[r] += 1;
+                    }
+                }
+                assert!(seen.iter().all(|&c| c == 1), "n={n} len={len}: {seen:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_manifest_key_follows_what_decides_a_run() {
+        let base: Manifest = serde_json::from_value(serde_json::json!({
+            "command": "bench",
+            "model": { "path": "/a/m.gguf", "sha256": "aa", "size_bytes": 1, "architecture": "llama",
+                       "name": "m", "file_type": "Q4_1", "build": "b", "n_params": 1, "n_ctx_train": 8192,
+                       "chat_template": true },
+            "context": { "n_ctx": 512, "type_k": "f16", "type_v": "f16", "flash_attn": "auto", "swa_full": false,
+                         "kv_unified": false, "n_batch": 512, "n_ubatch": 512, "threads": 2, "gpu_layers": 0 },
+            "corpus": { "path": "/c/x.js", "sha256": "cc", "language": "javascript",
+                        "crop": { "mode": "lines", "first_line": 1, "last_line": 9, "sha256": "dd" },
+                        "prefix_tokens": 100 },
+            "params": { "count": 2, "lines": 6, "pass": 6, "seed": 1, "normalize": "trim", "skip_blank": false,
+                        "probe": "chat", "max_new_tokens": 16, "decode_mode": "sequential" },
+            "runtime": { "posrecall": "0.1.0", "llama_cpp_sys_2": "0.1.161", "backend": "cpu",
+                         "prefix_sha256": "ee" }
+        }))
+        .unwrap();
+        let key = manifest_key(&base);
+        let with = |f: &dyn Fn(&mut Manifest)| {
+            let mut m = base.clone();
+            f(&mut m);
+            manifest_key(&m)
+        };
+        // Where the files are and how many threads ran do not make another run.
+        assert_eq!(with(&|m| m.model.as_mut().unwrap().path = "/b/m.gguf".into()), key);
+        assert_eq!(with(&|m| m.corpus.path = "/d/x.js".into()), key);
+        assert_eq!(with(&|m| m.context.as_mut().unwrap().threads = 16), key);
+        assert_eq!(with(&|m| m.runtime.posrecall = "0.1.1".into()), key);
+        // Everything that can change an answer or a score does.
+        assert_ne!(with(&|m| m.model.as_mut().unwrap().sha256 = "ab".into()), key);
+        assert_ne!(with(&|m| m.model.as_mut().unwrap().build = "c".into()), key);
+        assert_ne!(with(&|m| m.context.as_mut().unwrap().type_v = "q8_0".into()), key);
+        assert_ne!(with(&|m| m.context.as_mut().unwrap().n_ctx = 1024), key);
+        assert_ne!(with(&|m| m.context.as_mut().unwrap().gpu_layers = 99), key);
+        assert_ne!(with(&|m| m.corpus.crop.last_line = 10), key);
+        assert_ne!(with(&|m| m.corpus.sha256 = "cd".into()), key);
+        assert_ne!(with(&|m| m.params.max_new_tokens = Some(17)), key);
+        assert_ne!(with(&|m| m.params.seed = 2), key);
+        assert_ne!(with(&|m| m.runtime.prefix_sha256 = Some("ef".into())), key);
+        assert_ne!(with(&|m| m.runtime.backend = Some("cuda".into())), key);
+    }
+
+    #[test]
+    fn shard_syntax_and_environment() {
+        assert_eq!("2/3".parse::<ShardArg>().unwrap(), ShardArg::Given { k: 2, n: 3 });
+        assert_eq!("4".parse::<ShardArg>().unwrap(), ShardArg::Count(4));
+        assert_eq!("auto".parse::<ShardArg>().unwrap(), ShardArg::Auto);
+        for bad in ["0/2", "3/2", "x", "1/0", "0", ""] {
+            assert!(bad.parse::<ShardArg>().is_err(), "{bad}");
+        }
+        let none = env_of(&[]);
+        assert_eq!(ShardArg::Given { k: 1, n: 2 }.resolve(&none).unwrap(), Shard { k: 1, n: 2 });
+        assert!(ShardArg::Count(2).resolve(&none).is_err());
+        assert!(ShardArg::Auto.resolve(&none).is_err());
+
+        let k8s = env_of(&[("JOB_COMPLETION_INDEX", "1")]);
+        assert_eq!(ShardArg::Count(3).resolve(&k8s).unwrap(), Shard { k: 2, n: 3 });
+        assert!(ShardArg::Count(1).resolve(&k8s).is_err());
+
+        let slurm = env_of(&[
+            ("SLURM_ARRAY_TASK_ID", "11"),
+            ("SLURM_ARRAY_TASK_MIN", "10"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]);
+        assert_eq!(ShardArg::Auto.resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
+        assert_eq!(ShardArg::Count(4).resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
+        assert!(ShardArg::Count(3).resolve(&slurm).is_err());
+        // An explicit K/N wins over the environment.
+        assert_eq!(ShardArg::Given { k: 1, n: 4 }.resolve(&slurm).unwrap(), Shard { k: 1, n: 4 });
+    }
+}

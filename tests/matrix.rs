@@ -1,0 +1,402 @@
+//! `posrecall matrix` end to end: a real sweep over SmolLM2 and Gemma 3 at two
+//! KV types, a sweep killed part way and resumed, shards (also from Slurm and
+//! Kubernetes environment variables), and bad sweep files.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Environment variables a scheduler may have set around the test itself.
+const SCHEDULER_VARS: &[&str] = &[
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_COUNT",
+    "JOB_COMPLETION_INDEX",
+];
+
+fn matrix_cmd(toml: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.arg("matrix").arg(toml).args(extra).env("NO_COLOR", "1");
+    for v in SCHEDULER_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "matrix failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        String::from_utf8_lossy(&o.stdout)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A TOML basic string holding `p`.
+fn toml_path(p: &Path) -> String {
+    format!("{:?}", p.to_str().unwrap())
+}
+
+/// The sweep of the tests: two models with different contexts and
+/// tokenizers, each at f16 and q8_0, on a small fixture.
+fn sweep_toml(dir: &Path) -> PathBuf {
+    let text = format!(
+        r#"
+[corpus]
+path = {corpus}
+crop = "densest"
+
+[params]
+count = 2
+lines = 6
+max_new_tokens = 16
+threads = 2
+
+[[model]]
+name = "smollm2"
+path = {smollm2}
+build = "Q4_1"
+kv = ["f16", "q8_0"]
+ctx = 512
+
+[[model]]
+name = "gemma3"
+path = {gemma3}
+kv = ["f16", "q8_0"]
+ctx = 2048
+probe = "completion"
+"#,
+        corpus = toml_path(&fixture("dense.js")),
+        smollm2 = toml_path(&smollm2()),
+        gemma3 = toml_path(&gemma3()),
+    );
+    let p = dir.join("models.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const RUNS: [&str; 4] = [
+    "gemma3__f16-f16",
+    "gemma3__q8_0-q8_0",
+    "smollm2__f16-f16",
+    "smollm2__q8_0-q8_0",
+];
+
+fn read(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The run files (names not starting with `.`) in `dir`.
+fn run_files(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect()
+}
+
+fn expected_files() -> BTreeSet<String> {
+    RUNS.iter().map(|r| format!("{r}.json")).collect()
+}
+
+/// The recall columns of the aggregate table, by run: passed, matched,
+/// missing, truncated, hallucinated, extra. Columns are cut where the rule
+/// under the header has its dashes (cells may hold spaces).
+fn recall_columns(stdout: &str) -> BTreeMap<String, Vec<String>> {
+    let lines: Vec<Vec<char>> = stdout.lines().map(|l| l.chars().collect()).collect();
+    let text = |l: &[char]| l.iter().collect::<String>();
+    let h = lines
+        .iter()
+        .position(|l| text(l).starts_with("run ") && text(l).contains("passed"))
+        .unwrap_or_else(|| panic!("no aggregate table in:\n{stdout}"));
+    let rule = &lines[h + 1];
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < rule.len() {
+        if rule[i] == '-' {
+            let start = i;
+            while i < rule.len() && rule[i] == '-' {
+                i += 1;
+            }
+            spans.push((start, i));
+        } else {
+            i += 1;
+        }
+    }
+    let cell = |l: &[char], (a, b): (usize, usize)| text(&l[a.min(l.len())..b.min(l.len())]).trim().to_string();
+    let header: Vec<String> = spans.iter().map(|&s| cell(&lines[h], s)).collect();
+    let wanted: Vec<(usize, usize)> = ["passed", "matched", "missing", "truncated", "hallucinated", "extra"]
+        .into_iter()
+        .map(|name| spans[header.iter().position(|c| c == name).unwrap_or_else(|| panic!("no column {name}: {header:?}"))])
+        .collect();
+    let mut out = BTreeMap::new();
+    for l in &lines[h + 2..] {
+        if text(l).trim().is_empty() {
+            break;
+        }
+        out.insert(cell(l, spans[0]), wanted.iter().map(|&s| cell(l, s)).collect());
+    }
+    out
+}
+
+/// Name, line and expected lines of every target of a run file.
+fn target_list(run: &Value) -> Vec<(String, u64, Value)> {
+    run["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap().to_string(), t["line"].as_u64().unwrap(), t["expected"].clone()))
+        .collect()
+}
+
+fn answers(run: &Value) -> Vec<(Value, Value)> {
+    run["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["response"].clone(), t["matched"].clone()))
+        .collect()
+}
+
+fn stamp(p: &Path) -> (Vec<u8>, SystemTime) {
+    (std::fs::read(p).unwrap(), std::fs::metadata(p).unwrap().modified().unwrap())
+}
+
+#[test]
+fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill() {
+    let _g = serial();
+    let t0 = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let toml = sweep_toml(dir.path());
+
+    // An uninterrupted sweep.
+    let full = dir.path().join("full");
+    let stdout = ok(&matrix_cmd(&toml, &["--out-dir", full.to_str().unwrap()]).output().unwrap());
+    assert_eq!(run_files(&full), expected_files());
+    let runs: BTreeMap<&str, Value> = RUNS.iter().map(|r| (*r, read(&full.join(format!("{r}.json"))))).collect();
+    let first = &runs[RUNS[0]];
+    assert_eq!(target_list(first).len(), 2);
+    for (name, r) in &runs {
+        // Every run was asked about the same targets, in the same kept text.
+        assert_eq!(target_list(r), target_list(first), "{name}");
+        assert_eq!(r["manifest"]["corpus"]["crop"], first["manifest"]["corpus"]["crop"], "{name}");
+        let (k, v) = name.split_once("__").unwrap().1.split_once('-').unwrap();
+        assert_eq!(r["manifest"]["context"]["type_k"], k);
+        assert_eq!(r["manifest"]["context"]["type_v"], v);
+        assert_eq!(r["targets"].as_array().unwrap().len(), 2);
+    }
+    // ... although the models' contexts and tokenizers differ.
+    let (s, g) = (&runs["smollm2__f16-f16"], &runs["gemma3__f16-f16"]);
+    assert_eq!(s["manifest"]["context"]["n_ctx"], 512);
+    assert_eq!(g["manifest"]["context"]["n_ctx"], 2048);
+    assert_ne!(s["manifest"]["model"]["sha256"], g["manifest"]["model"]["sha256"]);
+    assert_ne!(s["manifest"]["runtime"]["prefix_sha256"], g["manifest"]["runtime"]["prefix_sha256"]);
+    assert_eq!(s["manifest"]["model"]["build"], "Q4_1");
+    assert_eq!(g["manifest"]["params"]["probe"], "completion");
+    assert_eq!(s["manifest"]["corpus"]["crop"]["mode"], "lines");
+    // The aggregate table has every run.
+    let baseline = recall_columns(&stdout);
+    assert_eq!(baseline.keys().map(String::as_str).collect::<Vec<_>>(), RUNS);
+    eprintln!("uninterrupted sweep: {:.1} s", t0.elapsed().as_secs_f64());
+
+    // The same sweep, killed with SIGTERM once its first run file is written.
+    let out = dir.path().join("resumed");
+    std::fs::create_dir(&out).unwrap();
+    let mut child = matrix_cmd(&toml, &["--out-dir", out.to_str().unwrap(), "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while run_files(&out).is_empty() {
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before its first run file appeared");
+        assert!(Instant::now() < deadline, "no run file after 300 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+    let finished = run_files(&out);
+    assert!(!finished.is_empty() && finished.len() < RUNS.len(), "{finished:?}");
+    assert!(finished.is_subset(&expected_files()), "{finished:?}");
+    let before: BTreeMap<String, (Vec<u8>, SystemTime)> =
+        finished.iter().map(|f| (f.clone(), stamp(&out.join(f)))).collect();
+
+    // Resumed: the finished runs are skipped and their files untouched; the
+    // rest are run; nothing is lost or duplicated.
+    let stdout = ok(&matrix_cmd(&toml, &["--out-dir", out.to_str().unwrap(), "--resume"]).output().unwrap());
+    for f in &finished {
+        let id = f.trim_end_matches(".json");
+        assert!(stdout.contains(&format!("{id}: finished before, skipped")), "{id} not skipped:\n{stdout}");
+        assert_eq!(stamp(&out.join(f)), before[f], "{f} was rewritten");
+    }
+    let skipped = stdout.matches("finished before, skipped").count();
+    assert_eq!(skipped, finished.len(), "{stdout}");
+    assert_eq!(run_files(&out), expected_files());
+    for r in RUNS {
+        let resumed = read(&out.join(format!("{r}.json")));
+        assert_eq!(target_list(&resumed), target_list(first), "{r}");
+        assert_eq!(answers(&resumed), answers(&runs[r]), "{r}: answers differ from the uninterrupted sweep");
+    }
+    assert_eq!(recall_columns(&stdout), baseline, "{stdout}");
+
+    // A second --resume has nothing left to do.
+    let stdout = ok(&matrix_cmd(&toml, &["--out-dir", out.to_str().unwrap(), "--resume"]).output().unwrap());
+    assert_eq!(stdout.matches("finished before, skipped").count(), RUNS.len(), "{stdout}");
+    assert_eq!(recall_columns(&stdout), baseline);
+    eprintln!("whole test: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// `--list` output of a sweep: the run ids, one per line.
+fn list(toml: &Path, extra: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    let mut cmd = matrix_cmd(toml, &[&["--list"][..], extra].concat());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let stdout = ok(&cmd.output().unwrap());
+    stdout.lines().map(|l| l.split('\t').next().unwrap().to_string()).collect()
+}
+
+#[test]
+fn shards_cover_every_run_exactly_once_and_scheduler_variables_pick_the_same_slices() {
+    let dir = tempfile::tempdir().unwrap();
+    // Three models, one with three KV configurations: seven runs.
+    let text = format!(
+        r#"
+[corpus]
+path = {corpus}
+[[model]]
+name = "a"
+path = "${{POSRECALL_CACHE}}/models/{smol}"
+kv = ["f16", "q8_0", "q8_0/f16"]
+[[model]]
+name = "b"
+path = {gemma}
+kv = ["f16", "q4_0"]
+[[model]]
+name = "c"
+path = {gemma}
+kv = ["q8_0", "f32"]
+"#,
+        corpus = toml_path(&fixture("dense.js")),
+        smol = smollm2().file_name().unwrap().to_str().unwrap(),
+        gemma = toml_path(&gemma3()),
+    );
+    let toml = dir.path().join("models.toml");
+    std::fs::write(&toml, text).unwrap();
+
+    let all = list(&toml, &[], &[]);
+    assert_eq!(
+        all,
+        ["a__f16-f16", "a__q8_0-f16", "a__q8_0-q8_0", "b__f16-f16", "b__q4_0-q4_0", "c__f32-f32", "c__q8_0-q8_0"]
+    );
+    for n in 1..=4usize {
+        let mut seen: Vec<String> = Vec::new();
+        for k in 1..=n {
+            let part = list(&toml, &["--shard", &format!("{k}/{n}")], &[]);
+            // Slurm: --array=3-(3+n-1), K and N from the environment.
+            let id = (3 + k - 1).to_string();
+            let count = n.to_string();
+            let slurm = [
+                ("SLURM_ARRAY_TASK_ID", id.as_str()),
+                ("SLURM_ARRAY_TASK_MIN", "3"),
+                ("SLURM_ARRAY_TASK_COUNT", count.as_str()),
+            ];
+            assert_eq!(list(&toml, &["--shard", "auto"], &slurm), part, "slurm {k}/{n}");
+            assert_eq!(list(&toml, &["--shard", &count], &slurm), part, "slurm --shard N {k}/{n}");
+            // Kubernetes Indexed Job: JOB_COMPLETION_INDEX is K - 1.
+            let index = (k - 1).to_string();
+            assert_eq!(
+                list(&toml, &["--shard", &count], &[("JOB_COMPLETION_INDEX", index.as_str())]),
+                part,
+                "indexed job {k}/{n}"
+            );
+            seen.extend(part);
+        }
+        seen.sort();
+        assert_eq!(seen, all, "shards of {n} do not cover every run exactly once");
+    }
+
+    // A shard number that does not match the environment is refused.
+    let mut cmd = matrix_cmd(&toml, &["--list", "--shard", "3"]);
+    cmd.env("JOB_COMPLETION_INDEX", "3");
+    assert_one_error_line(&cmd.output().unwrap(), "JOB_COMPLETION_INDEX");
+    assert_one_error_line(&matrix_cmd(&toml, &["--list", "--shard", "auto"]).output().unwrap(), "Slurm");
+    assert_one_error_line(&matrix_cmd(&toml, &["--list", "--shard", "3/2"]).output().unwrap(), "3/2");
+}
+
+#[test]
+fn the_repository_models_toml_is_a_working_sweep_definition() {
+    let toml = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models.toml");
+    let runs = list(&toml, &[], &[]);
+    assert_eq!(runs.len(), 6, "{runs:?}");
+    assert!(runs.iter().any(|r| r.starts_with("SmolLM2-135M-Instruct__")), "{runs:?}");
+    assert!(runs.iter().any(|r| r.starts_with("Gemma-3-270M__")), "{runs:?}");
+}
+
+fn assert_one_error_line(o: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "expected failure, got success: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    assert!(lines[0].starts_with("posrecall: error:"), "{err}");
+    assert!(lines[0].contains(needle), "`{needle}` not in: {err}");
+}
+
+#[test]
+fn bad_sweep_files_fail_with_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let good = format!(
+        "[corpus]\npath = {}\n[params]\ncount = 2\n[[model]]\nname = \"m\"\npath = {}\nkv = [\"f16\"]\n",
+        toml_path(&fixture("dense.js")),
+        toml_path(&smollm2())
+    );
+    let run = |name: &str, text: &str, env: &[(&str, &str)]| -> Output {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let mut cmd = matrix_cmd(&p, &["--out-dir", out.to_str().unwrap()]);
+        cmd.env_remove("POSRECALL_TEST_UNSET_VARIABLE");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+
+    let o = run("unknown.toml", &good.replace("count = 2", "count = 2\ncoutn = 3"), &[]);
+    assert_one_error_line(&o, "coutn");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown.toml:5"), "{o:?}");
+
+    let o = run("unknown-model-key.toml", &good.replace("kv = ", "gpu_layer = 1\nkv = "), &[]);
+    assert_one_error_line(&o, "gpu_layer");
+
+    let missing = dir.path().join("nowhere").join("model.gguf");
+    let o = run("missing.toml", &good.replace(&toml_path(&smollm2()), &toml_path(&missing)), &[]);
+    assert_one_error_line(&o, "does not exist");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("model `m`"), "{o:?}");
+
+    let o = run(
+        "unset.toml",
+        &good.replace(&toml_path(&smollm2()), "\"${POSRECALL_TEST_UNSET_VARIABLE}/m.gguf\""),
+        &[],
+    );
+    assert_one_error_line(&o, "POSRECALL_TEST_UNSET_VARIABLE");
+
+    let o = run("kv.toml", &good.replace("[\"f16\"]", "[\"q7\"]"), &[]);
+    assert_one_error_line(&o, "q7");
+
+    let o = run("syntax.toml", &good.replace("count = 2", "count = "), &[]);
+    assert_one_error_line(&o, "syntax.toml:");
+
+    // Nothing was written for any of them.
+    assert!(!out.exists(), "an output folder was created despite the errors");
+}
