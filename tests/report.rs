@@ -714,26 +714,6 @@ fn teacher_forced_metrics_in_every_format() {
     }
 }
 
-/// One clear line on stderr, a non-zero exit, no panic, nothing written.
-fn assert_clean_failure(o: &Output, dir: &Path, needle: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "expected failure, got success");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
-    assert!(lines[0].starts_with("posrecall: error:"), "{err}");
-    assert!(lines[0].contains(needle), "`{needle}` not in: {err}");
-    assert!(
-        o.stdout.is_empty(),
-        "output on stdout: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    let left: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert!(left.is_empty(), "files left behind: {left:?}");
-}
 
 #[test]
 fn bad_input_is_one_line_and_writes_nothing() {

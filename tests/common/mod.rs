@@ -9,7 +9,8 @@ use posrecall::commands::bench::PlanOptions;
 use posrecall::crop::{CropMode, LineRange};
 use posrecall::engine::session::ContextConfig;
 use posrecall::score::Normalize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::sync::{Mutex, MutexGuard};
 
 /// Model tests share two cores: one at a time keeps timings and runtime sane.
@@ -82,4 +83,19 @@ pub fn context(n_ctx: u32, kv: KvType, swa_full: bool) -> ContextConfig {
         flash_attn: OnOffAuto::Auto,
         swa_full,
     }
+}
+
+/// One clear line on stderr naming `needle`, a non-zero exit, no panic,
+/// nothing on stdout, and nothing written into `dir`.
+pub fn assert_clean_failure(o: &Output, dir: &Path, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "expected failure, got success");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    assert!(lines[0].starts_with("posrecall: error:"), "{err}");
+    assert!(lines[0].contains(needle), "`{needle}` not in: {err}");
+    assert!(o.stdout.is_empty(), "output on stdout: {}", String::from_utf8_lossy(&o.stdout));
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "files left behind: {left:?}");
 }
