@@ -105,7 +105,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     }
 
     // Cost of each line in tokens, from one tokenization of the whole file.
-    let (mut first, mut last, mode) = match o.target.crop_lines {
+    let (first, mut last, mode) = match o.target.crop_lines {
         Some(r) => {
             let (a, b) = r.to_zero_based(n_lines)?;
             (a, b, CropMode::Lines)
@@ -154,7 +154,6 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         let over = kept_tokens - budget;
         let per_line = (kept_tokens / (last - first + 1)).max(1);
         last -= (over / per_line + 1).min(last - first);
-        let _ = &mut first;
     };
 
     let mut selected = targets::select(corpus, &src.parsed, first, last, &topts, &hint(mode))?;

@@ -169,7 +169,7 @@ pub fn cached_sha256(path: &Path) -> Result<String> {
     {
         return Ok(e.sha256.clone());
     }
-    let sha256 = hash_file(&canonical)?;
+    let sha256 = crate::fsutil::file_sha256(&canonical)?;
     cache.files.insert(
         key,
         HashEntry {
@@ -185,22 +185,6 @@ pub fn cached_sha256(path: &Path) -> Result<String> {
         let _ = crate::fsutil::write_atomic(&cache_path, json.as_bytes());
     }
     Ok(sha256)
-}
-
-fn hash_file(path: &Path) -> Result<String> {
-    use sha2::{Digest, Sha256};
-    let mut f = std::fs::File::open(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 impl Model {

@@ -12,7 +12,6 @@ use super::session::Session;
 use anyhow::{Context, Result};
 use llama_cpp_2::token::LlamaToken;
 use serde::Serialize;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Everything that decides the prefix state; its sha256 names the cache file.
@@ -81,7 +80,7 @@ impl PrefixCache {
         if !state.exists() {
             return Ok(Lookup::Missing);
         }
-        let problem = match (std::fs::read_to_string(&sidecar), file_sha256(&state)) {
+        let problem = match (std::fs::read_to_string(&sidecar), crate::fsutil::file_sha256(&state)) {
             (Err(_), _) => Some("its checksum file is missing".to_string()),
             (_, Err(e)) => Some(format!("it cannot be read ({e})")),
             (Ok(want), Ok(got)) if want.trim() != got => {
@@ -115,7 +114,7 @@ impl PrefixCache {
         let tmp_sidecar = self.dir.join(format!(".{key}.state.sha256.tmp-{pid}"));
         let result = (|| -> Result<()> {
             session.save_prefix_file(&tmp_state, tokens)?;
-            let sha = file_sha256(&tmp_state)?;
+            let sha = crate::fsutil::file_sha256(&tmp_state)?;
             std::fs::write(&tmp_sidecar, format!("{sha}\n"))?;
             std::fs::rename(&tmp_state, &state)?;
             std::fs::rename(&tmp_sidecar, &sidecar)?;
@@ -127,19 +126,4 @@ impl PrefixCache {
         }
         result.with_context(|| format!("cannot save the prefix cache in {}", self.dir.display()))
     }
-}
-
-fn file_sha256(path: &Path) -> Result<String> {
-    use sha2::{Digest, Sha256};
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
