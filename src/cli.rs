@@ -60,6 +60,8 @@ pub struct MatrixArgs {
     /// Keep the evaluated prefix states in this folder and load them on later runs with the same key.
     #[arg(long, value_name = "DIR")]
     pub prefix_cache: Option<PathBuf>,
+    #[command(flatten)]
+    pub decode: DecodeArgs,
     /// Print the runs (of this shard) and their run files, and exit without loading a model.
     #[arg(long, visible_alias = "dry-run")]
     pub list: bool,
@@ -282,6 +284,28 @@ pub enum ProbeKind {
     Completion,
 }
 
+/// How answers are decoded; shared by `bench` and `matrix`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DecodeArgs {
+    /// Answer up to N questions at once, as sequences sharing the evaluated prefix in one
+    /// KV cache (1: one at a time). Falls back to one at a time where the model's memory
+    /// cannot share a prefix; the run file's decode_mode says which ran.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallel: u32,
+    /// With --parallel: answer every question one at a time as well, and record how many
+    /// answers differ and by how much (run file: summary.sequential).
+    #[arg(long)]
+    pub check_sequential: bool,
+    /// Generate exactly T tokens per question, ignoring end-of-generation and the line
+    /// limit: equal work for throughput measurement (answers are still scored).
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u64).range(1..))]
+    pub fixed_tokens: Option<u64>,
+    /// With --parallel: the most memory its KV cache may take, e.g. 6GiB [default: 90% of the
+    /// free memory where the cache lives]. A larger N is refused, naming the largest that fits.
+    #[arg(long, value_name = "SIZE")]
+    pub kv_memory: Option<bytesize::ByteSize>,
+}
+
 /// `--ctx N` or `--ctx auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CtxSize {
@@ -352,8 +376,13 @@ pub struct BenchArgs {
     #[arg(long)]
     pub max_new_tokens: Option<usize>,
     /// Skip generation: run only the teacher-forced pass (fast screening of many builds).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_forced")]
     pub forced_only: bool,
+    /// Skip the teacher-forced pass: only greedy answers (for timing against servers that only generate).
+    #[arg(long)]
+    pub no_forced: bool,
+    #[command(flatten)]
+    pub decode: DecodeArgs,
     /// Keep the evaluated prefix state in this folder and load it on later runs with the same key.
     #[arg(long, value_name = "DIR")]
     pub prefix_cache: Option<PathBuf>,

@@ -120,8 +120,18 @@ pub struct Params {
     pub probe: Option<String>,
     #[serde(default)]
     pub max_new_tokens: Option<usize>,
+    /// `sequential`, `parallel` or `forced-only`: runs are compared like with like.
     #[serde(default)]
     pub decode_mode: Option<String>,
+    /// Sequences decoded at once (`bench --parallel N`; at most the target count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<usize>,
+    /// Every answer was exactly this many tokens (`--fixed-tokens`): a throughput run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_tokens: Option<usize>,
+    /// The teacher-forced pass was skipped (`--no-forced`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_forced: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,6 +151,9 @@ pub struct Runtime {
     /// tokenization of the whole prompt (bench only).
     #[serde(default)]
     pub prompt_boundary_exact: Option<bool>,
+    /// Why `--parallel` fell back to answering one question at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_fallback: Option<String>,
 }
 
 impl Runtime {
@@ -154,6 +167,7 @@ impl Runtime {
             chat_renderer: None,
             prefix_sha256: None,
             prompt_boundary_exact: None,
+            parallel_fallback: None,
         }
     }
 }
@@ -190,6 +204,43 @@ pub struct TargetResult {
     /// matched − closed_book.matched: the recall only the context explains.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_matched: Option<i64>,
+    /// The same question answered one at a time (`bench --parallel N --check-sequential`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<SequentialCheck>,
+}
+
+/// A parallel answer beside the sequential answer to the same question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SequentialCheck {
+    /// The two answers are the same token sequence.
+    pub identical: bool,
+    /// Tokens the two answers share from their start.
+    pub common_tokens: usize,
+    pub sequential_tokens: usize,
+    /// The sequential answer's score.
+    pub matched: usize,
+    pub pass: bool,
+    /// The sequential answer, when it differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+}
+
+/// How parallel answers compare with sequential ones (`summary.sequential`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EquivalenceSummary {
+    pub targets: usize,
+    pub identical: usize,
+    pub differing: usize,
+    /// Sum over targets of parallel matched − sequential matched.
+    pub matched_difference: i64,
+    /// The largest |parallel matched − sequential matched| of one target.
+    pub max_abs_matched_difference: usize,
+    /// Passes that differ between the two.
+    pub pass_changes: usize,
+    /// Among differing answers, the mean fraction of the parallel answer's
+    /// tokens before the first difference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_common_fraction: Option<f64>,
 }
 
 /// A closed-book answer: the question asked with no file in the context.
@@ -237,6 +288,7 @@ impl TargetResult {
             forced: None,
             closed_book: None,
             context_matched: None,
+            sequential: None,
         }
     }
 }
@@ -278,6 +330,9 @@ pub struct Summary {
     /// Closed-book totals (`bench --closed-book`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closed_book: Option<ClosedBookSummary>,
+    /// Parallel against sequential answers (`bench --check-sequential`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<EquivalenceSummary>,
 }
 
 impl Summary {
@@ -300,7 +355,38 @@ impl Summary {
             }
             s.closed_book = Some(c);
         }
+        s.sequential = EquivalenceSummary::of(results);
         s
+    }
+}
+
+impl EquivalenceSummary {
+    /// `None` when no target was checked.
+    pub fn of(results: &[TargetResult]) -> Option<EquivalenceSummary> {
+        let mut e = EquivalenceSummary::default();
+        let mut fractions = Vec::new();
+        for r in results {
+            let Some(c) = &r.sequential else { continue };
+            e.targets += 1;
+            let diff = r.matched as i64 - c.matched as i64;
+            e.matched_difference += diff;
+            e.max_abs_matched_difference = e.max_abs_matched_difference.max(diff.unsigned_abs() as usize);
+            e.pass_changes += usize::from(r.pass != c.pass);
+            if c.identical {
+                e.identical += 1;
+            } else {
+                e.differing += 1;
+                let n = r.generated_tokens.unwrap_or(0).max(1);
+                fractions.push(c.common_tokens as f64 / n as f64);
+            }
+        }
+        if e.targets == 0 {
+            return None;
+        }
+        if !fractions.is_empty() {
+            e.mean_common_fraction = Some(fractions.iter().sum::<f64>() / fractions.len() as f64);
+        }
+        Some(e)
     }
 }
 
@@ -324,6 +410,17 @@ pub struct Timings {
     /// Per query: restore plus the teacher-forced pass.
     #[serde(default)]
     pub forced_ms: Vec<f64>,
+    /// Wall time of answering every question (all of `query_ms` with
+    /// `--parallel`, where they overlap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_ms: Option<f64>,
+    /// Where answering's decode steps spent their time: steps with generated
+    /// tokens only, apart from steps that also evaluated a question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_steps: Option<crate::engine::parallel::StepStats>,
+    /// Answering every question again one at a time (`--check-sequential`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_ms: Option<f64>,
     pub generated_tokens: usize,
     pub total_ms: f64,
 }

@@ -10,11 +10,11 @@ use crate::corpus::Source;
 use crate::crop::{self, CropMode};
 use crate::engine::model::{self, Model};
 use crate::engine::prefix_cache::{CacheKey, Lookup, PrefixCache};
-use crate::engine::session::{ContextConfig, Session};
+use crate::engine::session::{ContextConfig, Generation, Limit, Session};
 use crate::prompt::{self, Frame, SpecialTokens};
 use crate::run::{
-    ClosedBook, ContextInfo, FORMAT_VERSION, Manifest, ModelInfo, RunFile, Runtime, Summary,
-    TargetResult, Timings,
+    ClosedBook, ContextInfo, FORMAT_VERSION, Manifest, ModelInfo, RunFile, Runtime, SequentialCheck,
+    Summary, TargetResult, Timings,
 };
 use crate::forced::{Forced, TokenReading};
 use crate::score::{self, ScoreOptions};
@@ -47,6 +47,10 @@ pub struct Plan {
     /// Per target, the tokens that follow the prefix.
     pub queries: Vec<Vec<LlamaToken>>,
     pub max_new_tokens: usize,
+    /// Cells one answering sequence needs beyond the prefix: the longest
+    /// question plus the answer budget (or the forced text, when longer).
+    pub per_sequence: usize,
+    /// The context of a sequential run: prefix + [`Plan::per_sequence`].
     pub n_ctx: u32,
     /// Whether prefix + question tokens equal the whole prompt's tokens exactly.
     pub boundary_exact: bool,
@@ -175,7 +179,8 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         .map(|t| model.tokenize_plain(&prompt::forced_body(t)).len() + FORCED_SCAFFOLD_RESERVE)
         .max()
         .unwrap_or(0);
-    let needed = prefix_tokens.len() + longest + max_new.max(longest_forced);
+    let per_sequence = longest + max_new.max(longest_forced);
+    let needed = prefix_tokens.len() + per_sequence;
     let n_ctx = match o.ctx {
         CtxSize::Auto => needed.min(model.n_ctx_train as usize).max(64) as u32,
         CtxSize::Fixed(n) => n,
@@ -195,6 +200,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         targets: selected,
         queries,
         max_new_tokens: max_new,
+        per_sequence,
         n_ctx,
         boundary_exact,
     })
@@ -302,7 +308,159 @@ pub fn context_config_with(
         type_v: kv.1,
         flash_attn,
         swa_full,
+        n_seq: 1,
+        kv_unified: false,
     }
+}
+
+impl crate::cli::DecodeArgs {
+    /// Refuses combinations that mean nothing.
+    pub fn validate(&self, forced_only: bool) -> Result<()> {
+        if forced_only && (self.parallel > 1 || self.fixed_tokens.is_some() || self.check_sequential) {
+            bail!("--forced-only generates nothing; drop --parallel, --fixed-tokens and --check-sequential");
+        }
+        if self.check_sequential && self.parallel < 2 {
+            bail!("--check-sequential compares a --parallel run with sequential answers; add --parallel N (N >= 2)");
+        }
+        Ok(())
+    }
+
+    /// The run's [`Decoding`] for this model and plan (see [`decoding`]);
+    /// a fallback to sequential answering is noted on stderr.
+    pub fn decide(
+        &self,
+        model: &Model,
+        plan: &Plan,
+        cfg: &ContextConfig,
+        gpu_layers: u32,
+        forced_only: bool,
+        no_forced: bool,
+    ) -> Result<Decoding> {
+        let requested = if forced_only { 1 } else { self.parallel as usize };
+        let (slots, fallback) = decoding(model, plan, cfg, gpu_layers, requested, self.kv_memory.map(|b| b.as_u64()))?;
+        if let Some(why) = &fallback {
+            eprintln!("note: --parallel {requested}: answering one question at a time ({why})");
+        }
+        Ok(Decoding {
+            forced_only,
+            no_forced,
+            slots,
+            check_sequential: self.check_sequential && slots > 1,
+            fallback,
+            fixed_tokens: self.fixed_tokens.map(|t| t as usize),
+        })
+    }
+}
+
+/// How a run decodes its answers, decided before decoding (see [`decoding`]).
+#[derive(Debug, Clone, Default)]
+pub struct Decoding {
+    /// Skip generation; only the teacher-forced pass.
+    pub forced_only: bool,
+    /// Skip the teacher-forced pass.
+    pub no_forced: bool,
+    /// Sequences answered at once; 1 is sequential.
+    pub slots: usize,
+    /// Why a requested `--parallel` runs sequentially.
+    pub fallback: Option<String>,
+    /// Answer every question one at a time as well, and compare.
+    pub check_sequential: bool,
+    /// Generate exactly this many tokens per answer.
+    pub fixed_tokens: Option<usize>,
+}
+
+impl Decoding {
+    pub fn parallel(&self) -> bool {
+        self.slots > 1
+    }
+
+    /// The run file's `decode_mode`.
+    pub fn mode(&self) -> &'static str {
+        if self.forced_only {
+            "forced-only"
+        } else if self.parallel() {
+            "parallel"
+        } else {
+            "sequential"
+        }
+    }
+
+    /// The context of this run: with N slots, one unified KV cache of
+    /// prefix + N × (question + answer budget) cells and N + 1 sequences.
+    pub fn context(&self, mut cfg: ContextConfig, plan: &Plan) -> ContextConfig {
+        if self.parallel() {
+            cfg.n_ctx = parallel_cells(plan, self.slots) as u32;
+            cfg.n_seq = self.slots as u32 + 1;
+            cfg.kv_unified = true;
+        }
+        cfg
+    }
+}
+
+/// llama.cpp's limit on sequences in one context; one holds the prefix.
+const MAX_SEQUENCES: usize = 256;
+
+fn parallel_cells(plan: &Plan, slots: usize) -> usize {
+    plan.prefix_tokens.len() + slots * plan.per_sequence
+}
+
+/// Decides how `requested` parallel sequences run for this model and plan:
+/// at most one per target; sequential, with the reason, where the model's
+/// memory cannot share one prefix between sequences; an error naming the
+/// largest N that fits when the KV cache would not fit in free memory.
+pub fn decoding(
+    model: &Model,
+    plan: &Plan,
+    cfg: &ContextConfig,
+    gpu_layers: u32,
+    requested: usize,
+    kv_memory: Option<u64>,
+) -> Result<(usize, Option<String>)> {
+    if requested <= 1 {
+        return Ok((1, None));
+    }
+    if requested > MAX_SEQUENCES - 1 {
+        bail!(
+            "--parallel {requested}: llama.cpp holds at most {MAX_SEQUENCES} sequences in one context and one of them holds the file; the largest N is {}",
+            MAX_SEQUENCES - 1
+        );
+    }
+    if model.recurrent_or_hybrid {
+        return Ok((1, Some("the model's recurrent or hybrid memory cannot share one prefix between sequences".into())));
+    }
+    let slots = requested.min(plan.targets.len()).max(1);
+    if slots == 1 {
+        return Ok((1, Some("there is only one target".into())));
+    }
+    let per_cell = model.kv_bytes_per_cell(cfg.type_k, cfg.type_v).max(1);
+    // llama.cpp rounds the cache up to a multiple of 256 cells.
+    const PAD: u64 = 256;
+    let cells = (parallel_cells(plan, slots) as u64).div_ceil(PAD) * PAD;
+    let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
+    let allowed = match kv_memory {
+        Some(b) => Some((b, format!("{} --kv-memory allows", size(b)))),
+        // Leave a tenth for llama.cpp's compute buffers and everything else.
+        None => crate::engine::free_memory(gpu_layers > 0)
+            .map(|(free, device)| (free / 10 * 9, format!("90% of the {} free in {device}", size(free)))),
+    };
+    if let Some((usable, what)) = allowed {
+        if cells * per_cell > usable {
+            let fit = (usable / per_cell / PAD * PAD).saturating_sub(plan.prefix_tokens.len() as u64)
+                / plan.per_sequence.max(1) as u64;
+            let largest = if fit >= 2 {
+                format!("the largest N that fits is {fit}")
+            } else {
+                "not even two sequences fit; run without --parallel".to_string()
+            };
+            bail!(
+                "--parallel {slots} needs a KV cache of {cells} cells ({} at K {} / V {}), more than the {what}; {largest}",
+                size(cells * per_cell),
+                cfg.type_k.as_str(),
+                cfg.type_v.as_str(),
+            );
+        }
+    }
+    Ok((slots, None))
 }
 
 /// Layers offloaded when none are asked for: all of them when the build has
@@ -338,11 +496,9 @@ pub struct Executed {
     pub timings: Timings,
 }
 
-/// Prefill once, snapshot, then restore-and-answer every target.
 /// How [`execute`] runs, beyond the plan.
 pub struct ExecOptions<'a> {
-    /// Skip generation; only the teacher-forced pass.
-    pub forced_only: bool,
+    pub decoding: &'a Decoding,
     /// Load the prefix state from, and save it to, this cache under this key.
     pub prefix_cache: Option<(&'a PrefixCache, String)>,
     /// Also ask every question with no file in the context.
@@ -354,6 +510,9 @@ pub struct ExecOptions<'a> {
     pub multi: Option<&'a MultiProgress>,
 }
 
+/// Prefill once, snapshot, then answer every target from the prefix: one at a
+/// time from a restored snapshot, or `--parallel` sequences at once. `cfg` is
+/// the run's context ([`Decoding::context`]).
 pub fn execute(
     model: &Model,
     plan: &Plan,
@@ -362,8 +521,16 @@ pub fn execute(
     exec: &ExecOptions,
     mut on_result: impl FnMut(&TargetResult),
 ) -> Result<Executed> {
-    let (forced_only, show_progress) = (exec.forced_only, exec.show_progress);
-    let mut session = Session::new(model, cfg)?;
+    let decoding = exec.decoding;
+    let (forced_only, show_progress) = (decoding.forced_only, exec.show_progress);
+    let parallel = decoding.parallel() && !forced_only;
+    let mut session = Session::new(model, cfg).map_err(|e| {
+        if parallel {
+            e.context(format!("--parallel {}", decoding.slots))
+        } else {
+            e
+        }
+    })?;
     let mut timings = Timings {
         prefix_source: "prefill".into(),
         ..Timings::default()
@@ -403,35 +570,79 @@ pub fn execute(
     timings.snapshot_bytes = session.snapshot()?;
     timings.snapshot_ms = ms(t);
 
+    let limit = Limit {
+        max_new: plan.max_new_tokens,
+        fixed: decoding.fixed_tokens.is_some(),
+    };
+    let line_limit = 2 * opts.lines;
+    let enough = |target: &Target, text: &str| {
+        score::parse_response(text, &target.header, opts.skip_blank).len() >= line_limit
+    };
+    // Parallel: every answer first, the rest per target below.
+    let mut answered: Vec<Option<Generation>> = Vec::new();
+    if parallel {
+        let bar = progress_bar(show_progress, exec.multi, plan.targets.len() as u64, "answers", "q");
+        let t = Instant::now();
+        answered.resize(plan.targets.len(), None);
+        let stats = session.generate_parallel(
+            &plan.queries,
+            decoding.slots,
+            limit,
+            |i, text| enough(&plan.targets[i], text),
+            |i, g| {
+                bar.inc(1);
+                answered[i] = Some(g);
+                Ok(())
+            },
+        )?;
+        timings.generation_ms = Some(ms(t));
+        timings.decode_steps = Some(stats);
+        bar.finish_and_clear();
+    }
+
     let bar = progress_bar(show_progress, exec.multi, plan.targets.len() as u64, "queries", "q");
     let mut results = Vec::with_capacity(plan.targets.len());
-    for (target, query) in plan.targets.iter().zip(&plan.queries) {
+    let mut answered_tokens: Vec<Vec<LlamaToken>> = Vec::new();
+    let mut sequential_ms = 0.0;
+    for (i, (target, query)) in plan.targets.iter().zip(&plan.queries).enumerate() {
         let mut answer = None;
-        if !forced_only {
+        if parallel {
+            answer = answered[i].take();
+        } else if !forced_only {
             let t = Instant::now();
             session.restore()?;
             timings.restore_ms.push(ms(t));
-            let limit = 2 * opts.lines;
-            let g = session.generate(query, plan.max_new_tokens, |text| {
-                score::parse_response(text, &target.header, opts.skip_blank).len() >= limit
-            })?;
-            timings.query_ms.push(g.ms);
-            timings.generated_tokens += g.tokens.len();
+            let g = session.generate_with(query, limit, |text| enough(target, text))?;
+            sequential_ms += ms(t);
             answer = Some(g);
         }
+        if let Some(g) = &answer {
+            timings.query_ms.push(g.ms);
+            timings.generated_tokens += g.tokens.len();
+        }
 
-        let t = Instant::now();
-        session.restore()?;
-        let greedy_text = answer.as_ref().map(|g| g.text.as_str());
-        let forced = forced_pass(model, &mut session, plan, target, query, greedy_text)?;
-        timings.forced_ms.push(ms(t));
+        let mut forced = None;
+        if !decoding.no_forced {
+            let t = Instant::now();
+            if parallel {
+                session.fork_prefix(1)?;
+            } else {
+                session.restore()?;
+            }
+            let greedy_text = answer.as_ref().map(|g| g.text.as_str());
+            forced = Some(forced_pass(model, &mut session, plan, target, query, greedy_text)?);
+            timings.forced_ms.push(ms(t));
+        }
 
         let text = answer.as_ref().map(|g| g.text.clone()).unwrap_or_default();
         let lines = score::parse_response(&text, &target.header, opts.skip_blank);
         let s = score::score(&target.expected, &target.extra_window, &lines, opts);
         let mut r = TargetResult::new(target, text, s);
         r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
-        r.forced = Some(forced);
+        r.forced = forced;
+        if let Some(g) = answer {
+            answered_tokens.push(g.tokens);
+        }
         match exec.multi {
             // A shared display: the callback updates its bars, it does not
             // print (a suspended bar would hold the display's lock).
@@ -442,6 +653,45 @@ pub fn execute(
         results.push(r);
     }
     bar.finish_and_clear();
+    if !parallel && !forced_only {
+        timings.generation_ms = Some(sequential_ms);
+        timings.decode_steps = Some(std::mem::take(&mut session.steps));
+    }
+    if parallel && decoding.check_sequential {
+        // One at a time, in a context like a sequential run's, from the same
+        // prefix state (moved over, not evaluated again).
+        let t = Instant::now();
+        let snapshot = session
+            .take_snapshot()
+            .ok_or_else(|| anyhow::anyhow!("no prefix snapshot to check against"))?;
+        drop(session);
+        let mut seq_cfg = cfg.clone();
+        (seq_cfg.n_ctx, seq_cfg.n_seq, seq_cfg.kv_unified) = (plan.n_ctx, 1, false);
+        session = Session::new(model, &seq_cfg)?;
+        session.set_snapshot(snapshot)?;
+        let bar = progress_bar(show_progress, exec.multi, plan.targets.len() as u64, "check", "q");
+        for (((target, query), r), parallel_tokens) in
+            plan.targets.iter().zip(&plan.queries).zip(results.iter_mut()).zip(&answered_tokens)
+        {
+            session.restore()?;
+            let g = session.generate_with(query, limit, |text| enough(target, text))?;
+            let lines = score::parse_response(&g.text, &target.header, opts.skip_blank);
+            let s = score::score(&target.expected, &target.extra_window, &lines, opts);
+            let common = g.tokens.iter().zip(parallel_tokens).take_while(|(a, b)| a == b).count();
+            let identical = g.tokens == *parallel_tokens;
+            r.sequential = Some(SequentialCheck {
+                identical,
+                common_tokens: common,
+                sequential_tokens: g.tokens.len(),
+                matched: s.matched,
+                pass: s.pass,
+                response: (!identical).then_some(g.text),
+            });
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        timings.check_ms = Some(ms(t));
+    }
     if exec.closed_book {
         closed_book_pass(model, &mut session, plan, opts, &mut results, show_progress, exec.multi)?;
     }
@@ -563,7 +813,7 @@ pub struct RunSpec<'a> {
     /// The build label; `None`: the model file's name.
     pub build: Option<&'a str>,
     pub target: &'a TargetArgs,
-    pub forced_only: bool,
+    pub decoding: &'a Decoding,
 }
 
 impl RunSpec<'_> {
@@ -573,12 +823,17 @@ impl RunSpec<'_> {
         let mut params = self.target.params();
         params.probe = Some(plan.frame.kind.as_str().to_string());
         params.max_new_tokens = Some(plan.max_new_tokens);
-        params.decode_mode = Some(if self.forced_only { "forced-only" } else { "sequential" }.into());
+        let decoding = self.decoding;
+        params.decode_mode = Some(decoding.mode().into());
+        params.parallel = decoding.parallel().then_some(decoding.slots);
+        params.fixed_tokens = decoding.fixed_tokens;
+        params.no_forced = decoding.no_forced;
         let mut runtime = Runtime::current();
         runtime.backend = Some(crate::engine::backend_name().to_string());
         runtime.chat_renderer = plan.frame.renderer.clone();
         runtime.prefix_sha256 = Some(crate::fsutil::sha256_hex(plan.prefix_text.as_bytes()));
         runtime.prompt_boundary_exact = Some(plan.boundary_exact);
+        runtime.parallel_fallback = decoding.fallback.clone();
         Manifest {
             command: "bench".into(),
             model: Some(ModelInfo {
@@ -605,7 +860,7 @@ impl RunSpec<'_> {
                 type_v: cfg.type_v.as_str().into(),
                 flash_attn: flash_attn_name(cfg.flash_attn).into(),
                 swa_full: cfg.swa_full,
-                kv_unified: false,
+                kv_unified: cfg.kv_unified,
                 n_batch: cfg.n_batch,
                 n_ubatch: cfg.n_ubatch,
                 threads: cfg.threads,
@@ -634,7 +889,7 @@ impl RunSpec<'_> {
             type_v: cfg.type_v.as_str(),
             flash_attn: flash_attn_name(cfg.flash_attn),
             swa_full: cfg.swa_full,
-            kv_unified: false,
+            kv_unified: cfg.kv_unified,
             n_batch: cfg.n_batch,
             n_ubatch: cfg.n_ubatch,
             gpu_layers: self.gpu_layers,
@@ -679,6 +934,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     // Refuse bad flag combinations before spending time on the model.
     let probe_cfg = context_config(args, 64);
     probe_cfg.validate()?;
+    args.decode.validate(args.forced_only)?;
+    if args.decode.fixed_tokens.is_some() && args.max_new_tokens.is_some() {
+        bail!("--fixed-tokens sets the answer length; drop --max-new-tokens");
+    }
     let src = Source::open_with(&corpus_path, args.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
@@ -692,10 +951,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         crop: args.crop,
         ctx: args.ctx,
         max_tokens: args.max_tokens,
-        max_new_tokens: args.max_new_tokens,
+        max_new_tokens: args.decode.fixed_tokens.map(|t| t as usize).or(args.max_new_tokens),
     };
     let plan = plan(&model, &src, &plan_opts)?;
-    let cfg = context_config(args, plan.n_ctx);
+    let sequential_cfg = context_config(args, plan.n_ctx);
+    let decoding = args.decode.decide(&model, &plan, &sequential_cfg, gpu_layers, args.forced_only, args.no_forced)?;
+    let cfg = decoding.context(sequential_cfg, &plan);
     let opts = score_options(&args.target);
     let spec = RunSpec {
         model: &model,
@@ -705,7 +966,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         gpu_layers,
         build: args.build.as_deref(),
         target: &args.target,
-        forced_only: args.forced_only,
+        decoding: &decoding,
     };
 
     let color = crate::report::terminal::stdout_wants_color();
@@ -714,7 +975,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let cache = args.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
     let exec = ExecOptions {
-        forced_only: args.forced_only,
+        decoding: &decoding,
         prefix_cache: cache.as_ref().map(|c| (c, spec.prefix_cache_key())),
         closed_book: args.closed_book,
         show_progress: !args.quiet,

@@ -109,7 +109,14 @@ fn ms(t: Instant) -> f64 {
 }
 
 pub fn run(args: &MatrixArgs) -> Result<()> {
-    let sweep = Sweep::load(&args.file)?;
+    let mut sweep = Sweep::load(&args.file)?;
+    args.decode.validate(false)?;
+    if let Some(t) = args.decode.fixed_tokens {
+        if sweep.max_new_tokens.is_some() {
+            bail!("{}: params.max_new_tokens is set; --fixed-tokens sets the answer length", args.file.display());
+        }
+        sweep.max_new_tokens = Some(t as usize);
+    }
     let all = sweep.runs();
     let shard: Option<Shard> = args
         .shard
@@ -176,6 +183,12 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
     let cfg_of = |r: &SweepRun, plan: &Plan| {
         bench::context_config_with(sweep.threads, (r.kv_k, r.kv_v), sweep.flash_attn, sweep.swa_full, plan.n_ctx)
     };
+    // A run's decoding and context: `--parallel` is decided per model and KV type.
+    let decide = |r: &SweepRun, p: &Planned, model: &Model| -> Result<(crate::engine::session::ContextConfig, bench::Decoding)> {
+        let seq = cfg_of(r, &p.plan);
+        let d = args.decode.decide(model, &p.plan, &seq, p.gpu_layers, false, false)?;
+        Ok((d.context(seq, &p.plan), d))
+    };
     if !args.quiet {
         println!(
             "{}: {shard_note}; every run keeps lines {}..{} of {} and is asked about the same {} targets",
@@ -207,7 +220,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         let out = r.file(&args.out_dir);
         if args.resume && out.exists() {
             let model = p.model.as_ref().ok_or_else(|| anyhow!("model not loaded"))?;
-            let cfg = cfg_of(r, &p.plan);
+            let (cfg, decoding) = decide(r, p, model)?;
             let spec = RunSpec {
                 model,
                 src: &src,
@@ -216,7 +229,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
                 gpu_layers: p.gpu_layers,
                 build: sweep.models[r.model].build.as_deref(),
                 target: &sweep.target,
-                forced_only: false,
+                decoding: &decoding,
             };
             match RunFile::load(&out) {
                 Ok(existing)
@@ -268,7 +281,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         for r in runs {
             let started = Instant::now();
             overall.set_message(r.id.clone());
-            let cfg = cfg_of(r, &p.plan);
+            let (cfg, decoding) = multi.suspend(|| decide(r, p, &model)).with_context(|| format!("run {}", r.id))?;
             let spec = RunSpec {
                 model: &model,
                 src: &src,
@@ -277,10 +290,10 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
                 gpu_layers: p.gpu_layers,
                 build: m.build.as_deref(),
                 target: &sweep.target,
-                forced_only: false,
+                decoding: &decoding,
             };
             let exec = ExecOptions {
-                forced_only: false,
+                decoding: &decoding,
                 prefix_cache: cache.as_ref().map(|c| (c, spec.prefix_cache_key())),
                 closed_book: sweep.closed_book,
                 show_progress: !args.quiet,

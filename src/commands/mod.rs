@@ -46,6 +46,9 @@ impl TargetArgs {
             probe: None,
             max_new_tokens: None,
             decode_mode: None,
+            parallel: None,
+            fixed_tokens: None,
+            no_forced: false,
         }
     }
 

@@ -23,6 +23,8 @@ pub struct Model {
     /// The Jinja chat template stored in the GGUF, if any.
     pub chat_template: Option<String>,
     pub recurrent_or_hybrid: bool,
+    /// The attention window of a sliding-window model (0: none).
+    pub n_swa: u32,
     /// Milliseconds spent hashing (0 when the hash came from the cache).
     pub hash_ms: f64,
     /// Milliseconds llama.cpp spent loading the weights.
@@ -69,10 +71,17 @@ pub fn load(path: &Path, gpu_layers: u32) -> Result<Model> {
         n_ctx_train: model.n_ctx_train(),
         chat_template,
         recurrent_or_hybrid: model.is_recurrent() || model.is_hybrid(),
+        n_swa: meta_u32(&model, "attention.sliding_window").unwrap_or(0),
         hash_ms,
         load_ms,
         model,
     })
+}
+
+/// `{architecture}.{key}` as a number, when the GGUF has it as one.
+fn meta_u32(model: &LlamaModel, key: &str) -> Option<u32> {
+    let arch = model.meta_val_str("general.architecture").ok()?;
+    model.meta_val_str(&format!("{arch}.{key}")).ok()?.trim().parse().ok()
 }
 
 /// A missing file or one without the GGUF magic fails here, with a message,
@@ -188,6 +197,23 @@ pub fn cached_sha256(path: &Path) -> Result<String> {
 }
 
 impl Model {
+    /// Estimated KV-cache bytes per cell (one token of one sequence) at
+    /// these K and V types: every layer's K and V rows. An upper bound for
+    /// sliding-window models, whose window layers keep fewer cells.
+    pub fn kv_bytes_per_cell(&self, type_k: crate::cli::KvType, type_v: crate::cli::KvType) -> u64 {
+        let m = &self.model;
+        let head_dim = (m.n_embd() as u32 / m.n_head().max(1)).max(1);
+        let k_len = meta_u32(m, "attention.key_length").unwrap_or(head_dim) as i64;
+        let v_len = meta_u32(m, "attention.value_length").unwrap_or(head_dim) as i64;
+        let heads = m.n_head_kv().max(1) as i64;
+        let row = |t: crate::cli::KvType, len: i64| {
+            let ggml: llama_cpp_sys_2::ggml_type = super::session::kv_cache_type(t).into();
+            // SAFETY: a pure function of a valid type id and a count.
+            unsafe { llama_cpp_sys_2::ggml_row_size(ggml, heads * len) as u64 }
+        };
+        m.n_layer() as u64 * (row(type_k, k_len) + row(type_v, v_len))
+    }
+
     /// The text of the BOS token, as a chat template refers to it.
     pub fn bos_text(&self) -> String {
         let vocab = self.model.vocab();

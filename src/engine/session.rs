@@ -17,6 +17,8 @@ use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::logit_bias::LlamaLogitBias;
+use super::parallel::StepStats;
 use std::num::NonZeroU32;
 use std::time::Instant;
 
@@ -31,6 +33,12 @@ pub struct ContextConfig {
     pub type_v: KvType,
     pub flash_attn: OnOffAuto,
     pub swa_full: bool,
+    /// Sequences the context holds: 1, or 1 + N for `--parallel N`
+    /// (sequence 0 keeps the prefix, the others answer).
+    pub n_seq: u32,
+    /// One KV buffer shared by all sequences, so that copying the prefix
+    /// into a sequence shares its cells instead of duplicating them.
+    pub kv_unified: bool,
 }
 
 impl ContextConfig {
@@ -46,7 +54,7 @@ impl ContextConfig {
     }
 }
 
-fn kv_cache_type(t: KvType) -> KvCacheType {
+pub(super) fn kv_cache_type(t: KvType) -> KvCacheType {
     match t {
         KvType::F32 => KvCacheType::F32,
         KvType::F16 => KvCacheType::F16,
@@ -58,6 +66,33 @@ fn kv_cache_type(t: KvType) -> KvCacheType {
         KvType::Q4_0 => KvCacheType::Q4_0,
         KvType::Iq4Nl => KvCacheType::IQ4_NL,
     }
+}
+
+/// When generation stops.
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    /// At most this many new tokens.
+    pub max_new: usize,
+    /// Generate exactly `max_new` tokens: end-of-generation and the stop
+    /// check are ignored (throughput measurement on equal work).
+    pub fixed: bool,
+}
+
+/// The greedy sampler of a generation. Under a fixed length, end-of-generation
+/// tokens are masked (as llama.cpp's `ignore_eos` does), so an answer goes on
+/// with the best other token.
+pub(super) fn greedy_sampler(model: &Model, limit: Limit) -> LlamaSampler {
+    if !limit.fixed {
+        return LlamaSampler::greedy();
+    }
+    let vocab = model.model.vocab();
+    let n = model.model.n_vocab();
+    let masked: Vec<LlamaLogitBias> = (0..n)
+        .map(LlamaToken)
+        .filter(|&t| vocab.is_eog(t))
+        .map(|t| LlamaLogitBias::new(t, f32::NEG_INFINITY))
+        .collect();
+    LlamaSampler::chain_simple([LlamaSampler::logit_bias(n, &masked), LlamaSampler::greedy()])
 }
 
 /// One generated answer.
@@ -72,10 +107,16 @@ pub struct Generation {
 /// A context over one model, holding at most one snapshot.
 pub struct Session<'m> {
     pub ctx: LlamaContext<'m>,
-    model: &'m Model,
-    n_batch: usize,
+    pub(super) model: &'m Model,
+    pub(super) n_batch: usize,
     /// Tokens in the evaluated prefix (positions 0..prefix_len).
-    prefix_len: usize,
+    pub(super) prefix_len: usize,
+    /// Sequences in the context (the prefix is sequence 0).
+    pub(super) n_seq: u32,
+    /// The sequence [`Session::generate`] and [`Session::force`] extend.
+    seq: i32,
+    /// Where generation's decode steps spent their time, summed over calls.
+    pub steps: StepStats,
     /// The snapshot and the prefix length it holds.
     snapshot: Option<(SeqState, usize)>,
 }
@@ -92,7 +133,8 @@ impl<'m> Session<'m> {
             .with_n_ctx(NonZeroU32::new(cfg.n_ctx))
             .with_n_batch(cfg.n_batch)
             .with_n_ubatch(cfg.n_ubatch)
-            .with_n_seq_max(1)
+            .with_n_seq_max(cfg.n_seq.max(1))
+            .with_kv_unified(cfg.kv_unified)
             .with_n_threads(cfg.threads)
             .with_n_threads_batch(cfg.threads)
             .with_type_k(kv_cache_type(cfg.type_k))
@@ -116,6 +158,9 @@ impl<'m> Session<'m> {
             model,
             n_batch: cfg.n_batch as usize,
             prefix_len: 0,
+            n_seq: cfg.n_seq.max(1),
+            seq: 0,
+            steps: StepStats::default(),
             snapshot: None,
         })
     }
@@ -125,6 +170,7 @@ impl<'m> Session<'m> {
     pub fn prefill(&mut self, tokens: &[LlamaToken], mut progress: impl FnMut(usize)) -> Result<()> {
         self.ctx.clear_kv_cache();
         self.snapshot = None;
+        self.seq = 0;
         self.decode_at(tokens, 0, false, &mut progress)
             .context("prefill failed")?;
         self.prefix_len = tokens.len();
@@ -147,7 +193,7 @@ impl<'m> Session<'m> {
             for (i, &tok) in chunk.iter().enumerate() {
                 let pos = start + done + i;
                 let last = done + i + 1 == tokens.len();
-                batch.add(tok, pos as i32, &[0], logits_last && last)?;
+                batch.add(tok, pos as i32, &[self.seq], logits_last && last)?;
             }
             self.ctx.decode(&mut batch).map_err(|e| {
                 anyhow!("llama.cpp decode failed at position {}: {e}", start + done)
@@ -177,6 +223,7 @@ impl<'m> Session<'m> {
             .as_ref()
             .ok_or_else(|| anyhow!("no snapshot to restore"))?;
         self.prefix_len = *len;
+        self.seq = 0;
         // Clearing a whole sequence works for every memory type; only partial
         // removal is refused by recurrent ones.
         let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
@@ -186,12 +233,48 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
+    /// Gives sequence `seq` (1..n_seq) its own copy of the evaluated prefix
+    /// (sequence 0, left as it is) and points [`Session::generate`] and
+    /// [`Session::force`] at it. In a unified cache the copy shares the
+    /// prefix's cells, so it costs no memory and almost no time.
+    pub fn fork_prefix(&mut self, seq: i32) -> Result<()> {
+        if seq < 1 || seq as u32 >= self.n_seq {
+            bail!("sequence {seq} is not one of this context's 1..{}", self.n_seq);
+        }
+        self.clear_seq(seq);
+        self.ctx
+            .kv_cache_seq_cp(0, seq, None, None)
+            .map_err(|e| anyhow!("cannot copy the prefix into sequence {seq}: {e}"))?;
+        self.seq = seq;
+        Ok(())
+    }
+
+    /// Frees a sequence's cells (those it shares with the prefix stay).
+    pub(super) fn clear_seq(&mut self, seq: i32) {
+        // Removing a whole sequence cannot fail.
+        let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+    }
+
+    /// The snapshot, to put into another context over the same model
+    /// ([`Session::set_snapshot`]) without evaluating the prefix again.
+    pub fn take_snapshot(&mut self) -> Option<(SeqState, usize)> {
+        self.snapshot.take()
+    }
+
+    /// Adopts a snapshot taken from another context of the same model and KV
+    /// types, and restores it.
+    pub fn set_snapshot(&mut self, snapshot: (SeqState, usize)) -> Result<()> {
+        self.snapshot = Some(snapshot);
+        self.restore()
+    }
+
     /// Empties the context (the snapshot is kept): the next question is
     /// evaluated from position 0 with nothing before it, as in a closed-book
     /// run. [`Session::restore`] brings the prefix back.
     pub fn start_empty(&mut self) {
         self.ctx.clear_kv_cache();
         self.prefix_len = 0;
+        self.seq = 0;
     }
 
     /// Evaluates `query` after the prefix and generates greedily until an
@@ -203,6 +286,17 @@ impl<'m> Session<'m> {
         max_new: usize,
         stop: impl Fn(&str) -> bool,
     ) -> Result<Generation> {
+        self.generate_with(query, Limit { max_new, fixed: false }, stop)
+    }
+
+    /// [`Session::generate`] under a [`Limit`].
+    pub fn generate_with(
+        &mut self,
+        query: &[LlamaToken],
+        limit: Limit,
+        stop: impl Fn(&str) -> bool,
+    ) -> Result<Generation> {
+        let max_new = limit.max_new;
         if query.is_empty() {
             bail!("empty question");
         }
@@ -210,7 +304,11 @@ impl<'m> Session<'m> {
         let vocab = self.model.model.vocab();
         self.decode_at(query, self.prefix_len, true, &mut |_| {})
             .context("evaluating the question failed")?;
-        let mut sampler = LlamaSampler::greedy();
+        self.steps.steps += query.len().div_ceil(self.n_batch);
+        self.steps.mixed_ms += t.elapsed().as_secs_f64() * 1e3;
+        self.steps.mixed_tokens += query.len();
+        self.steps.max_live = self.steps.max_live.max(1);
+        let mut sampler = greedy_sampler(self.model, limit);
         let mut pos = self.prefix_len + query.len();
         let mut bytes = Vec::new();
         let mut tokens = Vec::new();
@@ -225,17 +323,21 @@ impl<'m> Session<'m> {
             let piece = vocab.token_to_piece(tok, false, None);
             let ends_line = piece.contains(&b'\n');
             bytes.extend_from_slice(&piece);
-            if ends_line && stop(&String::from_utf8_lossy(&bytes)) {
+            if ends_line && !limit.fixed && stop(&String::from_utf8_lossy(&bytes)) {
                 break;
             }
             if tokens.len() == max_new {
                 break;
             }
             batch.clear();
-            batch.add(tok, pos as i32, &[0], true)?;
+            batch.add(tok, pos as i32, &[self.seq], true)?;
+            let step = Instant::now();
             self.ctx
                 .decode(&mut batch)
                 .map_err(|e| anyhow!("llama.cpp decode failed at position {pos}: {e}"))?;
+            self.steps.steps += 1;
+            self.steps.generation_only_ms += step.elapsed().as_secs_f64() * 1e3;
+            self.steps.generation_only_tokens += 1;
             pos += 1;
             logits_idx = 0;
         }
@@ -269,7 +371,7 @@ impl<'m> Session<'m> {
             for (j, &tok) in chunk.iter().enumerate() {
                 let i = base + j;
                 let wants = i >= first_logit && i + 1 < seq.len();
-                batch.add(tok, (self.prefix_len + i) as i32, &[0], wants)?;
+                batch.add(tok, (self.prefix_len + i) as i32, &[self.seq], wants)?;
             }
             self.ctx
                 .decode(&mut batch)

@@ -82,6 +82,8 @@ pub fn context(n_ctx: u32, kv: KvType, swa_full: bool) -> ContextConfig {
         type_v: kv,
         flash_attn: OnOffAuto::Auto,
         swa_full,
+        n_seq: 1,
+        kv_unified: false,
     }
 }
 

@@ -1,0 +1,150 @@
+//! `bench --parallel N` on a real model: every target answered, scores
+//! consistent, the equivalence with sequential answers recorded, fixed-length
+//! generation, and an N that does not fit refused with the largest that does.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn bench(extra: &[&str], out: Option<&Path>) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench").arg(smollm2()).arg("--corpus").arg(fixture("dense.js"));
+    cmd.args(["--threads", "2", "--quiet", "--count", "6", "--lines", "8", "--crop-lines", "1:150"]);
+    cmd.args(extra);
+    if let Some(o) = out {
+        cmd.arg("--out").arg(o);
+    }
+    cmd.env("NO_COLOR", "1").output().unwrap()
+}
+
+fn ok(o: &Output) {
+    assert!(o.status.success(), "bench failed: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn read(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn parallel_answers_every_target_and_records_the_equivalence() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.json");
+    ok(&bench(
+        &["--kv", "q8_0", "--max-new-tokens", "80", "--parallel", "4", "--check-sequential"],
+        Some(&out),
+    ));
+    let run = read(&out);
+    let m = &run["manifest"];
+    assert_eq!(m["params"]["decode_mode"], "parallel");
+    assert_eq!(m["params"]["parallel"], 4);
+    assert_eq!(m["context"]["kv_unified"], true);
+    // The cache holds the prefix once and four answering sequences.
+    let prefix = m["corpus"]["prefix_tokens"].as_u64().unwrap();
+    assert!(m["context"]["n_ctx"].as_u64().unwrap() >= prefix + 4 * 80);
+
+    let targets = run["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 6);
+    let mut identical = 0;
+    for t in targets {
+        let name = &t["name"];
+        let (matched, missing) = (t["matched"].as_u64().unwrap(), t["missing"].as_u64().unwrap());
+        assert_eq!(matched + missing, 8, "{name}");
+        let generated = t["generated_tokens"].as_u64().unwrap();
+        assert!(generated > 0 && generated <= 80, "{name}: {generated} tokens");
+        assert!(!t["response"].as_str().unwrap().is_empty(), "{name}");
+        assert!(t["forced"].is_object(), "{name}: the forced pass runs in parallel mode too");
+        let check = &t["sequential"];
+        let common = check["common_tokens"].as_u64().unwrap();
+        if check["identical"].as_bool().unwrap() {
+            identical += 1;
+            // The same tokens score the same.
+            assert_eq!(check["matched"], t["matched"], "{name}");
+            assert_eq!(check["pass"], t["pass"], "{name}");
+            assert!(check.get("response").is_none(), "{name}");
+            assert_eq!(common, generated, "{name}");
+        } else {
+            assert!(check["response"].is_string(), "{name}");
+            assert!(common < generated.max(check["sequential_tokens"].as_u64().unwrap()), "{name}");
+        }
+    }
+    let eq = &run["summary"]["sequential"];
+    assert_eq!(eq["targets"], 6);
+    assert_eq!(eq["identical"], identical);
+    assert_eq!(eq["differing"].as_u64().unwrap(), 6 - identical);
+
+    let steps = &run["timings"]["decode_steps"];
+    assert_eq!(steps["max_live"], 4, "four sequences were decoded together");
+    assert!(steps["generation_only_tokens"].as_u64().unwrap() > 0);
+    assert!(run["timings"]["generation_ms"].as_f64().unwrap() > 0.0);
+    assert!(run["timings"]["check_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn fixed_tokens_generates_exactly_t_tokens_in_both_modes() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for (mode, extra) in [("parallel", &["--parallel", "3"][..]), ("sequential", &[][..])] {
+        let out = dir.path().join(format!("{mode}.json"));
+        let mut args = vec!["--kv", "f16", "--fixed-tokens", "24", "--no-forced"];
+        args.extend_from_slice(extra);
+        ok(&bench(&args, Some(&out)));
+        let run = read(&out);
+        assert_eq!(run["manifest"]["params"]["decode_mode"], mode);
+        assert_eq!(run["manifest"]["params"]["fixed_tokens"], 24);
+        assert_eq!(run["manifest"]["params"]["no_forced"], true);
+        for t in run["targets"].as_array().unwrap() {
+            assert_eq!(t["generated_tokens"], 24, "{mode} {}", t["name"]);
+            assert!(t.get("forced").is_none(), "{mode}: --no-forced");
+        }
+        assert_eq!(run["timings"]["generated_tokens"], 6 * 24);
+        if mode == "parallel" {
+            // 6 answers over 3 slots of 24 tokens: every generated token after
+            // the first of each answer is in a step with at most 3 sequences.
+            let steps = &run["timings"]["decode_steps"];
+            assert_eq!(steps["max_live"], 3);
+        }
+    }
+}
+
+#[test]
+fn an_n_that_does_not_fit_names_the_largest_that_does() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let o = bench(&["--kv", "f16", "--max-new-tokens", "200", "--parallel", "6", "--kv-memory", "50MiB"], None);
+    assert_clean_failure(&o, dir.path(), "--parallel 6");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--kv-memory"), "{err}");
+    let largest: usize = err
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no N at the end of: {err}"));
+    assert!((2..6).contains(&largest), "{err}");
+
+    // The N it names does fit the same limit, and runs.
+    let n = largest.to_string();
+    let out = dir.path().join("fits.json");
+    ok(&bench(
+        &["--kv", "f16", "--max-new-tokens", "200", "--parallel", &n, "--kv-memory", "50MiB", "--no-forced"],
+        Some(&out),
+    ));
+    assert_eq!(read(&out)["manifest"]["params"]["parallel"], largest);
+
+    // llama.cpp's own limit on sequences is named too.
+    let o = bench(&["--parallel", "300"], None);
+    assert_clean_failure(&o, dir.path(), "the largest N is 255");
+}
+
+#[test]
+fn check_sequential_needs_parallel() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = bench(&["--check-sequential"], None);
+    assert_clean_failure(&o, dir.path(), "--check-sequential");
+    let o = bench(&["--forced-only", "--parallel", "4"], None);
+    assert_clean_failure(&o, dir.path(), "--forced-only");
+}
