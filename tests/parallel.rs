@@ -136,8 +136,9 @@ fn an_n_that_does_not_fit_names_the_largest_that_does() {
     assert_eq!(read(&out)["manifest"]["params"]["parallel"], largest);
 
     // llama.cpp's own limit on sequences is named too.
+    let empty = tempfile::tempdir().unwrap();
     let o = bench(&["--parallel", "300"], None);
-    assert_clean_failure(&o, dir.path(), "the largest N is 255");
+    assert_clean_failure(&o, empty.path(), "the largest N is 255");
 }
 
 #[test]
