@@ -114,6 +114,10 @@ pub struct AskArgs {
     /// The corpus, when it is no longer where the targets file says (its sha256 must match).
     #[arg(long, value_name = "FILE")]
     pub corpus: Option<PathBuf>,
+    /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' or
+    /// '{"ignore_eos": true}' for llama-server; its fields replace posrecall's.
+    #[arg(long, value_name = "JSON")]
+    pub extra: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -360,6 +360,35 @@ fn completion_api_sends_the_completion_probe_text() {
 }
 
 #[test]
+fn extra_fields_are_merged_into_every_request() {
+    let (dir, tpath, t) = targets(DENSE, 3);
+    let server = serve(None, echo(&t));
+    let out = dir.path().join("responses.jsonl");
+    let extra = r#"{"cache_prompt": false, "ignore_eos": true, "max_tokens": 7}"#;
+    ok(&ask(&tpath, &out, &server.url, &["--max-tokens", "99", "--extra", extra]));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    for r in &reqs {
+        assert_eq!(r.body["cache_prompt"], false);
+        assert_eq!(r.body["ignore_eos"], true);
+        // --extra wins over posrecall's own fields.
+        assert_eq!(r.body["max_tokens"], 7);
+        assert_eq!(r.body["temperature"], 0);
+    }
+    assert_eq!(answered(&out).len(), 3);
+
+    // Not an object, or not JSON: refused before anything is asked or written.
+    let empty = tempfile::tempdir().unwrap();
+    let none = empty.path().join("responses.jsonl");
+    for bad in ["[1, 2]", "{cache_prompt: false}"] {
+        let msg = fails(&ask(&tpath, &none, &server.url, &["--extra", bad]));
+        assert!(msg.contains("--extra"), "{msg}");
+        assert!(!none.exists(), "{bad}: the output file was created");
+    }
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
 fn retries_after_a_500() {
     let (dir, tpath, t) = targets(DENSE, 1);
     let echo = echo(&t);

@@ -236,6 +236,8 @@ struct Asker {
     model: Option<String>,
     api: ApiKind,
     max_tokens: usize,
+    /// Fields added to every request body (`--extra`); they win over ours.
+    extra: serde_json::Map<String, Value>,
     key: Option<String>,
     retries: u32,
     timeout: f64,
@@ -267,6 +269,9 @@ impl Asker {
         b.insert("temperature".into(), Value::from(0));
         b.insert("max_tokens".into(), Value::from(self.max_tokens));
         b.insert("stream".into(), Value::from(false));
+        for (k, v) in &self.extra {
+            b.insert(k.clone(), v.clone());
+        }
         serde_json::to_vec(&Value::Object(b)).expect("a JSON map serializes")
     }
 
@@ -441,6 +446,14 @@ pub fn run(args: &AskArgs) -> Result<()> {
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         bail!("--timeout must be a positive number of seconds");
     }
+    let extra = match args.extra.as_deref() {
+        None => serde_json::Map::new(),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => bail!("--extra must be a JSON object, e.g. '{{\"cache_prompt\": false}}'"),
+            Err(e) => bail!("--extra is not JSON: {e}"),
+        },
+    };
     let endpoint = endpoint(&args.url, args.api)?;
     let key = match &args.api_key_env {
         Some(name) => {
@@ -493,6 +506,7 @@ pub fn run(args: &AskArgs) -> Result<()> {
         model: args.model.clone(),
         api: args.api,
         max_tokens: args.max_tokens.unwrap_or(40 * file.params.lines).max(1),
+        extra,
         key,
         retries: args.retries,
         timeout: args.timeout,
