@@ -220,6 +220,10 @@ pub struct SequentialCheck {
     /// The sequential answer's score.
     pub matched: usize,
     pub pass: bool,
+    /// Where the answers part: the gap between the two best logits for the
+    /// sequential answer's token there (a near tie when small).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parting_gap: Option<f32>,
     /// The sequential answer, when it differs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,
@@ -241,6 +245,9 @@ pub struct EquivalenceSummary {
     /// tokens before the first difference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_common_fraction: Option<f64>,
+    /// Among differing answers, the largest logit gap where they part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parting_gap: Option<f32>,
 }
 
 /// A closed-book answer: the question asked with no file in the context.
@@ -376,6 +383,9 @@ impl EquivalenceSummary {
                 e.identical += 1;
             } else {
                 e.differing += 1;
+                if let Some(g) = c.parting_gap {
+                    e.max_parting_gap = Some(e.max_parting_gap.map_or(g, |m: f32| m.max(g)));
+                }
                 let n = r.generated_tokens.unwrap_or(0).max(1);
                 fractions.push(c.common_tokens as f64 / n as f64);
             }

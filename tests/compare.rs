@@ -397,3 +397,21 @@ fn refuses_other_differences() {
     b.targets.swap(0, 1);
     refused(b, "their targets differ (target 1 is baseFlatten");
 }
+
+#[test]
+fn runs_that_decoded_differently_carry_a_note() {
+    let a = load("a.json");
+    let same = compare(&a, &fixture("a.json"), &load("b.json"), &fixture("b.json")).unwrap();
+    assert!(same.notes.is_empty(), "{:?}", same.notes);
+
+    let mut b = load("b.json");
+    b.manifest.params.decode_mode = Some("parallel".into());
+    b.manifest.params.parallel = Some(16);
+    b.manifest.params.fixed_tokens = Some(128);
+    let c = compare(&a, &fixture("a.json"), &b, &fixture("b.json")).unwrap();
+    assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
+    assert!(c.notes[0].contains("parallel 16"), "{}", c.notes[0]);
+    assert!(c.notes[1].contains("exactly 128 tokens"), "{}", c.notes[1]);
+    let text = posrecall::commands::compare::render_text(&c);
+    assert!(text.contains("note: A decoded sequential, B parallel 16"), "{text}");
+}

@@ -68,6 +68,7 @@ fn parallel_answers_every_target_and_records_the_equivalence() {
             assert_eq!(common, generated, "{name}");
         } else {
             assert!(check["response"].is_string(), "{name}");
+            assert!(check["parting_gap"].as_f64().unwrap() >= 0.0, "{name}");
             assert!(common < generated.max(check["sequential_tokens"].as_u64().unwrap()), "{name}");
         }
     }

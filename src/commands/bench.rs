@@ -679,12 +679,22 @@ pub fn execute(
             let s = score::score(&target.expected, &target.extra_window, &lines, opts);
             let common = g.tokens.iter().zip(parallel_tokens).take_while(|(a, b)| a == b).count();
             let identical = g.tokens == *parallel_tokens;
+            // How close the call was where the answers part: the gap between
+            // the two best logits there, from one batched pass over the
+            // sequential answer up to that token.
+            let mut parting_gap = None;
+            if !identical && common < g.tokens.len() {
+                session.restore()?;
+                let readings = session.force(query, &g.tokens[..=common])?;
+                parting_gap = readings.get(common).map(|r| r.1);
+            }
             r.sequential = Some(SequentialCheck {
                 identical,
                 common_tokens: common,
                 sequential_tokens: g.tokens.len(),
                 matched: s.matched,
                 pass: s.pass,
+                parting_gap,
                 response: (!identical).then_some(g.text),
             });
             bar.inc(1);

@@ -122,6 +122,9 @@ pub struct Comparison {
     pub wilcoxon_top1_share: Option<Wilcoxon>,
     pub power: PowerResult,
     pub verdict: String,
+    /// Differences in how the two runs decoded, which the reader should weigh.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 pub fn run(args: &CompareArgs) -> Result<()> {
@@ -317,9 +320,37 @@ pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result
         wilcoxon_top1_share,
         power,
         verdict: String::new(),
+        notes: decoding_notes(a, b),
     };
     c.verdict = verdict(&c);
     Ok(c)
+}
+
+/// Notes on runs that decoded differently: answers of a parallel run can part
+/// from sequential ones at near ties, and fixed-length answers are a
+/// throughput measurement, not a recall one.
+fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
+    let mode = |r: &RunFile| {
+        let p = &r.manifest.params;
+        match (p.decode_mode.as_deref(), p.parallel) {
+            (Some("parallel"), Some(n)) => format!("parallel {n}"),
+            (Some(m), _) => m.to_string(),
+            (None, _) => "unrecorded".to_string(),
+        }
+    };
+    let mut notes = Vec::new();
+    let (ma, mb) = (mode(a), mode(b));
+    if ma != mb && a.manifest.command == "bench" && b.manifest.command == "bench" {
+        notes.push(format!(
+            "A decoded {ma}, B {mb}: batched and one-token decodes can round differently, so some answers may part at near ties (README, Parallel decoding)"
+        ));
+    }
+    let (fa, fb) = (a.manifest.params.fixed_tokens, b.manifest.params.fixed_tokens);
+    if fa != fb {
+        let show = |f: Option<usize>| f.map_or("normal answers".to_string(), |t| format!("exactly {t} tokens per answer"));
+        notes.push(format!("A generated {}, B {}", show(fa), show(fb)));
+    }
+    notes
 }
 
 /// How the header names a run: model name, build and KV types from the
@@ -535,6 +566,9 @@ pub fn render_text(c: &Comparison) -> String {
         "{} shared targets, {} lines each, pass at {} matched; Δ = B − A",
         c.targets_count, c.lines, c.pass
     );
+    for n in &c.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
     out.push('\n');
 
     let has_forced = c.targets.iter().any(|r| r.top1_share_delta.is_some());
