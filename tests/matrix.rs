@@ -400,3 +400,50 @@ fn bad_sweep_files_fail_with_one_error_line() {
     // Nothing was written for any of them.
     assert!(!out.exists(), "an output folder was created despite the errors");
 }
+
+#[test]
+fn a_parallel_sweep_records_its_decoding_and_resumes_only_like_with_like() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("models.toml");
+    let text = std::fs::read_to_string(sweep_toml(dir.path())).unwrap().replace(r#"kv = ["f16", "q8_0"]"#, r#"kv = ["q8_0"]"#);
+    std::fs::write(&toml, text).unwrap();
+    let out = dir.path().join("runs");
+    let matrix = |extra: &[&str]| {
+        let o = Command::new(bin())
+            .arg("matrix")
+            .arg(&toml)
+            .arg("--out-dir")
+            .arg(&out)
+            .args(["--quiet"])
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "matrix failed: {}", String::from_utf8_lossy(&o.stderr));
+        o
+    };
+    matrix(&["--parallel", "2"]);
+    let files = ["gemma3__q8_0-q8_0.json", "smollm2__q8_0-q8_0.json"];
+    let mut stamps = Vec::new();
+    for f in files {
+        let run = read(&out.join(f));
+        let m = &run["manifest"];
+        assert_eq!(m["params"]["decode_mode"], "parallel", "{f}");
+        assert_eq!(m["params"]["parallel"], 2, "{f}");
+        assert_eq!(m["context"]["kv_unified"], true, "{f}");
+        for t in run["targets"].as_array().unwrap() {
+            assert_eq!(t["matched"].as_u64().unwrap() + t["missing"].as_u64().unwrap(), 6, "{f}");
+        }
+        stamps.push(stamp(&out.join(f)));
+    }
+    // The same decoding resumes; sequential decoding is another run.
+    matrix(&["--parallel", "2", "--resume"]);
+    for (f, s) in files.iter().zip(&stamps) {
+        assert_eq!(&stamp(&out.join(f)), s, "{f} was redone");
+    }
+    matrix(&["--resume"]);
+    for f in files {
+        assert_eq!(read(&out.join(f))["manifest"]["params"]["decode_mode"], "sequential", "{f}");
+    }
+}
