@@ -150,3 +150,38 @@ fn check_sequential_needs_parallel() {
     let o = bench(&["--forced-only", "--parallel", "4"], None);
     assert_clean_failure(&o, dir.path(), "--forced-only");
 }
+
+/// Gemma 3 keeps only its 512-token window in a window-only cache, where a
+/// cell shared by several sequences can never be reused: the prefix and the
+/// answers must all fit, else the whole sequence is kept (as --swa-full on).
+#[test]
+fn sliding_window_models_run_in_parallel_with_the_cache_they_need() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for (crop, whole_kept) in [("1:150", false), ("1:306", true)] {
+        let out = dir.path().join(format!("gemma-{whole_kept}.json"));
+        let o = Command::new(bin())
+            .arg("bench")
+            .arg(gemma3())
+            .arg("--corpus")
+            .arg(fixture("dense.js"))
+            .args(["--threads", "2", "--quiet", "--count", "3", "--lines", "8", "--crop-lines", crop])
+            .args(["--kv", "q8_0", "--max-new-tokens", "40", "--parallel", "3", "--swa-full", "off", "--out"])
+            .arg(&out)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        ok(&o);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.contains("sliding-window cache"), whole_kept, "{crop}: {err}");
+        let run = read(&out);
+        let m = &run["manifest"];
+        assert_eq!(m["params"]["decode_mode"], "parallel", "{crop}");
+        assert_eq!(m["context"]["swa_full"], whole_kept, "{crop}");
+        for t in run["targets"].as_array().unwrap() {
+            assert_eq!(t["matched"].as_u64().unwrap() + t["missing"].as_u64().unwrap(), 8, "{crop}");
+            assert!(t["generated_tokens"].as_u64().unwrap() > 0, "{crop}");
+            assert!(t["forced"].is_object(), "{crop}");
+        }
+    }
+}

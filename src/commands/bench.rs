@@ -341,12 +341,20 @@ impl crate::cli::DecodeArgs {
         if let Some(why) = &fallback {
             eprintln!("note: --parallel {requested}: answering one question at a time ({why})");
         }
+        let swa_full = slots > 1 && !cfg.swa_full && !window_cache_holds(model, plan, cfg, slots);
+        if swa_full {
+            eprintln!(
+                "note: --parallel {slots}: keeping whole sequences in the sliding-window cache (as --swa-full on): \
+                 the window-only cache cannot hold the shared prefix and {slots} answers"
+            );
+        }
         Ok(Decoding {
             forced_only,
             no_forced,
             slots,
             check_sequential: self.check_sequential && slots > 1,
             fallback,
+            swa_full,
             fixed_tokens: self.fixed_tokens.map(|t| t as usize),
         })
     }
@@ -363,6 +371,9 @@ pub struct Decoding {
     pub slots: usize,
     /// Why a requested `--parallel` runs sequentially.
     pub fallback: Option<String>,
+    /// Parallel slots need the whole sequence in a sliding-window model's
+    /// cache (see [`window_cache_holds`]).
+    pub swa_full: bool,
     /// Answer every question one at a time as well, and compare.
     pub check_sequential: bool,
     /// Generate exactly this many tokens per answer.
@@ -392,9 +403,23 @@ impl Decoding {
             cfg.n_ctx = parallel_cells(plan, self.slots) as u32;
             cfg.n_seq = self.slots as u32 + 1;
             cfg.kv_unified = true;
+            cfg.swa_full |= self.swa_full;
         }
         cfg
     }
+}
+
+/// Whether a sliding-window model's window-only cache can hold the prefix and
+/// `slots` answers at once. llama.cpp sizes that cache at n_swa × sequences +
+/// n_ubatch cells (rounded up to 256) and reuses a cell that slid out of the
+/// window only while one sequence holds it; the prefix's cells are shared by
+/// every slot, so none of them can be reused and all must fit.
+fn window_cache_holds(model: &Model, plan: &Plan, cfg: &ContextConfig, slots: usize) -> bool {
+    if model.n_swa == 0 {
+        return true;
+    }
+    let window = (model.n_swa as usize * (slots + 1) + cfg.n_ubatch as usize).div_ceil(256) * 256;
+    parallel_cells(plan, slots) <= window
 }
 
 /// llama.cpp's limit on sequences in one context; one holds the prefix.
@@ -667,6 +692,9 @@ pub fn execute(
         drop(session);
         let mut seq_cfg = cfg.clone();
         (seq_cfg.n_ctx, seq_cfg.n_seq, seq_cfg.kv_unified) = (plan.n_ctx, 1, false);
+        if decoding.swa_full {
+            seq_cfg.swa_full = false;
+        }
         session = Session::new(model, &seq_cfg)?;
         session.set_snapshot(snapshot)?;
         let bar = progress_bar(show_progress, exec.multi, plan.targets.len() as u64, "check", "q");
@@ -683,10 +711,15 @@ pub fn execute(
             // the two best logits there, from one batched pass over the
             // sequential answer up to that token.
             let mut parting_gap = None;
-            if !identical && common < g.tokens.len() {
-                session.restore()?;
-                let readings = session.force(query, &g.tokens[..=common])?;
-                parting_gap = readings.get(common).map(|r| r.1);
+            if !identical {
+                // One answer may be the other's start (one stopped there):
+                // read the gap along the one that goes on.
+                let longer = if common < g.tokens.len() { &g.tokens } else { parallel_tokens };
+                if common < longer.len() {
+                    session.restore()?;
+                    let readings = session.force(query, &longer[..=common])?;
+                    parting_gap = readings.get(common).map(|r| r.1);
+                }
             }
             r.sequential = Some(SequentialCheck {
                 identical,
@@ -947,6 +980,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     args.decode.validate(args.forced_only)?;
     if args.decode.fixed_tokens.is_some() && args.max_new_tokens.is_some() {
         bail!("--fixed-tokens sets the answer length; drop --max-new-tokens");
+    }
+    if args.max_new_tokens == Some(0) {
+        bail!("--max-new-tokens must be at least 1");
     }
     let src = Source::open_with(&corpus_path, args.target.rename_seed())?;
     if let Some(note) = src.error_note() {

@@ -234,7 +234,8 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
             match RunFile::load(&out) {
                 Ok(existing)
                     if is_finished(&existing, &spec.manifest(), &targets)
-                        && (!sweep.closed_book || existing.summary.closed_book.is_some()) =>
+                        && (!sweep.closed_book || existing.summary.closed_book.is_some())
+                        && (!decoding.check_sequential || existing.summary.sequential.is_some()) =>
                 {
                     if !args.quiet {
                         println!("{}: finished before, skipped", r.id);
