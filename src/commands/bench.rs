@@ -325,8 +325,11 @@ impl crate::cli::DecodeArgs {
         Ok(())
     }
 
-    /// The run's [`Decoding`] for this model and plan (see [`decoding`]);
-    /// a fallback to sequential answering is noted on stderr.
+    /// The run's [`Decoding`] for this model and plan (see [`decoding`]).
+    /// For a run about to start (`to_run`), the memory is checked and a
+    /// fallback or a changed cache is noted on stderr; otherwise (a sweep
+    /// deciding whether a finished run may be kept) neither.
+    #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
         model: &Model,
@@ -335,14 +338,16 @@ impl crate::cli::DecodeArgs {
         gpu_layers: u32,
         forced_only: bool,
         no_forced: bool,
+        to_run: bool,
     ) -> Result<Decoding> {
         let requested = if forced_only { 1 } else { self.parallel as usize };
-        let (slots, fallback) = decoding(model, plan, cfg, gpu_layers, requested, self.kv_memory.map(|b| b.as_u64()))?;
-        if let Some(why) = &fallback {
+        let memory = to_run.then(|| self.kv_memory.map(|b| b.as_u64()));
+        let (slots, fallback) = decoding(model, plan, cfg, gpu_layers, requested, memory)?;
+        if let Some(why) = fallback.as_ref().filter(|_| to_run) {
             eprintln!("note: --parallel {requested}: answering one question at a time ({why})");
         }
         let swa_full = slots > 1 && !cfg.swa_full && !window_cache_holds(model, plan, cfg, slots);
-        if swa_full {
+        if swa_full && to_run {
             eprintln!(
                 "note: --parallel {slots}: keeping whole sequences in the sliding-window cache (as --swa-full on): \
                  the window-only cache cannot hold the shared prefix and {slots} answers"
@@ -439,7 +444,7 @@ pub fn decoding(
     cfg: &ContextConfig,
     gpu_layers: u32,
     requested: usize,
-    kv_memory: Option<u64>,
+    memory: Option<Option<u64>>,
 ) -> Result<(usize, Option<String>)> {
     if requested <= 1 {
         return Ok((1, None));
@@ -462,28 +467,30 @@ pub fn decoding(
     const PAD: u64 = 256;
     let cells = (parallel_cells(plan, slots) as u64).div_ceil(PAD) * PAD;
     let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
-    let allowed = match kv_memory {
-        Some(b) => Some((b, format!("{} --kv-memory allows", size(b)))),
+    let allowed = match memory {
+        // Not checked.
+        None => None,
+        Some(Some(b)) => Some((b, format!("{} --kv-memory allows", size(b)))),
         // Leave a tenth for llama.cpp's compute buffers and everything else.
-        None => crate::engine::free_memory(gpu_layers > 0)
+        Some(None) => crate::engine::free_memory(gpu_layers > 0)
             .map(|(free, device)| (free / 10 * 9, format!("90% of the {} free in {device}", size(free)))),
     };
-    if let Some((usable, what)) = allowed {
-        if cells * per_cell > usable {
-            let fit = (usable / per_cell / PAD * PAD).saturating_sub(plan.prefix_tokens.len() as u64)
-                / plan.per_sequence.max(1) as u64;
-            let largest = if fit >= 2 {
-                format!("the largest N that fits is {fit}")
-            } else {
-                "not even two sequences fit; run without --parallel".to_string()
-            };
-            bail!(
-                "--parallel {slots} needs a KV cache of {cells} cells ({} at K {} / V {}), more than the {what}; {largest}",
-                size(cells * per_cell),
-                cfg.type_k.as_str(),
-                cfg.type_v.as_str(),
-            );
-        }
+    if let Some((usable, what)) = allowed
+        && cells * per_cell > usable
+    {
+        let fit = (usable / per_cell / PAD * PAD).saturating_sub(plan.prefix_tokens.len() as u64)
+            / plan.per_sequence.max(1) as u64;
+        let largest = if fit >= 2 {
+            format!("the largest N that fits is {fit}")
+        } else {
+            "not even two sequences fit; run without --parallel".to_string()
+        };
+        bail!(
+            "--parallel {slots} needs a KV cache of {cells} cells ({} at K {} / V {}), more than the {what}; {largest}",
+            size(cells * per_cell),
+            cfg.type_k.as_str(),
+            cfg.type_v.as_str(),
+        );
     }
     Ok((slots, None))
 }
@@ -1001,7 +1008,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     let plan = plan(&model, &src, &plan_opts)?;
     let sequential_cfg = context_config(args, plan.n_ctx);
-    let decoding = args.decode.decide(&model, &plan, &sequential_cfg, gpu_layers, args.forced_only, args.no_forced)?;
+    let decoding = args.decode.decide(&model, &plan, &sequential_cfg, gpu_layers, args.forced_only, args.no_forced, true)?;
     let cfg = decoding.context(sequential_cfg, &plan);
     let opts = score_options(&args.target);
     let spec = RunSpec {

@@ -184,9 +184,10 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         bench::context_config_with(sweep.threads, (r.kv_k, r.kv_v), sweep.flash_attn, sweep.swa_full, plan.n_ctx)
     };
     // A run's decoding and context: `--parallel` is decided per model and KV type.
-    let decide = |r: &SweepRun, p: &Planned, model: &Model| -> Result<(crate::engine::session::ContextConfig, bench::Decoding)> {
+    // `to_run` false: deciding whether a finished run may be kept (no memory check, no notes).
+    let decide = |r: &SweepRun, p: &Planned, model: &Model, to_run: bool| -> Result<(crate::engine::session::ContextConfig, bench::Decoding)> {
         let seq = cfg_of(r, &p.plan);
-        let d = args.decode.decide(model, &p.plan, &seq, p.gpu_layers, false, false)?;
+        let d = args.decode.decide(model, &p.plan, &seq, p.gpu_layers, false, false, to_run)?;
         Ok((d.context(seq, &p.plan), d))
     };
     if !args.quiet {
@@ -220,7 +221,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         let out = r.file(&args.out_dir);
         if args.resume && out.exists() {
             let model = p.model.as_ref().ok_or_else(|| anyhow!("model not loaded"))?;
-            let (cfg, decoding) = decide(r, p, model)?;
+            let (cfg, decoding) = decide(r, p, model, false)?;
             let spec = RunSpec {
                 model,
                 src: &src,
@@ -282,7 +283,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         for r in runs {
             let started = Instant::now();
             overall.set_message(r.id.clone());
-            let (cfg, decoding) = multi.suspend(|| decide(r, p, &model)).with_context(|| format!("run {}", r.id))?;
+            let (cfg, decoding) = multi.suspend(|| decide(r, p, &model, true)).with_context(|| format!("run {}", r.id))?;
             let spec = RunSpec {
                 model: &model,
                 src: &src,
