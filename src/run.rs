@@ -427,7 +427,7 @@ pub struct Timings {
     /// Where answering's decode steps spent their time: steps with generated
     /// tokens only, apart from steps that also evaluated a question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decode_steps: Option<crate::engine::parallel::StepStats>,
+    pub decode_steps: Option<crate::engine::session::StepStats>,
     /// Answering every question again one at a time (`--check-sequential`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_ms: Option<f64>,

@@ -555,7 +555,8 @@ pub fn execute(
 ) -> Result<Executed> {
     let decoding = exec.decoding;
     let (forced_only, show_progress) = (decoding.forced_only, exec.show_progress);
-    let parallel = decoding.parallel() && !forced_only;
+    // `decide` never gives a forced-only run more than one slot.
+    let parallel = decoding.parallel();
     let mut session = Session::new(model, cfg).map_err(|e| {
         if parallel {
             e.context(format!("--parallel {}", decoding.slots))

@@ -9,30 +9,11 @@
 //! llama.cpp's own server and batched bench do, so a long prefix is read from
 //! memory once per step for all slots instead of once per slot.
 
-use super::session::{Generation, Limit, Session, greedy_sampler};
+use super::session::{Generation, Limit, Session, StepStats, greedy_sampler};
 use anyhow::{Result, anyhow, bail};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
-use serde::{Deserialize, Serialize};
 use std::time::Instant;
-
-/// Where the time of a run's answering decode steps went.
-///
-/// Steps that held only generated tokens are counted apart from steps that
-/// also evaluated (part of) a question, so the generation throughput can be
-/// compared with a benchmark that generates without questions.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StepStats {
-    pub steps: usize,
-    /// Steps with generated tokens only: their time and tokens.
-    pub generation_only_ms: f64,
-    pub generation_only_tokens: usize,
-    /// Steps that also evaluated question tokens: time, and all tokens in them.
-    pub mixed_ms: f64,
-    pub mixed_tokens: usize,
-    /// The most sequences decoded in one step.
-    pub max_live: usize,
-}
 
 /// One slot's progress on its question.
 struct Slot {

@@ -18,7 +18,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
-use super::parallel::StepStats;
+use serde::{Deserialize, Serialize};
 use std::num::NonZeroU32;
 use std::time::Instant;
 
@@ -66,6 +66,24 @@ pub(super) fn kv_cache_type(t: KvType) -> KvCacheType {
         KvType::Q4_0 => KvCacheType::Q4_0,
         KvType::Iq4Nl => KvCacheType::IQ4_NL,
     }
+}
+
+/// Where the time of a run's answering decode steps went.
+///
+/// Steps that held only generated tokens are counted apart from steps that
+/// also evaluated (part of) a question, so the generation throughput can be
+/// compared with a benchmark that generates without questions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepStats {
+    pub steps: usize,
+    /// Steps with generated tokens only: their time and tokens.
+    pub generation_only_ms: f64,
+    pub generation_only_tokens: usize,
+    /// Steps that also evaluated question tokens: time, and all tokens in them.
+    pub mixed_ms: f64,
+    pub mixed_tokens: usize,
+    /// The most sequences decoded in one step.
+    pub max_live: usize,
 }
 
 /// When generation stops.
