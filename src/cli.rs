@@ -1,7 +1,13 @@
-//! Command-line definitions (clap derive) and nothing else.
+//! Command-line definitions (clap derive) and nothing else: only `main.rs`
+//! and `commands/` read them; the commands turn them into the library's
+//! own types.
 
+use crate::ask::ApiKind;
 use crate::crop::{CropMode, LineRange};
+use crate::engine::config::{CtxSize, FlashAttn, KvType};
+use crate::prompt::Probe;
 use crate::score::Normalize;
+use crate::targets::TargetSpec;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -56,7 +62,7 @@ pub struct MatrixArgs {
     pub resume: bool,
     /// Run one slice of the runs: K/N (1-based), N (K from JOB_COMPLETION_INDEX or a Slurm array), or auto (K and N from a Slurm array).
     #[arg(long, value_name = "K/N|N|auto")]
-    pub shard: Option<crate::sweep::ShardArg>,
+    pub shard: Option<crate::commands::shard::ShardArg>,
     /// Keep the evaluated prefix states in this folder and load them on later runs with the same key.
     #[arg(long, value_name = "DIR")]
     pub prefix_cache: Option<PathBuf>,
@@ -68,15 +74,6 @@ pub struct MatrixArgs {
     /// Print only the aggregate table.
     #[arg(long, short)]
     pub quiet: bool,
-}
-
-/// Which OpenAI-compatible endpoint `ask` uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ApiKind {
-    /// `URL/v1/chat/completions`: the prompt (file, then question) as one user message.
-    Chat,
-    /// `URL/v1/completions`, for base models: the completion probe's text (file, comment, header).
-    Completion,
 }
 
 #[derive(Debug, Args)]
@@ -100,8 +97,8 @@ pub struct AskArgs {
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
     /// Generation cap per answer (default: 40 tokens per expected line, as `bench`).
-    #[arg(long)]
-    pub max_tokens: Option<usize>,
+    #[arg(long, alias = "max-tokens")]
+    pub max_new_tokens: Option<usize>,
     /// Seconds one request may take, answer included; a request still unanswered then stops the run (a rerun resumes).
     #[arg(long, value_name = "S", default_value_t = 600.0)]
     pub timeout: f64,
@@ -153,13 +150,13 @@ pub struct ReportArgs {
 #[derive(Debug, Args, Clone)]
 pub struct TargetArgs {
     /// How many functions to ask about, spread over the file by depth.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = TargetSpec::default().count)]
     pub count: usize,
     /// How many lines after the opening brace each answer should reproduce.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = TargetSpec::default().lines)]
     pub lines: usize,
     /// Seed of the target sampler: the same seed always picks the same targets.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = TargetSpec::default().seed)]
     pub seed: u64,
     /// Keep exactly the 1-based lines A..B (inclusive) of the corpus.
     #[arg(long, value_name = "A:B")]
@@ -175,7 +172,7 @@ pub struct TargetArgs {
     #[arg(long)]
     pub pass: Option<usize>,
     /// How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one).
-    #[arg(long, value_enum, default_value_t = Normalize::Trim)]
+    #[arg(long, value_enum, default_value_t = TargetSpec::default().normalize)]
     pub normalize: Normalize,
 }
 
@@ -222,70 +219,10 @@ pub struct ScoreArgs {
     pub model: Option<String>,
 }
 
-/// KV-cache element types llama.cpp accepts for `--kv`, `--kv-k`, `--kv-v`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum KvType {
-    #[value(name = "f32")]
-    F32,
-    #[value(name = "f16")]
-    F16,
-    #[value(name = "bf16")]
-    Bf16,
-    #[value(name = "q8_0")]
-    Q8_0,
-    #[value(name = "q5_1")]
-    Q5_1,
-    #[value(name = "q5_0")]
-    Q5_0,
-    #[value(name = "q4_1")]
-    Q4_1,
-    #[value(name = "q4_0")]
-    Q4_0,
-    #[value(name = "iq4_nl")]
-    Iq4Nl,
-}
-
-impl KvType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KvType::F32 => "f32",
-            KvType::F16 => "f16",
-            KvType::Bf16 => "bf16",
-            KvType::Q8_0 => "q8_0",
-            KvType::Q5_1 => "q5_1",
-            KvType::Q5_0 => "q5_0",
-            KvType::Q4_1 => "q4_1",
-            KvType::Q4_0 => "q4_0",
-            KvType::Iq4Nl => "iq4_nl",
-        }
-    }
-
-    pub fn is_quantized(self) -> bool {
-        !matches!(self, KvType::F32 | KvType::F16 | KvType::Bf16)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OnOffAuto {
-    Auto,
-    On,
-    Off,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OnOff {
     On,
     Off,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProbeKind {
-    /// Chat where the GGUF has a chat template, else completion.
-    Auto,
-    /// The model's own chat template wraps file and question.
-    Chat,
-    /// The file, a comment, then the function header: the model continues.
-    Completion,
 }
 
 /// How answers are decoded; shared by `bench` and `matrix`.
@@ -308,27 +245,6 @@ pub struct DecodeArgs {
     /// free memory where the cache lives]. A larger N is refused, naming the largest that fits.
     #[arg(long, value_name = "SIZE")]
     pub kv_memory: Option<bytesize::ByteSize>,
-}
-
-/// `--ctx N` or `--ctx auto`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CtxSize {
-    Auto,
-    Fixed(u32),
-}
-
-impl std::str::FromStr for CtxSize {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "auto" {
-            return Ok(CtxSize::Auto);
-        }
-        s.parse::<u32>()
-            .ok()
-            .filter(|n| *n >= 64)
-            .map(CtxSize::Fixed)
-            .ok_or_else(|| format!("expected `auto` or a token count >= 64, got `{s}`"))
-    }
 }
 
 #[derive(Debug, Args)]
@@ -358,21 +274,21 @@ pub struct BenchArgs {
     /// When the corpus does not fit: keep the first lines (head), the densest window (densest), or fail (none).
     #[arg(long, value_enum, default_value_t = CropMode::Head)]
     pub crop: CropMode,
-    /// Cap the kept prefix at this many tokens.
-    #[arg(long)]
-    pub max_tokens: Option<usize>,
+    /// Cap the kept file (the prefix) at this many tokens.
+    #[arg(long, visible_alias = "max-tokens", value_name = "N")]
+    pub max_prefix_tokens: Option<usize>,
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<i32>,
     /// Flash attention.
-    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
-    pub flash_attn: OnOffAuto,
+    #[arg(long, value_enum, default_value_t = FlashAttn::Auto)]
+    pub flash_attn: FlashAttn,
     /// Keep the whole sequence in a sliding-window model's cache (off keeps only the window, as llama-server does).
     #[arg(long, value_enum, default_value_t = OnOff::Off)]
     pub swa_full: OnOff,
     /// How the question is put to the model.
-    #[arg(long, value_enum, default_value_t = ProbeKind::Auto)]
-    pub probe: ProbeKind,
+    #[arg(long, value_enum, default_value_t = Probe::Auto)]
+    pub probe: Probe,
     /// A label for this model build in reports (default: the file name).
     #[arg(long)]
     pub build: Option<String>,

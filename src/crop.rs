@@ -6,22 +6,52 @@
 //! [`choose_range`]. Targets come only from the kept range, and depth is measured
 //! within it.
 
-use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
+/// A range that cannot be kept. The messages name no command-line flag: the
+/// command that chose the mode adds what would fix it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CropError {
+    #[error("lines {first}:{last} go past the end of the corpus ({line_count} lines)")]
+    PastTheEnd { first: usize, last: usize, line_count: usize },
+    #[error("the corpus has no lines")]
+    NoLines,
+    #[error("the corpus needs {total} tokens but only {budget} fit in the context")]
+    DoesNotFit { total: usize, budget: usize },
+    #[error("not even the first line of the corpus fits in {budget} tokens")]
+    FirstLineTooLong { budget: usize },
+    #[error("no line of the corpus fits in {budget} tokens")]
+    NoLineFits { budget: usize },
+}
+
 /// How the kept range was chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum CropMode {
     /// The first lines that fit.
+    #[default]
     Head,
     /// The window of lines that fits and holds the most eligible targets.
     Densest,
     /// Keep the whole file; not fitting is an error.
     None,
-    /// Exactly the lines given with `--crop-lines A:B`.
+    /// Exactly the lines of a range given by hand.
     #[value(skip)]
     Lines,
+}
+
+impl CropMode {
+    /// The modes a user chooses between (`Lines` follows from a range given).
+    pub const CHOSEN: [CropMode; 3] = [CropMode::Head, CropMode::Densest, CropMode::None];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CropMode::Head => "head",
+            CropMode::Densest => "densest",
+            CropMode::None => "none",
+            CropMode::Lines => "lines",
+        }
+    }
 }
 
 /// The kept range, as recorded in `manifest.corpus.crop` and in targets files.
@@ -34,6 +64,18 @@ pub struct Crop {
     pub last_line: usize,
     /// sha256 of the kept text (line endings included).
     pub sha256: String,
+}
+
+impl Crop {
+    /// The record of the 0-based lines `first..=last` of `corpus`.
+    pub fn of(corpus: &crate::corpus::Corpus, mode: CropMode, first: usize, last: usize) -> Crop {
+        Crop {
+            mode,
+            first_line: first + 1,
+            last_line: last + 1,
+            sha256: crate::fsutil::sha256_hex(corpus.slice_lines(first, last).as_bytes()),
+        }
+    }
 }
 
 /// A 1-based inclusive line range as typed on the command line: `A:B`.
@@ -60,14 +102,9 @@ impl std::str::FromStr for LineRange {
 
 impl LineRange {
     /// Checks the range against a file of `line_count` lines and returns 0-based bounds.
-    pub fn to_zero_based(self, line_count: usize) -> Result<(usize, usize)> {
+    pub fn to_zero_based(self, line_count: usize) -> Result<(usize, usize), CropError> {
         if self.last > line_count {
-            bail!(
-                "--crop-lines {}:{} goes past the end of the corpus ({} lines)",
-                self.first,
-                self.last,
-                line_count
-            );
+            return Err(CropError::PastTheEnd { first: self.first, last: self.last, line_count });
         }
         Ok((self.first - 1, self.last - 1))
     }
@@ -84,19 +121,16 @@ pub fn choose_range(
     cost: &[usize],
     budget: usize,
     spans: &[(usize, usize)],
-) -> Result<(usize, usize)> {
+) -> Result<(usize, usize), CropError> {
     let n = cost.len();
     if n == 0 {
-        bail!("the corpus has no lines");
+        return Err(CropError::NoLines);
     }
     let total: usize = cost.iter().sum();
     match mode {
         CropMode::None | CropMode::Lines => {
             if total > budget {
-                bail!(
-                    "the corpus needs {total} tokens but only {budget} fit in the context; \
-                     use --crop head or --crop densest, --crop-lines A:B, or a larger --ctx"
-                );
+                return Err(CropError::DoesNotFit { total, budget });
             }
             Ok((0, n - 1))
         }
@@ -112,7 +146,7 @@ pub fn choose_range(
             }
             match last {
                 Some(l) => Ok((0, l)),
-                None => bail!("not even the first line of the corpus fits in {budget} tokens"),
+                None => Err(CropError::FirstLineTooLong { budget }),
             }
         }
         CropMode::Densest => {
@@ -143,7 +177,7 @@ pub fn choose_range(
             }
             match best {
                 Some((_, f, l)) => Ok((f, l)),
-                None => bail!("no line of the corpus fits in {budget} tokens"),
+                None => Err(CropError::NoLineFits { budget }),
             }
         }
     }

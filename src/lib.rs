@@ -6,6 +6,8 @@
 //! (the probes) → [`engine`] (llama.cpp, in-process) → [`score`] (parse and
 //! align answers) → [`run`] (the run file) → [`report`] (what people read).
 
+pub mod ask;
+pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod crop;
@@ -13,6 +15,7 @@ pub mod corpus;
 pub mod engine;
 pub mod forced;
 pub mod fsutil;
+pub mod progress;
 pub mod prompt;
 pub mod rename;
 pub mod report;

@@ -8,7 +8,7 @@
 use crate::targets::Target;
 use anyhow::{Context, Result, anyhow};
 
-/// The question (SPEC step 4), with LINES and the blank-line rule spelled out.
+/// The question (docs/METHOD.md §3, Prompts), with LINES and the blank-line rule spelled out.
 pub fn query(name: &str, lines: usize, skip_blank: bool) -> String {
     let kind = if skip_blank { "non-blank lines" } else { "lines" };
     format!(
@@ -34,7 +34,32 @@ pub fn instruction_prompt(kept_text: &str, query: &str) -> String {
     p
 }
 
-/// Which probe a run uses.
+/// The probe asked for: [`Probe::Auto`] becomes a [`ProbeKind`] once the
+/// model is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Probe {
+    /// Chat where the GGUF has a chat template, else completion.
+    #[default]
+    Auto,
+    /// The model's own chat template wraps file and question.
+    Chat,
+    /// The file, a comment, then the function header: the model continues.
+    Completion,
+}
+
+impl Probe {
+    pub const ALL: [Probe; 3] = [Probe::Auto, Probe::Chat, Probe::Completion];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Probe::Auto => "auto",
+            Probe::Chat => "chat",
+            Probe::Completion => "completion",
+        }
+    }
+}
+
+/// The probe a run uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeKind {
     Chat,

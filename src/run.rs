@@ -5,6 +5,7 @@
 //! from outside answers has the same shape.
 
 use crate::crop::Crop;
+use crate::engine::config::{ContextConfig, StepStats};
 use crate::forced::{Forced, ForcedSummary};
 use crate::score::{Normalize, Score, ScoredLine};
 use crate::targets::Target;
@@ -32,7 +33,7 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<ContextInfo>,
+    pub context: Option<ContextConfig>,
     pub corpus: CorpusInfo,
     pub params: Params,
     pub runtime: Runtime,
@@ -80,20 +81,6 @@ pub struct ModelInfo {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ContextInfo {
-    pub n_ctx: u32,
-    pub type_k: String,
-    pub type_v: String,
-    pub flash_attn: String,
-    pub swa_full: bool,
-    pub kv_unified: bool,
-    pub n_batch: u32,
-    pub n_ubatch: u32,
-    pub threads: i32,
-    pub gpu_layers: u32,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CorpusInfo {
     pub path: String,
     pub sha256: String,
@@ -106,6 +93,24 @@ pub struct CorpusInfo {
     /// kept in targets files only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rename: Option<crate::corpus::RenameInfo>,
+}
+
+impl CorpusInfo {
+    /// `manifest.corpus` / the targets file's `corpus` for a source and its crop.
+    pub fn of(src: &crate::corpus::Source, crop: Crop, prefix_tokens: Option<usize>) -> CorpusInfo {
+        CorpusInfo {
+            path: src.corpus.path.display().to_string(),
+            // The file on disk; a renamed text's own sha256 is in `rename`.
+            sha256: src.file_sha256.clone(),
+            language: src.language.name().to_string(),
+            crop,
+            prefix_tokens,
+            rename: src.renamed.as_ref().map(|r| crate::corpus::RenameInfo {
+                mapping: Default::default(),
+                ..r.clone()
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -132,6 +137,26 @@ pub struct Params {
     /// The teacher-forced pass was skipped (`--no-forced`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_forced: bool,
+}
+
+impl Params {
+    /// The parameters of `spec`, before any model is involved.
+    pub fn of(spec: &crate::targets::TargetSpec) -> Params {
+        Params {
+            count: spec.count,
+            lines: spec.lines,
+            pass: spec.pass(),
+            seed: spec.seed,
+            normalize: spec.normalize,
+            skip_blank: spec.skip_blank,
+            probe: None,
+            max_new_tokens: None,
+            decode_mode: None,
+            parallel: None,
+            fixed_tokens: None,
+            no_forced: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -324,7 +349,7 @@ impl Totals {
     }
 }
 
-/// SPEC step 8: the totals, and the same per depth quarter of the kept text.
+/// docs/METHOD.md §7 (Aggregate): the totals, and the same per depth quarter of the kept text.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     #[serde(flatten)]
@@ -427,7 +452,7 @@ pub struct Timings {
     /// Where answering's decode steps spent their time: steps with generated
     /// tokens only, apart from steps that also evaluated a question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decode_steps: Option<crate::engine::session::StepStats>,
+    pub decode_steps: Option<StepStats>,
     /// Answering every question again one at a time (`--check-sequential`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_ms: Option<f64>,
@@ -479,7 +504,7 @@ impl TargetsFile {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read targets file {}", path.display()))?;
         let file: TargetsFile = serde_json::from_str(&text).with_context(|| {
-            format!("{} is not a posrecall targets file (posrecall targets --json)", path.display())
+            format!("{} is not a posrecall targets file (the JSON `posrecall targets` prints)", path.display())
         })?;
         if file.format != FORMAT_VERSION {
             anyhow::bail!("{} has format {}, this posrecall reads {}", path.display(), file.format, FORMAT_VERSION);

@@ -36,6 +36,8 @@ pub enum Normalize {
 }
 
 impl Normalize {
+    pub const ALL: [Normalize; 3] = [Normalize::Trim, Normalize::Exact, Normalize::Squash];
+
     /// The line as this mode compares it. Borrows whenever the mode leaves the
     /// line unchanged, which is nearly always, so scoring allocates little.
     #[must_use]

@@ -4,12 +4,13 @@
 //! Nothing here touches a model; `commands::matrix` runs what this module
 //! describes. The schema is documented in README.md, "Sweeps".
 
-use crate::cli::{CtxSize, KvType, OnOffAuto, ProbeKind, TargetArgs};
 use crate::crop::{CropMode, LineRange};
+use crate::engine::config::{CtxSize, FlashAttn, KvType};
+use crate::prompt::Probe;
 use crate::run::Manifest;
 use crate::score::Normalize;
+use crate::targets::TargetSpec;
 use anyhow::{Result, anyhow, bail};
-use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -80,7 +81,7 @@ pub struct ModelEntry {
     /// `None`: all layers when the build has a GPU backend (as `bench`).
     pub gpu_layers: Option<u32>,
     pub ctx: CtxSize,
-    pub probe: ProbeKind,
+    pub probe: Probe,
 }
 
 /// A whole `models.toml`, checked.
@@ -91,12 +92,13 @@ pub struct Sweep {
     /// `None`: the default corpus.
     pub corpus: Option<PathBuf>,
     pub crop: CropMode,
-    pub max_tokens: Option<usize>,
+    /// `[corpus] max_tokens`: the most tokens the kept file may take.
+    pub max_prefix_tokens: Option<usize>,
     /// Count, lines, pass, seed, normalize, skip_blank, rename and `[corpus] crop_lines`.
-    pub target: TargetArgs,
+    pub target: TargetSpec,
     pub max_new_tokens: Option<usize>,
     pub threads: Option<i32>,
-    pub flash_attn: OnOffAuto,
+    pub flash_attn: FlashAttn,
     pub swa_full: bool,
     /// Also ask every question with no file in the context (`bench --closed-book`).
     pub closed_book: bool,
@@ -174,23 +176,19 @@ pub fn expand_vars(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Stri
     Ok(out)
 }
 
-fn one_of<T: ValueEnum>() -> String {
-    T::value_variants()
-        .iter()
-        .filter_map(|v| v.to_possible_value())
-        .map(|v| v.get_name().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn value_enum<T: ValueEnum>(s: &str, what: &str) -> Result<T, String> {
-    T::from_str(s, false).map_err(|_| format!("`{s}` is not {what} (one of {})", one_of::<T>()))
+/// One of a setting's named values: `all` lists them, `name` spells each.
+fn choice<T: Copy>(s: &str, all: &[T], name: fn(T) -> &'static str, what: &str) -> Result<T, String> {
+    all.iter().copied().find(|&v| name(v) == s).ok_or_else(|| {
+        let names: Vec<&str> = all.iter().map(|&v| name(v)).collect();
+        format!("`{s}` is not {what} (one of {})", names.join(", "))
+    })
 }
 
 /// `"q8_0"` (K and V) or `"q8_0/f16"` (K/V).
 fn kv_pair(s: &str) -> Result<(KvType, KvType), String> {
     let (k, v) = s.split_once('/').unwrap_or((s, s));
-    Ok((value_enum(k.trim(), "a KV type")?, value_enum(v.trim(), "a KV type")?))
+    let kv = |x: &str| choice(x.trim(), &KvType::ALL, KvType::as_str, "a KV type");
+    Ok((kv(k)?, kv(v)?))
 }
 
 /// Model names become file names and shard keys.
@@ -230,76 +228,24 @@ impl Sweep {
     /// Relative paths are taken from `path`'s folder.
     pub fn parse(text: &str, path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Sweep> {
         let file = path.display().to_string();
-        let raw: RawFile = toml::from_str(text).map_err(|e| {
-            let at = e
-                .span()
-                .map(|s| {
-                    let before = &text[..s.start.min(text.len())];
-                    let line = before.matches('\n').count() + 1;
-                    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
-                    // The table the error is in, as the file writes its header
-                    // (`[[model]] #2`: the second model), unless the error is
-                    // on a header line itself.
-                    let header = |l: &str| l.trim().split('#').next().unwrap_or("").trim().to_string();
-                    let on_header = text.lines().nth(line - 1).is_some_and(|l| l.trim_start().starts_with('['));
-                    let table = before
-                        .lines()
-                        .rev()
-                        .skip(1)
-                        .map(header)
-                        .find(|l| l.starts_with('['))
-                        .filter(|_| !on_header)
-                        .map(|t| {
-                            let nth = before.lines().filter(|l| header(l) == t).count();
-                            if t.starts_with("[[") { format!(" in {t} #{nth}") } else { format!(" in {t}") }
-                        })
-                        .unwrap_or_default();
-                    format!(":{line}:{col}{table}")
-                })
-                .unwrap_or_default();
-            let msg: Vec<&str> = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-            anyhow!("{file}{at}: {}", msg.join(" "))
-        })?;
-        let base = path.parent().unwrap_or(Path::new(""));
-        let resolve = |s: &str, key: &str| -> Result<PathBuf> {
-            let expanded = expand_vars(s, env).map_err(|e| anyhow!("{file}: {key}: {e}"))?;
-            let p = PathBuf::from(expanded);
-            Ok(if p.is_relative() { base.join(p) } else { p })
+        let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, &file, &e))?;
+        let r = Reader {
+            file: &file,
+            base: path.parent().unwrap_or(Path::new("")),
+            env,
         };
-        let err = |key: &str, e: String| anyhow!("{file}: {key}: {e}");
-
         let c = &raw.corpus;
-        let corpus = c.path.as_deref().map(|p| resolve(p, "corpus.path")).transpose()?;
+        let corpus = c.path.as_deref().map(|p| r.resolve(p, "corpus.path")).transpose()?;
         let crop = match c.crop.as_deref() {
             None => CropMode::Head,
-            Some(s) => value_enum::<CropMode>(s, "a crop mode").map_err(|e| err("corpus.crop", e))?,
+            Some(s) => choice(s, &CropMode::CHOSEN, CropMode::as_str, "a crop mode").map_err(|e| r.err("corpus.crop", e))?,
         };
-        let crop_lines = c
-            .crop_lines
-            .as_deref()
-            .map(|s| s.parse::<LineRange>().map_err(|e| err("corpus.crop_lines", e)))
-            .transpose()?;
-
         let p = &raw.params;
-        let target = TargetArgs {
-            count: p.count.unwrap_or(16),
-            lines: p.lines.unwrap_or(20),
-            seed: p.seed.unwrap_or(1),
-            crop_lines,
-            skip_blank: p.skip_blank.unwrap_or(false),
-            rename: p.rename.unwrap_or(false),
-            pass: p.pass,
-            normalize: match p.normalize.as_deref() {
-                None => Normalize::Trim,
-                Some(s) => value_enum(s, "a normalisation").map_err(|e| err("params.normalize", e))?,
-            },
-        };
-        target.validate().map_err(|e| {
-            anyhow!("{file}: [params]: {}", e.to_string().replace("--", ""))
-        })?;
+        let target = r.target_spec(c, p)?;
         let flash_attn = match p.flash_attn.as_deref() {
-            None => OnOffAuto::Auto,
-            Some(s) => value_enum(s, "a flash-attention setting").map_err(|e| err("params.flash_attn", e))?,
+            None => FlashAttn::Auto,
+            Some(s) => choice(s, &FlashAttn::ALL, FlashAttn::as_str, "a flash-attention setting")
+                .map_err(|e| r.err("params.flash_attn", e))?,
         };
         if p.threads.is_some_and(|t| t < 1) {
             bail!("{file}: params.threads: must be at least 1");
@@ -307,65 +253,22 @@ impl Sweep {
         if p.max_new_tokens == Some(0) {
             bail!("{file}: params.max_new_tokens: must be at least 1");
         }
-
         if raw.model.is_empty() {
             bail!("{file}: no [[model]] entries");
         }
         let mut models: Vec<ModelEntry> = Vec::new();
         for (i, m) in raw.model.iter().enumerate() {
-            let who = format!("model `{}`", m.name);
-            if !valid_name(&m.name) {
-                bail!(
-                    "{file}: model[{i}].name: `{}` is not a usable name (letters, digits, `.`, `_`, `-`; no `__`; it names the run files)",
-                    m.name
-                );
-            }
-            if models.iter().any(|o| o.name == m.name) {
+            let entry = r.model_entry(i, m, flash_attn)?;
+            if models.iter().any(|o| o.name == entry.name) {
                 bail!("{file}: model[{i}].name: `{}` is used twice", m.name);
             }
-            let path = resolve(&m.path, &format!("{who}: path"))?;
-            if m.kv.is_empty() {
-                bail!("{file}: {who}: kv: empty; list at least one KV type, e.g. kv = [\"q8_0\"]");
-            }
-            let mut kv = Vec::new();
-            for s in &m.kv {
-                let pair = kv_pair(s).map_err(|e| err(&format!("{who}: kv"), e))?;
-                if kv.contains(&pair) {
-                    bail!("{file}: {who}: kv: `{s}` is listed twice");
-                }
-                if pair.1.is_quantized() && flash_attn == OnOffAuto::Off {
-                    bail!("{file}: {who}: kv: `{s}` has a quantised V cache, which needs flash attention (params.flash_attn is off)");
-                }
-                kv.push(pair);
-            }
-            let ctx = match &m.ctx {
-                None => CtxSize::Auto,
-                Some(toml::Value::Integer(n)) => format!("{n}")
-                    .parse::<CtxSize>()
-                    .map_err(|e| err(&format!("{who}: ctx"), e))?,
-                Some(toml::Value::String(s)) => s.parse::<CtxSize>().map_err(|e| err(&format!("{who}: ctx"), e))?,
-                Some(other) => bail!("{file}: {who}: ctx: expected \"auto\" or a token count, got {other}"),
-            };
-            let probe = match m.probe.as_deref() {
-                None => ProbeKind::Auto,
-                Some(s) => value_enum(s, "a probe").map_err(|e| err(&format!("{who}: probe"), e))?,
-            };
-            models.push(ModelEntry {
-                name: m.name.clone(),
-                path,
-                build: m.build.clone(),
-                kv,
-                gpu_layers: m.gpu_layers,
-                ctx,
-                probe,
-            });
+            models.push(entry);
         }
-
         Ok(Sweep {
             file: path.to_path_buf(),
             corpus,
             crop,
-            max_tokens: c.max_tokens,
+            max_prefix_tokens: c.max_tokens,
             target,
             max_new_tokens: p.max_new_tokens,
             threads: p.threads,
@@ -396,45 +299,137 @@ impl Sweep {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Shards.
-
-/// `--shard` as typed: `K/N`, `N` (K from the environment), or `auto` (K
-/// and N from a Slurm job array).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShardArg {
-    Given { k: usize, n: usize },
-    Count(usize),
-    Auto,
+/// A TOML error as one line: the file, line and column, the table it is in
+/// (as the file writes its header: `[[model]] #2` is the second model,
+/// unless the error is on a header line itself), and toml's message.
+fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> anyhow::Error {
+    let at = e
+        .span()
+        .map(|s| {
+            let before = &text[..s.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+            let header = |l: &str| l.trim().split('#').next().unwrap_or("").trim().to_string();
+            let on_header = text.lines().nth(line - 1).is_some_and(|l| l.trim_start().starts_with('['));
+            let table = before
+                .lines()
+                .rev()
+                .skip(1)
+                .map(header)
+                .find(|l| l.starts_with('['))
+                .filter(|_| !on_header)
+                .map(|t| {
+                    let nth = before.lines().filter(|l| header(l) == t).count();
+                    if t.starts_with("[[") { format!(" in {t} #{nth}") } else { format!(" in {t}") }
+                })
+                .unwrap_or_default();
+            format!(":{line}:{col}{table}")
+        })
+        .unwrap_or_default();
+    let msg: Vec<&str> = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    anyhow!("{file}{at}: {}", msg.join(" "))
 }
 
-impl std::str::FromStr for ShardArg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let num = |x: &str| -> Result<usize, String> {
-            x.trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| format!("`{x}` is not a positive whole number"))
+/// What checking a sweep file's values needs: its name for messages, its
+/// folder for relative paths, and the environment for `$VAR`s.
+struct Reader<'a> {
+    file: &'a str,
+    base: &'a Path,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Reader<'_> {
+    /// An error about `key`.
+    fn err(&self, key: &str, e: String) -> anyhow::Error {
+        anyhow!("{}: {key}: {e}", self.file)
+    }
+
+    /// A path with its variables expanded, relative to the file's folder.
+    fn resolve(&self, s: &str, key: &str) -> Result<PathBuf> {
+        let expanded = expand_vars(s, self.env).map_err(|e| self.err(key, e))?;
+        let p = PathBuf::from(expanded);
+        Ok(if p.is_relative() { self.base.join(p) } else { p })
+    }
+
+    /// `[params]` and `[corpus] crop_lines` as target settings, with the
+    /// method's defaults for what is not given.
+    fn target_spec(&self, c: &RawCorpus, p: &RawParams) -> Result<TargetSpec> {
+        let crop_lines = c
+            .crop_lines
+            .as_deref()
+            .map(|s| s.parse::<LineRange>().map_err(|e| self.err("corpus.crop_lines", e)))
+            .transpose()?;
+        let defaults = TargetSpec::default();
+        let normalize = match p.normalize.as_deref() {
+            None => defaults.normalize,
+            Some(s) => choice(s, &Normalize::ALL, Normalize::as_str, "a normalisation")
+                .map_err(|e| self.err("params.normalize", e))?,
         };
-        if s == "auto" {
-            return Ok(ShardArg::Auto);
+        let target = TargetSpec {
+            count: p.count.unwrap_or(defaults.count),
+            lines: p.lines.unwrap_or(defaults.lines),
+            seed: p.seed.unwrap_or(defaults.seed),
+            crop_lines,
+            skip_blank: p.skip_blank.unwrap_or(defaults.skip_blank),
+            rename: p.rename.unwrap_or(defaults.rename),
+            pass: p.pass,
+            normalize,
+        };
+        target
+            .validate()
+            .map_err(|e| anyhow!("{}: [params]: {} {e}", self.file, e.setting()))?;
+        Ok(target)
+    }
+
+    /// The `i`-th `[[model]]`, checked.
+    fn model_entry(&self, i: usize, m: &RawModel, flash_attn: FlashAttn) -> Result<ModelEntry> {
+        let file = self.file;
+        let who = format!("model `{}`", m.name);
+        if !valid_name(&m.name) {
+            bail!(
+                "{file}: model[{i}].name: `{}` is not a usable name (letters, digits, `.`, `_`, `-`; no `__`; it names the run files)",
+                m.name
+            );
         }
-        match s.split_once('/') {
-            Some((k, n)) => {
-                let (k, n) = (num(k)?, num(n)?);
-                if k > n {
-                    return Err(format!("shard {k}/{n}: K must be between 1 and N"));
-                }
-                Ok(ShardArg::Given { k, n })
+        let path = self.resolve(&m.path, &format!("{who}: path"))?;
+        if m.kv.is_empty() {
+            bail!("{file}: {who}: kv: empty; list at least one KV type, e.g. kv = [\"q8_0\"]");
+        }
+        let mut kv = Vec::new();
+        for s in &m.kv {
+            let pair = kv_pair(s).map_err(|e| self.err(&format!("{who}: kv"), e))?;
+            if kv.contains(&pair) {
+                bail!("{file}: {who}: kv: `{s}` is listed twice");
             }
-            None => num(s)
-                .map(ShardArg::Count)
-                .map_err(|e| format!("expected K/N, N or auto: {e}")),
+            if pair.1.is_quantized() && flash_attn == FlashAttn::Off {
+                bail!("{file}: {who}: kv: `{s}` has a quantised V cache, which needs flash attention (params.flash_attn is off)");
+            }
+            kv.push(pair);
         }
+        let ctx = match &m.ctx {
+            None => CtxSize::Auto,
+            Some(toml::Value::Integer(n)) => format!("{n}").parse::<CtxSize>().map_err(|e| self.err(&format!("{who}: ctx"), e))?,
+            Some(toml::Value::String(s)) => s.parse::<CtxSize>().map_err(|e| self.err(&format!("{who}: ctx"), e))?,
+            Some(other) => bail!("{file}: {who}: ctx: expected \"auto\" or a token count, got {other}"),
+        };
+        let probe = match m.probe.as_deref() {
+            None => Probe::Auto,
+            Some(s) => choice(s, &Probe::ALL, Probe::as_str, "a probe").map_err(|e| self.err(&format!("{who}: probe"), e))?,
+        };
+        Ok(ModelEntry {
+            name: m.name.clone(),
+            path,
+            build: m.build.clone(),
+            kv,
+            gpu_layers: m.gpu_layers,
+            ctx,
+            probe,
+        })
     }
 }
+
+// ---------------------------------------------------------------------------
+// Shards.
 
 /// This process's slice of the runs: shard `k` (1-based) of `n`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,81 +460,6 @@ impl std::fmt::Display for Shard {
     }
 }
 
-fn env_number(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<i64>> {
-    match env(name) {
-        None => Ok(None),
-        Some(v) => v
-            .trim()
-            .parse::<i64>()
-            .map(Some)
-            .map_err(|_| anyhow!("--shard: {name}={v} is not a whole number")),
-    }
-}
-
-/// K and N of a Slurm job array, when this is one.
-fn slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(usize, usize)>> {
-    let Some(id) = env_number(env, "SLURM_ARRAY_TASK_ID")? else {
-        return Ok(None);
-    };
-    let min = env_number(env, "SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-    let count = env_number(env, "SLURM_ARRAY_TASK_COUNT")?
-        .ok_or_else(|| anyhow!("--shard: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"))?;
-    let k = id - min + 1;
-    if count < 1 || k < 1 || k > count {
-        bail!(
-            "--shard: the Slurm array task {id} (min {min}, count {count}) is not one of tasks {min}..{}; \
-             use a contiguous array (e.g. --array=0-{})",
-            min + count - 1,
-            count - 1
-        );
-    }
-    Ok(Some((k as usize, count as usize)))
-}
-
-impl ShardArg {
-    /// The shard this process runs. `N` takes K from `JOB_COMPLETION_INDEX`
-    /// (a Kubernetes Indexed Job: K = index + 1) or a Slurm array
-    /// (`SLURM_ARRAY_TASK_ID` − `SLURM_ARRAY_TASK_MIN` + 1, whose
-    /// `SLURM_ARRAY_TASK_COUNT` must then be N); `auto` takes K and N from Slurm.
-    pub fn resolve(self, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard> {
-        match self {
-            ShardArg::Given { k, n } => Ok(Shard { k, n }),
-            ShardArg::Auto => match slurm(env)? {
-                Some((k, n)) => Ok(Shard { k, n }),
-                None => bail!(
-                    "--shard auto needs a Slurm job array (SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT); \
-                     for a Kubernetes Indexed Job give the number of shards: --shard N"
-                ),
-            },
-            ShardArg::Count(n) => {
-                let k8s = env_number(env, "JOB_COMPLETION_INDEX")?;
-                let array = slurm(env)?;
-                match (k8s, array) {
-                    (Some(_), Some(_)) => bail!(
-                        "--shard {n}: both JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID are set; give --shard K/{n}"
-                    ),
-                    (Some(i), None) => {
-                        if i < 0 || i as usize >= n {
-                            bail!("--shard {n}: JOB_COMPLETION_INDEX={i} is not between 0 and {}", n - 1);
-                        }
-                        Ok(Shard { k: i as usize + 1, n })
-                    }
-                    (None, Some((k, count))) => {
-                        if count != n {
-                            bail!("--shard {n}: the Slurm array has {count} tasks (SLURM_ARRAY_TASK_COUNT), not {n}");
-                        }
-                        Ok(Shard { k, n })
-                    }
-                    (None, None) => bail!(
-                        "--shard {n} takes this shard's number from JOB_COMPLETION_INDEX (Kubernetes Indexed Job) \
-                         or SLURM_ARRAY_TASK_ID (Slurm job array), and neither is set; give --shard K/{n}"
-                    ),
-                }
-            }
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Resuming.
 
@@ -551,15 +471,7 @@ impl ShardArg {
 struct KeyFields<'a> {
     model_sha256: Option<&'a str>,
     build: Option<&'a str>,
-    n_ctx: Option<u32>,
-    type_k: Option<&'a str>,
-    type_v: Option<&'a str>,
-    flash_attn: Option<&'a str>,
-    swa_full: Option<bool>,
-    kv_unified: Option<bool>,
-    n_batch: Option<u32>,
-    n_ubatch: Option<u32>,
-    gpu_layers: Option<u32>,
+    context: Option<crate::engine::config::ContextKey>,
     backend: Option<&'a str>,
     llama_cpp_sys_2: Option<&'a str>,
     corpus_sha256: &'a str,
@@ -572,19 +484,10 @@ struct KeyFields<'a> {
 /// The sha256 of the manifest fields that decide a run (see [`KeyFields`]).
 pub fn manifest_key(m: &Manifest) -> String {
     let model = m.model.as_ref();
-    let ctx = m.context.as_ref();
     let k = KeyFields {
         model_sha256: model.map(|x| x.sha256.as_str()),
         build: model.map(|x| x.build.as_str()),
-        n_ctx: ctx.map(|c| c.n_ctx),
-        type_k: ctx.map(|c| c.type_k.as_str()),
-        type_v: ctx.map(|c| c.type_v.as_str()),
-        flash_attn: ctx.map(|c| c.flash_attn.as_str()),
-        swa_full: ctx.map(|c| c.swa_full),
-        kv_unified: ctx.map(|c| c.kv_unified),
-        n_batch: ctx.map(|c| c.n_batch),
-        n_ubatch: ctx.map(|c| c.n_ubatch),
-        gpu_layers: ctx.map(|c| c.gpu_layers),
+        context: m.context.as_ref().map(|c| c.key()),
         backend: m.runtime.backend.as_deref(),
         llama_cpp_sys_2: m.runtime.llama_cpp_sys_2.as_deref(),
         corpus_sha256: &m.corpus.sha256,
@@ -650,7 +553,7 @@ gpu_layers = 0
         assert_eq!(s.models[1].path, PathBuf::from("/c/b.gguf"));
         assert_eq!(s.models[0].kv, vec![(KvType::F16, KvType::F16), (KvType::Q8_0, KvType::F16)]);
         assert_eq!(s.models[0].ctx, CtxSize::Fixed(1024));
-        assert_eq!(s.models[1].probe, ProbeKind::Completion);
+        assert_eq!(s.models[1].probe, Probe::Completion);
         let ids: Vec<String> = s.runs().into_iter().map(|r| r.id).collect();
         assert_eq!(ids, ["base__q4_0-q4_0", "small__f16-f16", "small__q8_0-f16"]);
     }
@@ -754,7 +657,7 @@ gpu_layers = 0
         // Everything that can change an answer or a score does.
         assert_ne!(with(&|m| m.model.as_mut().unwrap().sha256 = "ab".into()), key);
         assert_ne!(with(&|m| m.model.as_mut().unwrap().build = "c".into()), key);
-        assert_ne!(with(&|m| m.context.as_mut().unwrap().type_v = "q8_0".into()), key);
+        assert_ne!(with(&|m| m.context.as_mut().unwrap().type_v = crate::engine::config::KvType::Q8_0), key);
         assert_ne!(with(&|m| m.context.as_mut().unwrap().n_ctx = 1024), key);
         assert_ne!(with(&|m| m.context.as_mut().unwrap().gpu_layers = 99), key);
         assert_ne!(with(&|m| m.corpus.crop.last_line = 10), key);
@@ -765,32 +668,4 @@ gpu_layers = 0
         assert_ne!(with(&|m| m.runtime.backend = Some("cuda".into())), key);
     }
 
-    #[test]
-    fn shard_syntax_and_environment() {
-        assert_eq!("2/3".parse::<ShardArg>().unwrap(), ShardArg::Given { k: 2, n: 3 });
-        assert_eq!("4".parse::<ShardArg>().unwrap(), ShardArg::Count(4));
-        assert_eq!("auto".parse::<ShardArg>().unwrap(), ShardArg::Auto);
-        for bad in ["0/2", "3/2", "x", "1/0", "0", ""] {
-            assert!(bad.parse::<ShardArg>().is_err(), "{bad}");
-        }
-        let none = env_of(&[]);
-        assert_eq!(ShardArg::Given { k: 1, n: 2 }.resolve(&none).unwrap(), Shard { k: 1, n: 2 });
-        assert!(ShardArg::Count(2).resolve(&none).is_err());
-        assert!(ShardArg::Auto.resolve(&none).is_err());
-
-        let k8s = env_of(&[("JOB_COMPLETION_INDEX", "1")]);
-        assert_eq!(ShardArg::Count(3).resolve(&k8s).unwrap(), Shard { k: 2, n: 3 });
-        assert!(ShardArg::Count(1).resolve(&k8s).is_err());
-
-        let slurm = env_of(&[
-            ("SLURM_ARRAY_TASK_ID", "11"),
-            ("SLURM_ARRAY_TASK_MIN", "10"),
-            ("SLURM_ARRAY_TASK_COUNT", "4"),
-        ]);
-        assert_eq!(ShardArg::Auto.resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
-        assert_eq!(ShardArg::Count(4).resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
-        assert!(ShardArg::Count(3).resolve(&slurm).is_err());
-        // An explicit K/N wins over the environment.
-        assert_eq!(ShardArg::Given { k: 1, n: 4 }.resolve(&slurm).unwrap(), Shard { k: 1, n: 4 });
-    }
 }

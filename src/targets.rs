@@ -1,6 +1,6 @@
 //! Targets: which functions are asked about, and what the right answer is.
 //!
-//! SPEC steps 2 and 3. A function is eligible when it is a clean, classic named
+//! docs/METHOD.md §2 (Targets). A function is eligible when it is a clean, classic named
 //! declaration whose name is unique in the file and whose body holds at least
 //! LINES counted lines after the line with the opening brace. Its ground truth
 //! is those LINES lines verbatim; the following LINES lines of the file form the
@@ -8,10 +8,119 @@
 //! equal byte-offset bucket of the kept text, with a seeded RNG.
 
 use crate::corpus::{Corpus, Parsed};
+use crate::crop::LineRange;
+use crate::score::{Normalize, ScoreOptions};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+
+/// What picks the targets and how their answers are scored: the settings
+/// every command shares, with the method's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSpec {
+    /// COUNT: functions asked about, spread over the kept text by depth.
+    pub count: usize,
+    /// LINES: lines after the opening brace each answer should reproduce.
+    pub lines: usize,
+    /// The sampler's seed.
+    pub seed: u64,
+    /// Keep exactly these lines of the corpus.
+    pub crop_lines: Option<LineRange>,
+    /// Blank lines do not count anywhere.
+    pub skip_blank: bool,
+    /// Rename every declared function to a fresh name drawn with `seed`.
+    pub rename: bool,
+    /// PASS; `None`: [`TargetSpec::DEFAULT_PASS`] capped at LINES.
+    pub pass: Option<usize>,
+    pub normalize: Normalize,
+}
+
+impl Default for TargetSpec {
+    fn default() -> Self {
+        TargetSpec {
+            count: 16,
+            lines: 20,
+            seed: 1,
+            crop_lines: None,
+            skip_blank: false,
+            rename: false,
+            pass: None,
+            normalize: Normalize::Trim,
+        }
+    }
+}
+
+/// Target settings that mean nothing together; each names the setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("must be at least 1")]
+    ZeroCount,
+    #[error("must be at least 1")]
+    ZeroLines,
+    #[error("{pass} is more than the {lines} lines per answer: nothing could pass")]
+    PassAboveLines { pass: usize, lines: usize },
+}
+
+impl SpecError {
+    /// The setting at fault: `count`, `lines` or `pass`.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            SpecError::ZeroCount => "count",
+            SpecError::ZeroLines => "lines",
+            SpecError::PassAboveLines { .. } => "pass",
+        }
+    }
+}
+
+impl TargetSpec {
+    /// The pass threshold of the method when none is given.
+    pub const DEFAULT_PASS: usize = 8;
+
+    /// What eligibility and sampling read.
+    pub fn options(&self) -> TargetOptions {
+        TargetOptions {
+            count: self.count,
+            lines: self.lines,
+            seed: self.seed,
+            skip_blank: self.skip_blank,
+        }
+    }
+
+    /// The renaming seed when renaming is on (the target seed).
+    pub fn rename_seed(&self) -> Option<u64> {
+        self.rename.then_some(self.seed)
+    }
+
+    /// The pass threshold: the one given, else 8 capped at LINES.
+    pub fn pass(&self) -> usize {
+        self.pass.unwrap_or(Self::DEFAULT_PASS.min(self.lines))
+    }
+
+    /// How answers are scored.
+    pub fn score_options(&self) -> ScoreOptions {
+        ScoreOptions {
+            lines: self.lines,
+            pass: self.pass(),
+            normalize: self.normalize,
+            skip_blank: self.skip_blank,
+        }
+    }
+
+    /// Checks the numbers make sense together.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.count == 0 {
+            return Err(SpecError::ZeroCount);
+        }
+        if self.lines == 0 {
+            return Err(SpecError::ZeroLines);
+        }
+        if self.pass() > self.lines {
+            return Err(SpecError::PassAboveLines { pass: self.pass(), lines: self.lines });
+        }
+        Ok(())
+    }
+}
 
 /// What decides eligibility and sampling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,13 +156,9 @@ pub struct Target {
     pub last_expected_line: usize,
 }
 
-/// Fewer eligible functions than COUNT: an error that says what would fix it.
+/// Fewer eligible functions than COUNT; the command adds what would fix it.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "only {found} eligible function(s) in lines {first}..{last} of {path} \
-     (a unique named `function` declaration with at least {lines} lines after its opening brace), \
-     but --count is {wanted}; {hint}"
-)]
+#[error("{}, but the count asked for is {wanted}", self.what_was_found())]
 pub struct TooFewTargets {
     pub found: usize,
     pub wanted: usize,
@@ -61,7 +166,17 @@ pub struct TooFewTargets {
     pub first: usize,
     pub last: usize,
     pub path: String,
-    pub hint: String,
+}
+
+impl TooFewTargets {
+    /// How many eligible functions there are, where, and what eligible means.
+    pub fn what_was_found(&self) -> String {
+        format!(
+            "only {} eligible function(s) in lines {}..{} of {} \
+             (a unique named `function` declaration with at least {} lines after its opening brace)",
+            self.found, self.first, self.last, self.path, self.lines
+        )
+    }
 }
 
 fn is_blank(s: &str) -> bool {
@@ -188,7 +303,6 @@ pub fn select(
     first: usize,
     last: usize,
     opts: &TargetOptions,
-    hint: &str,
 ) -> Result<Vec<Target>, TooFewTargets> {
     let candidates = eligible(corpus, parsed, first, last, opts);
     if candidates.len() < opts.count || opts.count == 0 {
@@ -199,7 +313,6 @@ pub fn select(
             first: first + 1,
             last: last + 1,
             path: corpus.path.display().to_string(),
-            hint: hint.to_string(),
         });
     }
     Ok(sample(candidates, opts))

@@ -5,12 +5,15 @@
 //! The server is a few lines of std: one thread accepting connections, each
 //! request answered by a script and the connection closed.
 
+mod common;
+
+use common::{ok, posrecall_with, s};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -188,32 +191,11 @@ fn echo(targets: &Value) -> impl Fn(&Req, usize) -> Reply + Send + Sync + 'stati
 
 const DENSE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/dense.js");
 
-fn posrecall(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_posrecall"));
-    cmd.args(args).env("NO_COLOR", "1");
-    for v in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
-        cmd.env_remove(v);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("cannot run the posrecall binary")
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
 }
 
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "posrecall failed ({}):\nstdout: {}\nstderr: {}",
-        o.status,
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    text(&o.stdout)
-}
 
 /// Asserts failure and returns stderr.
 fn fails(o: &Output) -> String {
@@ -221,15 +203,12 @@ fn fails(o: &Output) -> String {
     text(&o.stderr)
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// A folder with `targets.json` for `corpus` (`--lines 8`, `--count COUNT`).
 fn targets(corpus: &str, count: usize) -> (TempDir, PathBuf, Value) {
     let dir = TempDir::new().unwrap();
     let count = count.to_string();
-    let printed = ok(&posrecall(&["targets", corpus, "--json", "--lines", "8", "--count", &count], &[]));
+    let printed = ok(&posrecall_with(&["targets", corpus, "--json", "--lines", "8", "--count", &count], &[]));
     let path = dir.path().join("targets.json");
     std::fs::write(&path, &printed).unwrap();
     (dir, path, serde_json::from_str(&printed).unwrap())
@@ -260,7 +239,7 @@ fn ask(targets: &Path, out: &Path, url: &str, extra: &[&str]) -> Output {
 fn ask_env(targets: &Path, out: &Path, url: &str, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut args = vec!["ask", s(targets), "--url", url, "--out", s(out)];
     args.extend_from_slice(extra);
-    posrecall(&args, env)
+    posrecall_with(&args, env)
 }
 
 /// Scores `out` and returns the run file.
@@ -268,7 +247,7 @@ fn score(dir: &Path, targets: &Path, out: &Path, extra: &[&str]) -> Value {
     let run = dir.join("run.json");
     let mut args = vec!["score", s(targets), s(out), "--out", s(&run), "--quiet"];
     args.extend_from_slice(extra);
-    ok(&posrecall(&args, &[]));
+    ok(&posrecall_with(&args, &[]));
     serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap()
 }
 
@@ -285,7 +264,7 @@ fn asks_every_target_and_score_reads_the_answers() {
 
     // The prompts are exactly what `targets --emit-prompts` writes.
     let emitted = dir.path().join("prompts.jsonl");
-    ok(&posrecall(&["targets", DENSE, "--lines", "8", "--count", "4", "--emit-prompts", s(&emitted)], &[]));
+    ok(&posrecall_with(&["targets", DENSE, "--lines", "8", "--count", "4", "--emit-prompts", s(&emitted)], &[]));
     let prompts: HashMap<String, String> = responses(&emitted)
         .iter()
         .map(|l| (l["name"].as_str().unwrap().to_string(), l["prompt"].as_str().unwrap().to_string()))
@@ -314,7 +293,7 @@ fn asks_every_target_and_score_reads_the_answers() {
     let run = score(dir.path(), &tpath, &out, &["--url", &server.url, "--model", "test-model"]);
     assert_eq!(run["summary"]["passes"], 4, "{}", run["summary"]);
     assert_eq!(run["manifest"]["external"], json!({"url": server.url, "model": "test-model"}));
-    let report = ok(&posrecall(&["report", s(&dir.path().join("run.json")), "--format", "json"], &[]));
+    let report = ok(&posrecall_with(&["report", s(&dir.path().join("run.json")), "--format", "json"], &[]));
     let report: Value = serde_json::from_str(&report).unwrap();
     assert_eq!(report["runs"][0]["model"], format!("test-model @ {}", server.url));
 

@@ -18,17 +18,7 @@ fn bench(model: &Path, extra: &[&str], out: Option<&Path>) -> Output {
     cmd.env("NO_COLOR", "1").output().unwrap()
 }
 
-fn ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "bench failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
-fn read(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
 
 
 const SMALL: &[&str] = &[

@@ -1,6 +1,9 @@
 //! The built binary, without a model: `posrecall targets` and `posrecall score`
 //! on generated corpora, their output files, and their failures on bad input.
 
+mod common;
+
+use common::{ok, posrecall, s};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -11,10 +14,6 @@ use tempfile::TempDir;
 // Helpers
 // ---------------------------------------------------------------------------
 
-/// Runs the binary with `args`; stdout is a pipe (not a terminal) and `NO_COLOR` is set.
-fn posrecall(args: &[&str]) -> Output {
-    posrecall_env(args, Some("1"))
-}
 
 fn posrecall_env(args: &[&str], no_color: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_posrecall"));
@@ -33,21 +32,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
 }
 
-/// Asserts success and returns stdout.
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "posrecall failed ({}):\nstdout: {}\nstderr: {}",
-        o.status,
-        stdout(o),
-        stderr(o)
-    );
-    stdout(o)
-}
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("temporary paths are UTF-8")
-}
 
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()

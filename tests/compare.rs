@@ -20,7 +20,7 @@
 //! upward with power(N) = Σ_d C(N,d)·pd^d·(1−pd)^(N−d)·P[reject | d], the
 //! critical value per d from integer binomial sums.
 
-use posrecall::commands::compare::{Flip, compare};
+use posrecall::report::compare::{Flip, compare};
 use posrecall::run::RunFile;
 use posrecall::score::Normalize;
 use std::path::{Path, PathBuf};
@@ -412,6 +412,6 @@ fn runs_that_decoded_differently_carry_a_note() {
     assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
     assert!(c.notes[0].contains("parallel 16"), "{}", c.notes[0]);
     assert!(c.notes[1].contains("exactly 128 tokens"), "{}", c.notes[1]);
-    let text = posrecall::commands::compare::render_text(&c);
+    let text = posrecall::report::compare::render_text(&c);
     assert!(text.contains("note: A decoded sequential, B parallel 16"), "{text}");
 }

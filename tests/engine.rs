@@ -4,8 +4,9 @@
 mod common;
 
 use common::*;
-use posrecall::cli::{KvType, ProbeKind};
-use posrecall::commands::bench::{Plan, plan};
+use posrecall::engine::config::KvType;
+use posrecall::prompt::Probe;
+use posrecall::bench::{Plan, plan};
 use posrecall::corpus::Source;
 use posrecall::engine::model::{self, Model};
 use posrecall::engine::session::Session;
@@ -50,7 +51,7 @@ fn smollm2_chat_prompt_fidelity() {
     let _g = serial();
     let m = model::load(&smollm2(), 0).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
-    let p = plan(&m, &src, &plan_options(target_args(4, 10, None), 32, ProbeKind::Auto)).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(4, 10, None), 32, Probe::Auto)).unwrap();
     assert_eq!(p.frame.kind, Kind::Chat, "SmolLM2 has a chat template: auto must pick chat");
     assert_eq!(p.frame.renderer.as_deref(), Some("minijinja"));
     // llama.cpp's built-in renderer drops this default system prompt; ours keeps it.
@@ -70,7 +71,7 @@ fn gemma3_base_model_gets_the_completion_probe_with_exact_tokens() {
     let m = model::load(&gemma3(), 0).unwrap();
     assert!(m.chat_template.is_none(), "this Gemma 3 build is a base model");
     let src = Source::open(&fixture("dense.js")).unwrap();
-    let p = plan(&m, &src, &plan_options(target_args(4, 10, None), 32, ProbeKind::Auto)).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(4, 10, None), 32, Probe::Auto)).unwrap();
     assert_eq!(p.frame.kind, Kind::Completion);
     for (t, q) in p.targets.iter().zip(&p.queries) {
         let text = p.frame.suffix(t, 10, false);
@@ -111,7 +112,7 @@ fn smollm2_restore_equals_fresh_context_f16_and_q8_0() {
     let _g = serial();
     let m = model::load(&smollm2(), 0).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
-    let p = plan(&m, &src, &plan_options(target_args(3, 10, Some((1, 150))), 24, ProbeKind::Auto)).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(3, 10, Some((1, 150))), 24, Probe::Auto)).unwrap();
     assert!(p.prefix_tokens.len() > 1000, "prefix of {} tokens", p.prefix_tokens.len());
     for kv in [KvType::F16, KvType::Q8_0] {
         assert_restore_equivalence(&m, &p, kv, false, 24);
@@ -129,7 +130,7 @@ fn gemma3_sliding_window_restore_equals_fresh_context() {
         .parse()
         .unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
-    let p = plan(&m, &src, &plan_options(target_args(3, 10, None), 24, ProbeKind::Auto)).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(3, 10, None), 24, Probe::Auto)).unwrap();
     assert!(
         p.prefix_tokens.len() >= 4 * window,
         "prefix of {} tokens must be several sliding windows of {window}",

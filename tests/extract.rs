@@ -282,6 +282,6 @@ fn select_uses_the_same_eligibility() {
     let src = open("skipped.js");
     let last = src.corpus.line_count() - 1;
     let o = TargetOptions { count: 2, ..opts(20, false) };
-    let picked = select(&src.corpus, &src.parsed, 0, last, &o, "hint").unwrap();
+    let picked = select(&src.corpus, &src.parsed, 0, last, &o).unwrap();
     assert_eq!(names(&picked), ["keeper", "wrapper"]);
 }

@@ -5,8 +5,9 @@ mod common;
 
 use common::*;
 use llama_cpp_2::token::LlamaToken;
-use posrecall::cli::{KvType, ProbeKind};
-use posrecall::commands::bench::plan;
+use posrecall::engine::config::KvType;
+use posrecall::prompt::Probe;
+use posrecall::bench::plan;
 use posrecall::corpus::Source;
 use posrecall::engine::model;
 use posrecall::engine::session::Session;
@@ -24,7 +25,7 @@ fn forced_pass_agrees_with_greedy_decoding() {
     let m = model::load(&smollm2(), 0).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
     let max_new = 40;
-    let p = plan(&m, &src, &plan_options(target_args(8, 8, None), max_new, ProbeKind::Chat)).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(8, 8, None), max_new, Probe::Chat)).unwrap();
     assert_eq!(p.targets.len(), 8);
     // The default KV type. (With f16 KV on CPU, batched and one-token decodes
     // were seen to differ by up to 0.32 logits; see docs/METHOD.md.)
@@ -85,9 +86,9 @@ fn lines_in_the_context_score_clearly_higher_than_lines_not_in_it() {
     let src = Source::open(&fixture("distinct.js")).unwrap();
     // Keep the first half of the file; the second half's functions are unseen.
     let keep = 90;
-    let p = plan(&m, &src, &plan_options(target_args(4, 8, Some((1, keep))), 16, ProbeKind::Completion)).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(4, 8, Some((1, keep))), 16, Probe::Completion)).unwrap();
     let n_lines = src.corpus.line_count();
-    let opts = target_args(4, 8, None).options();
+    let opts = target_spec(4, 8, None).options();
     let unseen: Vec<_> = posrecall::targets::eligible(&src.corpus, &src.parsed, 0, n_lines - 1, &opts)
         .into_iter()
         .filter(|t| t.line > keep)

@@ -29,15 +29,6 @@ fn matrix_cmd(toml: &Path, extra: &[&str]) -> Command {
     cmd
 }
 
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "matrix failed: {}\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        String::from_utf8_lossy(&o.stdout)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// A TOML basic string holding `p`.
 fn toml_path(p: &Path) -> String {
@@ -89,9 +80,6 @@ const RUNS: [&str; 4] = [
     "smollm2__q8_0-q8_0",
 ];
 
-fn read(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
 
 /// The run files (names not starting with `.`) in `dir`.
 fn run_files(dir: &Path) -> BTreeSet<String> {

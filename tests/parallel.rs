@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -20,13 +19,7 @@ fn bench(extra: &[&str], out: Option<&Path>) -> Output {
     cmd.env("NO_COLOR", "1").output().unwrap()
 }
 
-fn ok(o: &Output) {
-    assert!(o.status.success(), "bench failed: {}", String::from_utf8_lossy(&o.stderr));
-}
 
-fn read(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
 
 #[test]
 fn parallel_answers_every_target_and_records_the_equivalence() {

@@ -6,11 +6,13 @@
 //! (`$POSRECALL_CACHE`, else `$XDG_CACHE_HOME/posrecall`, else
 //! `~/.cache/posrecall`). Without it these tests fail; they never skip.
 
+mod common;
+
+use common::{ok, posrecall, s};
 use posrecall::fsutil::default_corpus_path;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// sha256 of lodash 4.17.21's `lodash.js`, as pinned in `scripts/fetch-corpus`.
 const LODASH_SHA256: &str = "4c04561befdf653aef017a42ac5addf68ea943cdfca6bdee5ce04e04e8139f54";
@@ -26,26 +28,14 @@ fn lodash() -> PathBuf {
     path
 }
 
-fn posrecall(args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_posrecall"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("cannot run the posrecall binary");
-    assert!(
-        o.status.success(),
-        "posrecall {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
+/// Runs the binary and returns its stdout, failing on an error.
+fn run(args: &[&str]) -> String {
+    ok(&posrecall(args))
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
-}
 
 fn default_targets(corpus: &Path) -> Value {
-    serde_json::from_str(&posrecall(&["targets", s(corpus), "--json"])).expect("targets --json prints JSON")
+    serde_json::from_str(&run(&["targets", s(corpus), "--json"])).expect("targets --json prints JSON")
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -132,7 +122,7 @@ fn scoring_the_expected_lines_gives_sixteen_passes() {
     let rpath = dir.path().join("responses.jsonl");
     std::fs::write(&rpath, responses).unwrap();
     let out = dir.path().join("run.json");
-    let printed = posrecall(&["score", s(&tpath), s(&rpath), "--out", s(&out), "--quiet"]);
+    let printed = run(&["score", s(&tpath), s(&rpath), "--out", s(&out), "--quiet"]);
     let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let sum = &run["summary"];
     assert_eq!((sum["passes"].as_u64(), sum["count"].as_u64()), (Some(16), Some(16)), "{sum}");

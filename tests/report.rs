@@ -279,8 +279,8 @@ fn csv_parses_back_to_the_run_files() {
         assert_eq!(row["build"], model.build);
         assert_eq!(row["quant"], "Q4_1");
         let ctx = run.manifest.context.as_ref().unwrap();
-        assert_eq!(row["kv_k"], ctx.type_k);
-        assert_eq!(row["kv_v"], ctx.type_v);
+        assert_eq!(row["kv_k"], ctx.type_k.as_str());
+        assert_eq!(row["kv_v"], ctx.type_v.as_str());
         let tm = run.timings.as_ref().unwrap();
         let speed: f64 = row["prefill_tok_s"].parse().unwrap();
         let expect = tm.prefill_tokens as f64 / tm.prefill_ms * 1000.0;

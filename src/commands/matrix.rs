@@ -1,26 +1,31 @@
 //! `posrecall matrix models.toml`: every (model × KV) run of a sweep.
 //!
 //! Every model is planned first, and one kept line range is chosen that fits
-//! them all, so that every run is asked about the same targets. Then each
-//! model is loaded once and run at each of its KV types; each run's file is
-//! written atomically as soon as it is done, so an interrupted sweep resumes
-//! (`--resume`) from the runs it finished. `--shard` cuts the runs into
-//! slices for a job array; every shard writes into the same folder.
+//! them all ([`crate::bench::plan::plan_shared`]), so that every run is asked
+//! about the same targets. Then each model is loaded once and run at each of
+//! its KV types; each run's file is written atomically as soon as it is done,
+//! so an interrupted sweep resumes (`--resume`) from the runs it finished.
+//! `--shard` cuts the runs into slices for a job array; every shard writes
+//! into the same folder.
 
+use crate::bench::plan::{NoSharedRange, plan_shared};
+use crate::bench::{self, ContextSettings, DecodeOptions, ExecOptions, Plan, PlanOptions, RunSpec};
 use crate::cli::MatrixArgs;
-use crate::commands::bench::{self, ExecOptions, Plan, PlanOptions, RunSpec};
+use crate::commands::{corpus_path, hint};
 use crate::corpus::Source;
+use crate::engine::config::ContextConfig;
 use crate::engine::model::{self, Model};
 use crate::engine::prefix_cache::PrefixCache;
+use crate::progress::{self, ms};
 use crate::report::aggregate::LoadedRun;
 use crate::report::export::{self, Format, Options};
 use crate::run::RunFile;
 use crate::sweep::{ModelEntry, Shard, Sweep, SweepRun, is_finished};
 use anyhow::{Context, Result, anyhow, bail};
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
 use std::time::Instant;
 
-/// One model of the sweep, opened for planning, with its plan.
+/// One model of the sweep with its plan.
 struct Planned {
     /// Loaded without GPU offload: planning needs only the tokenizer and the
     /// metadata. Reused for the runs when the runs offload nothing either.
@@ -29,216 +34,184 @@ struct Planned {
     gpu_layers: u32,
 }
 
-fn plan_options(sweep: &Sweep, m: &ModelEntry, crop_lines: Option<crate::crop::LineRange>) -> PlanOptions {
-    let mut target = sweep.target.clone();
-    target.crop_lines = crop_lines;
-    PlanOptions {
-        target,
-        probe: m.probe,
-        crop: sweep.crop,
-        ctx: m.ctx,
-        max_tokens: sweep.max_tokens,
-        max_new_tokens: sweep.max_new_tokens,
-    }
+/// The sweep as this command runs it: the file, its decoding, this shard.
+struct Matrix<'a> {
+    args: &'a MatrixArgs,
+    sweep: Sweep,
+    decode: DecodeOptions,
+    /// This shard's runs.
+    mine: Vec<SweepRun>,
+    shard: Option<Shard>,
+    /// "shard K/N: x of the y runs" or "y runs".
+    shard_note: String,
 }
 
-/// Plans every model with the same kept range, so that every run is asked
-/// about the same targets. Each model is planned with the sweep's crop; when
-/// they keep different ranges, the candidates (each model's own range) are
-/// tried from the fewest kept bytes up, and the first that fits every model is
-/// used for all of them (recorded as crop mode `lines`).
-fn plan_all(sweep: &Sweep, src: &Source, models: &[Model]) -> Result<Vec<Plan>> {
-    let own: Vec<Plan> = sweep
-        .models
-        .iter()
-        .zip(models)
-        .map(|(m, model)| {
-            bench::plan(model, src, &plan_options(sweep, m, sweep.target.crop_lines))
-                .with_context(|| format!("model `{}`", m.name))
-        })
-        .collect::<Result<_>>()?;
-    let range = |p: &Plan| (p.crop.first_line, p.crop.last_line);
-    if own.iter().all(|p| range(p) == range(&own[0])) {
-        return Ok(own);
-    }
-    let corpus = &src.corpus;
-    let bytes = |(a, b): (usize, usize)| corpus.line_end(b - 1) - corpus.line_start(a - 1);
-    let mut candidates: Vec<((usize, usize), usize)> = Vec::new();
-    for (i, p) in own.iter().enumerate() {
-        if !candidates.iter().any(|(r, _)| *r == range(p)) {
-            candidates.push((range(p), i));
+impl Matrix<'_> {
+    fn plan_options(&self, m: &ModelEntry) -> PlanOptions {
+        PlanOptions {
+            target: self.sweep.target.clone(),
+            probe: m.probe,
+            crop: self.sweep.crop,
+            ctx: m.ctx,
+            max_prefix_tokens: self.sweep.max_prefix_tokens,
+            max_new_tokens: self.sweep.max_new_tokens,
         }
     }
-    candidates.sort_by_key(|&(r, _)| (bytes(r), r));
-    let mut first_failure = None;
-    for &((a, b), owner) in &candidates {
-        let lines = Some(crate::crop::LineRange { first: a, last: b });
-        let mut plans = Vec::with_capacity(models.len());
-        for (m, model) in sweep.models.iter().zip(models) {
-            match bench::plan(model, src, &plan_options(sweep, m, lines)) {
-                Ok(p) => plans.push(p),
-                Err(e) => {
-                    first_failure.get_or_insert_with(|| {
-                        format!(
-                            "lines {a}..{b} (kept for `{}`, the fewest bytes) do not fit `{}`: {e:#}",
-                            sweep.models[owner].name, m.name
-                        )
-                    });
-                    break;
-                }
-            }
-        }
-        if plans.len() == models.len() {
-            return Ok(plans);
-        }
-    }
-    bail!(
-        "no one range of lines fits every model of the sweep: {}; set [corpus] crop_lines or max_tokens, or give that model a larger ctx",
-        first_failure.unwrap_or_default()
-    )
-}
 
-fn bar_style() -> ProgressStyle {
-    ProgressStyle::with_template("   sweep [{bar:30}] {pos}/{len} targets  ETA {eta}  {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ")
-}
+    fn context(&self, r: &SweepRun, p: &Planned) -> ContextSettings {
+        ContextSettings {
+            kv: (r.kv_k, r.kv_v),
+            flash_attn: self.sweep.flash_attn,
+            swa_full: self.sweep.swa_full,
+            threads: self.sweep.threads,
+            gpu_layers: p.gpu_layers,
+        }
+    }
 
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
+    /// A run's context and decoding: parallel decoding is decided per model
+    /// and KV type. `to_run` false: deciding whether a finished run may be
+    /// kept (no memory check, no notes).
+    fn decide(&self, r: &SweepRun, p: &Planned, model: &Model, to_run: bool) -> Result<(ContextConfig, bench::Decoding)> {
+        bench::decide(model, &p.plan, &self.context(r, p), &self.decode, to_run).map_err(|e| hint(e, Some(self.sweep.crop)))
+    }
+
+    fn spec<'s>(&'s self, r: &SweepRun, p: &'s Planned, model: &'s Model, src: &'s Source, run: &'s (ContextConfig, bench::Decoding)) -> RunSpec<'s> {
+        RunSpec {
+            model,
+            src,
+            plan: &p.plan,
+            cfg: &run.0,
+            build: self.sweep.models[r.model].build.as_deref(),
+            target: &self.sweep.target,
+            decoding: &run.1,
+        }
+    }
 }
 
 pub fn run(args: &MatrixArgs) -> Result<()> {
-    let mut sweep = Sweep::load(&args.file)?;
-    args.decode.validate(false)?;
-    if let Some(t) = args.decode.fixed_tokens {
-        if sweep.max_new_tokens.is_some() {
-            bail!("{}: params.max_new_tokens is set; --fixed-tokens sets the answer length", args.file.display());
-        }
-        sweep.max_new_tokens = Some(t as usize);
-    }
-    let all = sweep.runs();
-    let shard: Option<Shard> = args
-        .shard
-        .map(|s| s.resolve(&|name: &str| std::env::var(name).ok()))
-        .transpose()?;
-    let mine: Vec<SweepRun> = match shard {
-        Some(s) => s.select(&all),
-        None => all.clone(),
-    };
-    let shard_note = match shard {
-        Some(s) => format!("shard {s}: {} of the {} runs", mine.len(), all.len()),
-        None => format!("{} runs", all.len()),
-    };
+    let m = open(args)?;
     if args.list {
-        eprintln!("{}: {shard_note}", args.file.display());
-        for r in &mine {
-            let m = &sweep.models[r.model];
-            println!(
-                "{}\t{}\t{}\t{}",
-                r.id,
-                r.file(&args.out_dir).display(),
-                m.name,
-                m.path.display()
-            );
-        }
+        return list(&m);
+    }
+    if m.mine.is_empty() {
+        println!("{}: {}: nothing to do", args.file.display(), m.shard_note);
         return Ok(());
     }
-    if mine.is_empty() {
-        println!("{}: {shard_note}: nothing to do", args.file.display());
-        return Ok(());
-    }
-
-    let corpus_path = bench::corpus_path(sweep.corpus.as_deref())?;
-    let src = Source::open_with(&corpus_path, sweep.target.rename_seed())?;
+    let corpus = corpus_path(m.sweep.corpus.as_deref())?;
+    let src = Source::open_with(&corpus, m.sweep.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
     let cache = args.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
-
-    // Plan every model, shard or not, so that every shard picks the same range.
-    let mut models = Vec::with_capacity(sweep.models.len());
-    for m in &sweep.models {
-        models.push(model::load(&m.path, 0).with_context(|| format!("model `{}`", m.name))?);
+    let mut planned = plan_every_model(&m, &src)?;
+    if !args.quiet {
+        let (crop, n) = (&planned[0].plan.crop, planned[0].plan.targets.len());
+        println!(
+            "{}: {}; every run keeps lines {}..{} of {} and is asked about the same {n} targets",
+            args.file.display(),
+            m.shard_note,
+            crop.first_line,
+            crop.last_line,
+            corpus.display(),
+        );
     }
-    let plans = plan_all(&sweep, &src, &models)?;
-    let mut planned: Vec<Planned> = models
+    prepare_out_dir(&m)?;
+    let pending = pending_runs(&m, &planned, &src)?;
+    run_pending(&m, &mut planned, &src, cache.as_ref(), &pending)?;
+    print_aggregate(&m)
+}
+
+/// Reads the sweep and picks this shard's runs.
+fn open(args: &MatrixArgs) -> Result<Matrix<'_>> {
+    let mut sweep = Sweep::load(&args.file)?;
+    let decode = args.decode.options(false, false);
+    decode.validate().map_err(|e| hint(e.into(), None))?;
+    if let Some(t) = decode.fixed_tokens {
+        if sweep.max_new_tokens.is_some() {
+            bail!("{}: params.max_new_tokens is set; --fixed-tokens sets the answer length", args.file.display());
+        }
+        sweep.max_new_tokens = Some(t);
+    }
+    let all = sweep.runs();
+    let shard = args.shard.map(|s| s.resolve(&|name: &str| std::env::var(name).ok())).transpose()?;
+    let (mine, shard_note) = match shard {
+        Some(s) => {
+            let mine = s.select(&all);
+            let note = format!("shard {s}: {} of the {} runs", mine.len(), all.len());
+            (mine, note)
+        }
+        None => (all.clone(), format!("{} runs", all.len())),
+    };
+    Ok(Matrix { args, sweep, decode, mine, shard, shard_note })
+}
+
+/// `--list`: this shard's runs and their files, without loading a model.
+fn list(m: &Matrix) -> Result<()> {
+    eprintln!("{}: {}", m.args.file.display(), m.shard_note);
+    for r in &m.mine {
+        let e = &m.sweep.models[r.model];
+        println!("{}\t{}\t{}\t{}", r.id, r.file(&m.args.out_dir).display(), e.name, e.path.display());
+    }
+    Ok(())
+}
+
+/// Plans every model, shard or not, so that every shard picks the same range.
+fn plan_every_model(m: &Matrix, src: &Source) -> Result<Vec<Planned>> {
+    let sweep = &m.sweep;
+    let mut models = Vec::with_capacity(sweep.models.len());
+    for e in &sweep.models {
+        models.push(model::load(&e.path, 0).with_context(|| format!("model `{}`", e.name))?);
+    }
+    let options: Vec<PlanOptions> = sweep.models.iter().map(|e| m.plan_options(e)).collect();
+    let names: Vec<&str> = sweep.models.iter().map(|e| e.name.as_str()).collect();
+    let refs: Vec<&Model> = models.iter().collect();
+    let plans = plan_shared(&refs, &names, src, &options).map_err(|e| match e.downcast_ref::<NoSharedRange>() {
+        Some(n) => anyhow!("{n}; set [corpus] crop_lines or max_tokens, or give that model a larger ctx"),
+        None => hint(e, Some(sweep.crop)),
+    })?;
+    Ok(models
         .into_iter()
         .zip(plans)
         .zip(&sweep.models)
-        .map(|((model, plan), m)| Planned {
+        .map(|((model, plan), e)| Planned {
             model: Some(model),
             plan,
-            gpu_layers: m.gpu_layers.unwrap_or_else(bench::default_gpu_layers),
+            gpu_layers: e.gpu_layers.unwrap_or_else(bench::default_gpu_layers),
         })
-        .collect();
-    let crop = &planned[0].plan.crop;
-    let targets: Vec<(String, usize)> = planned[0]
-        .plan
-        .targets
-        .iter()
-        .map(|t| (t.name.clone(), t.line))
-        .collect();
-    let opts = bench::score_options(&sweep.target);
-    let cfg_of = |r: &SweepRun, plan: &Plan| {
-        bench::context_config_with(sweep.threads, (r.kv_k, r.kv_v), sweep.flash_attn, sweep.swa_full, plan.n_ctx)
-    };
-    // A run's decoding and context: `--parallel` is decided per model and KV type.
-    // `to_run` false: deciding whether a finished run may be kept (no memory check, no notes).
-    let decide = |r: &SweepRun, p: &Planned, model: &Model, to_run: bool| -> Result<(crate::engine::session::ContextConfig, bench::Decoding)> {
-        let seq = cfg_of(r, &p.plan);
-        let d = args.decode.decide(model, &p.plan, &seq, p.gpu_layers, false, false, to_run)?;
-        Ok((d.context(seq, &p.plan), d))
-    };
-    if !args.quiet {
-        println!(
-            "{}: {shard_note}; every run keeps lines {}..{} of {} and is asked about the same {} targets",
-            args.file.display(),
-            crop.first_line,
-            crop.last_line,
-            corpus_path.display(),
-            targets.len()
-        );
-    }
+        .collect())
+}
 
-    std::fs::create_dir_all(&args.out_dir)
-        .with_context(|| format!("cannot create the output folder {}", args.out_dir.display()))?;
-    // Temporary files a killed run of this shard may have left (RunFile::save
-    // writes `.<file>.tmp-<pid>` and renames it); no other shard writes these.
-    if let Ok(entries) = std::fs::read_dir(&args.out_dir) {
+/// Creates the output folder and removes the temporary files a killed run
+/// of this shard may have left (`RunFile::save` writes `.<file>.tmp-<pid>`
+/// and renames it); no other shard writes these.
+fn prepare_out_dir(m: &Matrix) -> Result<()> {
+    let dir = &m.args.out_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
+    if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if mine.iter().any(|r| name.starts_with(&format!(".{}.json.tmp-", r.id))) {
+            if m.mine.iter().any(|r| name.starts_with(&format!(".{}.json.tmp-", r.id))) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
     }
+    Ok(())
+}
 
-    // What is left to do.
-    let mut pending: Vec<&SweepRun> = Vec::new();
-    for r in &mine {
-        let p = &planned[r.model];
-        let out = r.file(&args.out_dir);
-        if args.resume && out.exists() {
+/// This shard's runs still to do: with `--resume`, those without a finished
+/// run file of the same configuration.
+fn pending_runs<'r>(m: &'r Matrix, planned: &[Planned], src: &Source) -> Result<Vec<&'r SweepRun>> {
+    let targets: Vec<(String, usize)> = planned[0].plan.targets.iter().map(|t| (t.name.clone(), t.line)).collect();
+    let mut pending = Vec::new();
+    for r in &m.mine {
+        let out = r.file(&m.args.out_dir);
+        if m.args.resume && out.exists() {
+            let p = &planned[r.model];
             let model = p.model.as_ref().ok_or_else(|| anyhow!("model not loaded"))?;
-            let (cfg, decoding) = decide(r, p, model, false)?;
-            let spec = RunSpec {
-                model,
-                src: &src,
-                plan: &p.plan,
-                cfg: &cfg,
-                gpu_layers: p.gpu_layers,
-                build: sweep.models[r.model].build.as_deref(),
-                target: &sweep.target,
-                decoding: &decoding,
-            };
+            let decided = m.decide(r, p, model, false)?;
             match RunFile::load(&out) {
-                Ok(existing)
-                    if is_finished(&existing, &spec.manifest(), &targets)
-                        && (!sweep.closed_book || existing.summary.closed_book.is_some())
-                        && (!decoding.check_sequential || existing.summary.sequential.is_some()) =>
-                {
-                    if !args.quiet {
+                Ok(existing) if keeps(m, &existing, &m.spec(r, p, model, src, &decided), &targets) => {
+                    if !m.args.quiet {
                         println!("{}: finished before, skipped", r.id);
                     }
                     continue;
@@ -252,103 +225,114 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         }
         pending.push(r);
     }
+    Ok(pending)
+}
 
-    let multi = if args.quiet {
-        MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
-    } else {
-        MultiProgress::new()
+/// Whether a finished run file may stand for the run `spec` describes.
+fn keeps(m: &Matrix, existing: &RunFile, spec: &RunSpec, targets: &[(String, usize)]) -> bool {
+    is_finished(existing, &spec.manifest(), targets)
+        && (!m.sweep.closed_book || existing.summary.closed_book.is_some())
+        && (!spec.decoding.check_sequential || existing.summary.sequential.is_some())
+}
+
+/// Runs the pending runs, model by model: each model is loaded once for all
+/// its KV types, in the order they are listed.
+fn run_pending(m: &Matrix, planned: &mut [Planned], src: &Source, cache: Option<&PrefixCache>, pending: &[&SweepRun]) -> Result<()> {
+    let multi = match m.args.quiet {
+        true => MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
+        false => MultiProgress::new(),
     };
-    let overall = multi.add(ProgressBar::new((pending.len() * targets.len()) as u64));
-    overall.set_style(bar_style());
-
-    for (i, m) in sweep.models.iter().enumerate() {
-        // This model's pending runs, in the order its KV types are listed.
+    let n_targets = planned[0].plan.targets.len();
+    let overall = multi.add(ProgressBar::new((pending.len() * n_targets) as u64));
+    overall.set_style(progress::style("   sweep [{bar:30}] {pos}/{len} targets  ETA {eta}  {msg}"));
+    for (i, e) in m.sweep.models.iter().enumerate() {
         let mut runs: Vec<&SweepRun> = pending.iter().copied().filter(|r| r.model == i).collect();
-        runs.sort_by_key(|r| m.kv.iter().position(|&kv| kv == (r.kv_k, r.kv_v)));
+        runs.sort_by_key(|r| e.kv.iter().position(|&kv| kv == (r.kv_k, r.kv_v)));
         let p = &mut planned[i];
         if runs.is_empty() {
             p.model = None;
             continue;
         }
-        // Loaded once for all its KV types: the planning load when it offloads
-        // nothing, else a load with its GPU layers.
+        // The planning load when it offloads nothing, else a load with its GPU layers.
         let model = match p.model.take() {
             Some(loaded) if p.gpu_layers == 0 => loaded,
             other => {
                 drop(other);
-                overall.set_message(format!("loading {}", m.name));
-                model::load(&m.path, p.gpu_layers).with_context(|| format!("model `{}`", m.name))?
+                overall.set_message(format!("loading {}", e.name));
+                model::load(&e.path, p.gpu_layers).with_context(|| format!("model `{}`", e.name))?
             }
         };
         for r in runs {
-            let started = Instant::now();
             overall.set_message(r.id.clone());
-            let (cfg, decoding) = multi.suspend(|| decide(r, p, &model, true)).with_context(|| format!("run {}", r.id))?;
-            let spec = RunSpec {
-                model: &model,
-                src: &src,
-                plan: &p.plan,
-                cfg: &cfg,
-                gpu_layers: p.gpu_layers,
-                build: m.build.as_deref(),
-                target: &sweep.target,
-                decoding: &decoding,
-            };
-            let exec = ExecOptions {
-                decoding: &decoding,
-                prefix_cache: cache.as_ref().map(|c| (c, spec.prefix_cache_key())),
-                closed_book: sweep.closed_book,
-                show_progress: !args.quiet,
-                multi: Some(&multi),
-            };
-            let executed = bench::execute(&model, &p.plan, &cfg, &opts, &exec, |_| overall.inc(1))
-                .with_context(|| format!("run {}", r.id))?;
-            let run = spec.run_file(executed, ms(started));
-            run.save(&r.file(&args.out_dir))?;
-            if !args.quiet {
-                let t = &run.summary.total;
-                multi.suspend(|| {
-                    println!(
-                        "{}: passed {}/{}, matched {}, missing {}, hallucinated {}, extra {} ({:.1} s)",
-                        r.id,
-                        t.passes,
-                        t.count,
-                        t.matched,
-                        t.missing,
-                        t.hallucinated,
-                        t.extra,
-                        started.elapsed().as_secs_f64()
-                    )
-                });
-            }
+            run_one(m, r, p, &model, src, cache, &multi, &overall)?;
         }
     }
     overall.finish_and_clear();
+    Ok(())
+}
 
-    // The aggregate over this shard's runs, as `posrecall report` shows it.
-    let mut loaded = Vec::with_capacity(mine.len());
-    for r in &mine {
-        let path = r.file(&args.out_dir);
-        let run = RunFile::load(&path)?;
-        loaded.push(LoadedRun {
-            path: Some(path),
-            label: r.id.clone(),
-            run,
+/// One run of the sweep, written to its run file when done.
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    m: &Matrix,
+    r: &SweepRun,
+    p: &Planned,
+    model: &Model,
+    src: &Source,
+    cache: Option<&PrefixCache>,
+    multi: &MultiProgress,
+    overall: &ProgressBar,
+) -> Result<()> {
+    let started = Instant::now();
+    let decided = multi.suspend(|| m.decide(r, p, model, true)).with_context(|| format!("run {}", r.id))?;
+    let spec = m.spec(r, p, model, src, &decided);
+    let exec = ExecOptions {
+        decoding: &decided.1,
+        prefix_cache: cache.map(|c| (c, spec.prefix_cache_key())),
+        closed_book: m.sweep.closed_book,
+        show_progress: !m.args.quiet,
+        multi: Some(multi),
+    };
+    let opts = m.sweep.target.score_options();
+    let executed = bench::execute(model, &p.plan, &decided.0, &opts, &exec, |_| overall.inc(1))
+        .with_context(|| format!("run {}", r.id))?;
+    let run = spec.run_file(executed, ms(started));
+    run.save(&r.file(&m.args.out_dir))?;
+    if !m.args.quiet {
+        let t = &run.summary.total;
+        multi.suspend(|| {
+            println!(
+                "{}: passed {}/{}, matched {}, missing {}, hallucinated {}, extra {} ({:.1} s)",
+                r.id,
+                t.passes,
+                t.count,
+                t.matched,
+                t.missing,
+                t.hallucinated,
+                t.extra,
+                started.elapsed().as_secs_f64()
+            )
         });
     }
-    let exporter = export::exporter(
-        Format::Table,
-        Options {
-            diff: false,
-            color: crate::report::terminal::stdout_wants_color(),
-        },
-    )?;
-    if !args.quiet {
+    Ok(())
+}
+
+/// The aggregate over this shard's runs, as `posrecall report` shows it.
+fn print_aggregate(m: &Matrix) -> Result<()> {
+    let mut loaded = Vec::with_capacity(m.mine.len());
+    for r in &m.mine {
+        let path = r.file(&m.args.out_dir);
+        let run = RunFile::load(&path)?;
+        loaded.push(LoadedRun { path: Some(path), label: r.id.clone(), run });
+    }
+    let color = crate::report::terminal::stdout_wants_color();
+    let exporter = export::exporter(Format::Table, Options { diff: false, color })?;
+    if !m.args.quiet {
         println!();
     }
     print!("{}", exporter.render(&loaded)?);
-    if shard.is_some() && !args.quiet {
-        println!("\n(this shard's runs; `posrecall report {}` merges every shard)", args.out_dir.display());
+    if m.shard.is_some() && !m.args.quiet {
+        println!("\n(this shard's runs; `posrecall report {}` merges every shard)", m.args.out_dir.display());
     }
     Ok(())
 }

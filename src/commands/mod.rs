@@ -1,4 +1,7 @@
-//! One file per subcommand: each wires the pipeline stages together.
+//! One file per subcommand: each turns its arguments into the library's own
+//! types, calls the library, and prints. The flag names live here: errors
+//! from below name settings and values, and [`hint`] says which flag fixes
+//! them.
 
 pub mod ask;
 pub mod bench;
@@ -6,89 +9,147 @@ pub mod compare;
 pub mod matrix;
 pub mod report;
 pub mod score;
+pub mod shard;
 pub mod targets;
 
-use crate::cli::TargetArgs;
-use crate::crop::{Crop, CropMode};
-use crate::corpus::Corpus;
-use crate::run::Params;
-use crate::targets::TargetOptions;
+use crate::bench::{DecodeError, MemoryLimit, PlanError};
+use crate::cli::{DecodeArgs, TargetArgs};
+use crate::crop::{CropError, CropMode};
+use crate::engine::config::ConfigError;
+use crate::targets::{SpecError, TargetSpec, TooFewTargets};
+use anyhow::{Result, anyhow, bail};
+use std::path::{Path, PathBuf};
 
-impl TargetArgs {
-    pub fn options(&self) -> TargetOptions {
-        TargetOptions {
-            count: self.count,
-            lines: self.lines,
-            seed: self.seed,
-            skip_blank: self.skip_blank,
+impl From<&TargetArgs> for TargetSpec {
+    fn from(a: &TargetArgs) -> TargetSpec {
+        TargetSpec {
+            count: a.count,
+            lines: a.lines,
+            seed: a.seed,
+            crop_lines: a.crop_lines,
+            skip_blank: a.skip_blank,
+            rename: a.rename,
+            pass: a.pass,
+            normalize: a.normalize,
         }
-    }
-
-    /// The renaming seed when `--rename` is on (the target seed).
-    pub fn rename_seed(&self) -> Option<u64> {
-        self.rename.then_some(self.seed)
-    }
-
-    /// The pass threshold: `--pass`, else 8 capped at LINES.
-    pub fn pass(&self) -> usize {
-        self.pass.unwrap_or(8.min(self.lines))
-    }
-
-    /// The parameters recorded in run and targets files.
-    pub fn params(&self) -> Params {
-        Params {
-            count: self.count,
-            lines: self.lines,
-            pass: self.pass(),
-            seed: self.seed,
-            normalize: self.normalize,
-            skip_blank: self.skip_blank,
-            probe: None,
-            max_new_tokens: None,
-            decode_mode: None,
-            parallel: None,
-            fixed_tokens: None,
-            no_forced: false,
-        }
-    }
-
-    /// Checks the numbers make sense together.
-    pub fn validate(&self) -> anyhow::Result<()> {
-        if self.count == 0 {
-            anyhow::bail!("--count must be at least 1");
-        }
-        if self.lines == 0 {
-            anyhow::bail!("--lines must be at least 1");
-        }
-        if self.pass() > self.lines {
-            anyhow::bail!("--pass {} is more than --lines {}: nothing could pass", self.pass(), self.lines);
-        }
-        Ok(())
     }
 }
 
-/// `manifest.corpus` / the targets file's `corpus` for a source and its crop.
-pub fn corpus_info(src: &crate::corpus::Source, crop: Crop, prefix_tokens: Option<usize>) -> crate::run::CorpusInfo {
-    crate::run::CorpusInfo {
-        path: src.corpus.path.display().to_string(),
-        // The file on disk; a renamed text's own sha256 is in `rename`.
-        sha256: src.file_sha256.clone(),
-        language: src.language.name().to_string(),
-        crop,
-        prefix_tokens,
-        rename: src.renamed.as_ref().map(|r| crate::corpus::RenameInfo {
-            mapping: Default::default(),
-            ..r.clone()
-        }),
+impl DecodeArgs {
+    /// The decoding asked for; `forced_only` and `no_forced` are `bench`'s.
+    pub fn options(&self, forced_only: bool, no_forced: bool) -> crate::bench::DecodeOptions {
+        crate::bench::DecodeOptions {
+            parallel: self.parallel as usize,
+            check_sequential: self.check_sequential,
+            fixed_tokens: self.fixed_tokens.map(|t| t as usize),
+            kv_memory: self.kv_memory.map(|b| b.as_u64()),
+            forced_only,
+            no_forced,
+        }
     }
 }
 
-/// The crop record of 0-based lines `first..=last`.
-pub fn crop_record(corpus: &Corpus, mode: CropMode, first: usize, last: usize) -> Crop {
-    Crop {
-        mode,
-        first_line: first + 1,
-        last_line: last + 1,
-        sha256: crate::fsutil::sha256_hex(corpus.slice_lines(first, last).as_bytes()),
+/// The corpus file: the one given, else the default corpus, which must have
+/// been fetched.
+pub fn corpus_path(given: Option<&Path>) -> Result<PathBuf> {
+    match given {
+        Some(p) => Ok(p.to_path_buf()),
+        None => {
+            let p = crate::fsutil::default_corpus_path();
+            if !p.exists() {
+                bail!(
+                    "no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first",
+                    p.display()
+                );
+            }
+            Ok(p)
+        }
+    }
+}
+
+/// What would fix too few targets, by how the kept range was chosen.
+fn too_few_hint(crop: Option<CropMode>) -> &'static str {
+    match crop {
+        // `targets` and `score`: the range is the whole file or one given by hand.
+        None => "lower --count or --lines, or choose a --crop-lines range that holds more functions",
+        Some(CropMode::Densest) => {
+            "use a longer-context model (or a larger --ctx), --crop-lines A:B around another region, or a smaller --count or --lines"
+        }
+        Some(_) => {
+            "use a longer-context model (or a larger --ctx), --crop densest (the window with the most functions), or a smaller --count or --lines"
+        }
+    }
+}
+
+/// Rewrites an error from the library as the command line's user reads it:
+/// the same facts, with the flag that sets each value and what would fix
+/// it. `crop` is the bench crop mode (`None` for commands without a model).
+/// Errors it does not know pass through unchanged.
+pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
+    if let Some(t) = e.downcast_ref::<TooFewTargets>() {
+        return anyhow!("{}, but --count is {}; {}", t.what_was_found(), t.wanted, too_few_hint(crop));
+    }
+    if let Some(s) = e.downcast_ref::<SpecError>() {
+        return match s {
+            SpecError::PassAboveLines { pass, lines } => {
+                anyhow!("--pass {pass} is more than --lines {lines}: nothing could pass")
+            }
+            _ => anyhow!("--{} {s}", s.setting()),
+        };
+    }
+    if let Some(c) = e.downcast_ref::<CropError>() {
+        return match c {
+            CropError::PastTheEnd { first, last, line_count } => {
+                anyhow!("--crop-lines {first}:{last} goes past the end of the corpus ({line_count} lines)")
+            }
+            _ => anyhow!("{c}; use --crop head or --crop densest, --crop-lines A:B, or a larger --ctx"),
+        };
+    }
+    if let Some(p) = e.downcast_ref::<PlanError>() {
+        let fix = match p {
+            PlanError::NoRoomForTheFile { .. } => "use a larger --ctx or a smaller --max-new-tokens",
+            PlanError::RangeDoesNotFit { .. } => {
+                "use --crop head or --crop densest, a shorter --crop-lines range, or a larger --ctx"
+            }
+            PlanError::ContextTooSmall { .. } => "use a larger --ctx or a smaller --max-new-tokens",
+            PlanError::NoChatTemplate(_) => "use --probe completion (or auto)",
+        };
+        return anyhow!("{p}; {fix}");
+    }
+    if let Some(ConfigError::QuantizedVNeedsFlashAttn(t)) = e.downcast_ref::<ConfigError>() {
+        return anyhow!("a quantised V cache (--kv-v {t}) needs flash attention; drop --flash-attn off or use --kv-v f16");
+    }
+    if let Some(d) = e.downcast_ref::<DecodeError>() {
+        return anyhow!("{}", decode_message(d));
+    }
+    e
+}
+
+fn decode_message(d: &DecodeError) -> String {
+    match d {
+        DecodeError::ForcedOnlyGeneratesNothing => {
+            "--forced-only generates nothing; drop --parallel, --fixed-tokens and --check-sequential".into()
+        }
+        DecodeError::CheckNeedsParallel => {
+            "--check-sequential compares a --parallel run with sequential answers; add --parallel N (N >= 2)".into()
+        }
+        DecodeError::TooManySequences { requested } => format!("--parallel {requested}: {d}"),
+        DecodeError::KvDoesNotFit { slots, cells, bytes, kv, limit, largest } => {
+            let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
+            let what = match limit {
+                MemoryLimit::Given(b) => format!("{} --kv-memory allows", size(*b)),
+                MemoryLimit::Free(free, device) => format!("90% of the {} free in {device}", size(*free)),
+            };
+            let largest = match largest {
+                Some(n) => format!("the largest N that fits is {n}"),
+                None => "not even two sequences fit; run without --parallel".into(),
+            };
+            format!(
+                "--parallel {slots} needs a KV cache of {cells} cells ({} at K {} / V {}), more than the {what}; {largest}",
+                size(*bytes),
+                kv.0.as_str(),
+                kv.1.as_str()
+            )
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! from run files and folders of run files.
 
 use crate::cli::ReportArgs;
-use crate::report::aggregate::load_inputs;
+use crate::report::aggregate::{DifferentLines, load_inputs};
 use crate::report::export::{self, Options};
 use crate::report::terminal::stdout_wants_color;
 use anyhow::Result;
@@ -15,8 +15,23 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     };
     // The format is checked before any file is read, the whole report is
     // rendered before anything is written.
-    let exporter = export::exporter(args.format, opts)?;
-    let runs = load_inputs(&args.inputs)?;
+    let exporter = export::exporter(args.format, opts).map_err(|e| match e.downcast_ref::<export::NoDiffs>() {
+        Some(n) => anyhow::anyhow!(
+            "--diff works with --format table, md or html (the HTML page always has the diffs), not {}",
+            n.0.name()
+        ),
+        None => e,
+    })?;
+    let runs = load_inputs(&args.inputs).map_err(|e| match e.downcast_ref::<DifferentLines>() {
+        Some(d) => anyhow::anyhow!(
+            "cannot compare runs with different --lines: {} has {}, {} has {}",
+            d.first.0,
+            d.first.1,
+            d.other.0,
+            d.other.1
+        ),
+        None => e,
+    })?;
     let text = exporter.render(&runs)?;
     match &args.out {
         Some(path) => crate::fsutil::write_atomic(path, text.as_bytes()),

@@ -81,8 +81,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
             unanswered += 1;
             String::new()
         });
-        let lines = score::parse_response(&response, &t.header, opts.skip_blank);
-        let s = score::score(&t.expected, &t.extra_window, &lines, &opts);
+        let s = score::score_raw(&response, &t.header, &t.expected, &t.extra_window, &opts);
         results.push(TargetResult::new(t, response, s));
     }
     if unanswered > 0 {

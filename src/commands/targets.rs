@@ -1,21 +1,18 @@
 //! `posrecall targets`: the functions a run would ask about.
 
 use crate::cli::TargetsArgs;
-use crate::commands::crop_record;
+use crate::commands::hint;
 use crate::corpus::Source;
-use crate::crop::CropMode;
-use crate::run::{FORMAT_VERSION, TargetsFile};
+use crate::crop::{Crop, CropMode};
+use crate::run::{CorpusInfo, FORMAT_VERSION, Params, TargetsFile};
+use crate::targets::TargetSpec;
 use crate::{fsutil, prompt, targets};
 use anyhow::Result;
 use std::fmt::Write as _;
 
-/// What would fix too few targets when the range is chosen by hand.
-pub const HINT: &str =
-    "lower --count or --lines, or choose a --crop-lines range that holds more functions";
-
 pub fn run(args: &TargetsArgs) -> Result<()> {
-    args.target.validate()?;
-    let (src, file) = build(&args.corpus, &args.target)?;
+    let spec = TargetSpec::from(&args.target);
+    let (src, file) = build(&args.corpus, &spec).map_err(|e| hint(e, None))?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
@@ -51,18 +48,19 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
 }
 
 /// Reads, crops, selects: the targets file for `corpus` under `opts`.
-pub fn build(path: &std::path::Path, opts: &crate::cli::TargetArgs) -> Result<(Source, TargetsFile)> {
+pub fn build(path: &std::path::Path, opts: &TargetSpec) -> Result<(Source, TargetsFile)> {
+    opts.validate()?;
     let src = Source::open_with(path, opts.rename_seed())?;
     let corpus = &src.corpus;
     let (mode, (first, last)) = match opts.crop_lines {
         Some(r) => (CropMode::Lines, r.to_zero_based(corpus.line_count())?),
         None => (CropMode::None, (0, corpus.line_count() - 1)),
     };
-    let selected = targets::select(corpus, &src.parsed, first, last, &opts.options(), HINT)?;
+    let selected = targets::select(corpus, &src.parsed, first, last, &opts.options())?;
     let file = TargetsFile {
         format: FORMAT_VERSION,
-        corpus: crate::commands::corpus_info(&src, crop_record(corpus, mode, first, last), None),
-        params: opts.params(),
+        corpus: CorpusInfo::of(&src, Crop::of(corpus, mode, first, last), None),
+        params: Params::of(opts),
         error_regions: src.parsed.error_regions,
         targets: selected,
     };

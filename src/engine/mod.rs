@@ -1,17 +1,22 @@
 //! The only code that touches llama.cpp.
 //!
+//! [`config`] holds the settings as plain data (no llama.cpp types);
 //! [`model`] loads a GGUF file and reads its metadata; [`session`] owns a
 //! context: prefill, snapshot, restore and greedy generation, with timings;
 //! [`parallel`] answers many questions at once over one prefix.
 
+pub mod config;
 pub mod model;
 pub mod parallel;
 pub mod prefix_cache;
 pub mod session;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use std::sync::{Mutex, OnceLock};
+
+/// A token id, as the engine hands tokens to the rest of posrecall.
+pub use llama_cpp_2::token::LlamaToken as Token;
 
 static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();
 /// llama.cpp can be initialised once per process; this serialises the first calls.
@@ -28,7 +33,7 @@ pub fn backend() -> Result<&'static LlamaBackend> {
     if let Some(b) = BACKEND.get() {
         return Ok(b);
     }
-    let mut b = LlamaBackend::init().map_err(|e| anyhow!("cannot start llama.cpp: {e}"))?;
+    let mut b = LlamaBackend::init().context("cannot start llama.cpp")?;
     if std::env::var_os("POSRECALL_LLAMA_LOG").is_none() {
         b.void_logs();
     }

@@ -27,8 +27,9 @@ pub struct Model {
     pub n_swa: u32,
     /// Milliseconds spent hashing (0 when the hash came from the cache).
     pub hash_ms: f64,
-    /// Milliseconds llama.cpp spent loading the weights.
-    pub load_ms: f64,
+    /// Milliseconds llama.cpp spent loading the weights (the run file's
+    /// `load_ms` is this plus [`Model::hash_ms`]).
+    pub weights_ms: f64,
 }
 
 /// Loads `path` with `gpu_layers` layers offloaded.
@@ -42,13 +43,13 @@ pub fn load(path: &Path, gpu_layers: u32) -> Result<Model> {
     let backend = super::backend()?;
     let t = Instant::now();
     let params = LlamaModelParams::default().with_n_gpu_layers(gpu_layers);
-    let model = LlamaModel::load_from_file(backend, path, &params).map_err(|_| {
-        anyhow::anyhow!(
+    let model = LlamaModel::load_from_file(backend, path, &params).with_context(|| {
+        format!(
             "llama.cpp could not load {} (a truncated or corrupt GGUF, or an architecture this llama.cpp does not know)",
             path.display()
         )
     })?;
-    let load_ms = t.elapsed().as_secs_f64() * 1e3;
+    let weights_ms = t.elapsed().as_secs_f64() * 1e3;
 
     let meta = |k: &str| model.meta_val_str(k).ok().filter(|s| !s.is_empty());
     let file_type = meta("general.file_type").map(|v| match v.parse::<u32>() {
@@ -73,7 +74,7 @@ pub fn load(path: &Path, gpu_layers: u32) -> Result<Model> {
         recurrent_or_hybrid: model.is_recurrent() || model.is_hybrid(),
         n_swa: meta_u32(&model, "attention.sliding_window").unwrap_or(0),
         hash_ms,
-        load_ms,
+        weights_ms,
         model,
     })
 }
@@ -200,13 +201,13 @@ impl Model {
     /// Estimated KV-cache bytes per cell (one token of one sequence) at
     /// these K and V types: every layer's K and V rows. An upper bound for
     /// sliding-window models, whose window layers keep fewer cells.
-    pub fn kv_bytes_per_cell(&self, type_k: crate::cli::KvType, type_v: crate::cli::KvType) -> u64 {
+    pub fn kv_bytes_per_cell(&self, type_k: super::config::KvType, type_v: super::config::KvType) -> u64 {
         let m = &self.model;
         let head_dim = (m.n_embd() as u32 / m.n_head().max(1)).max(1);
         let k_len = meta_u32(m, "attention.key_length").unwrap_or(head_dim) as i64;
         let v_len = meta_u32(m, "attention.value_length").unwrap_or(head_dim) as i64;
         let heads = m.n_head_kv().max(1) as i64;
-        let row = |t: crate::cli::KvType, len: i64| {
+        let row = |t: super::config::KvType, len: i64| {
             let ggml: llama_cpp_sys_2::ggml_type = super::session::kv_cache_type(t).into();
             // SAFETY: a pure function of a valid type id and a count.
             unsafe { llama_cpp_sys_2::ggml_row_size(ggml, heads * len) as u64 }
@@ -267,11 +268,11 @@ impl Model {
         let tmpl = self
             .model
             .chat_template(None)
-            .map_err(|e| anyhow::anyhow!("no chat template: {e}"))?;
+            .context("no chat template")?;
         let msg = LlamaChatMessage::new("user".into(), content.into())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            .context("the question cannot be a chat message")?;
         self.model
             .apply_chat_template(&tmpl, &[msg], true)
-            .map_err(|e| anyhow::anyhow!("llama.cpp could not apply the chat template: {e}"))
+            .context("llama.cpp could not apply the chat template")
     }
 }

@@ -6,41 +6,13 @@
 //! every state file has a sidecar holding its sha256: both are written under
 //! temporary names and renamed, and the file is verified before it is loaded.
 //! A corrupt or truncated file is reported, ignored and rebuilt; a different
-//! key never loads, because the key is the file name.
+//! key never loads, because the key (a digest of everything that decides
+//! the state, made by the caller) is the file name.
 
 use super::session::Session;
 use anyhow::{Context, Result};
 use llama_cpp_2::token::LlamaToken;
-use serde::Serialize;
 use std::path::{Path, PathBuf};
-
-/// Everything that decides the prefix state; its sha256 names the cache file.
-#[derive(Debug, Serialize)]
-pub struct CacheKey<'a> {
-    pub model_sha256: &'a str,
-    pub corpus_sha256: &'a str,
-    pub crop_first_line: usize,
-    pub crop_last_line: usize,
-    pub crop_sha256: &'a str,
-    pub prefix_sha256: &'a str,
-    pub n_ctx: u32,
-    pub type_k: &'a str,
-    pub type_v: &'a str,
-    pub flash_attn: &'a str,
-    pub swa_full: bool,
-    pub kv_unified: bool,
-    pub n_batch: u32,
-    pub n_ubatch: u32,
-    pub gpu_layers: u32,
-    pub llama_cpp_sys_2: &'a str,
-}
-
-impl CacheKey<'_> {
-    pub fn digest(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        crate::fsutil::sha256_hex(&json)
-    }
-}
 
 /// A folder of saved prefix states.
 pub struct PrefixCache {

@@ -9,7 +9,7 @@
 //! exact.
 
 use super::model::Model;
-use crate::cli::{KvType, OnOffAuto};
+use super::config::{ContextConfig, FlashAttn, KvType, StepStats};
 use anyhow::{Context, Result, anyhow, bail};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
@@ -18,40 +18,30 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
-use serde::{Deserialize, Serialize};
 use std::num::NonZeroU32;
 use std::time::Instant;
 
-/// Every context parameter a run records.
-#[derive(Debug, Clone)]
-pub struct ContextConfig {
-    pub n_ctx: u32,
-    pub n_batch: u32,
-    pub n_ubatch: u32,
-    pub threads: i32,
-    pub type_k: KvType,
-    pub type_v: KvType,
-    pub flash_attn: OnOffAuto,
-    pub swa_full: bool,
-    /// Sequences the context holds: 1, or 1 + N for `--parallel N`
-    /// (sequence 0 keeps the prefix, the others answer).
-    pub n_seq: u32,
-    /// One KV buffer shared by all sequences, so that copying the prefix
-    /// into a sequence shares its cells instead of duplicating them.
-    pub kv_unified: bool,
-}
-
-impl ContextConfig {
-    /// Refuses combinations llama.cpp would reject less clearly.
-    pub fn validate(&self) -> Result<()> {
-        if self.type_v.is_quantized() && self.flash_attn == OnOffAuto::Off {
-            bail!(
-                "a quantised V cache (--kv-v {}) needs flash attention; drop --flash-attn off or use --kv-v f16",
-                self.type_v.as_str()
-            );
-        }
-        Ok(())
-    }
+/// The one place a run's context parameters become llama.cpp's.
+fn llama_params(cfg: &ContextConfig) -> LlamaContextParams {
+    let flash = match cfg.flash_attn {
+        FlashAttn::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
+        FlashAttn::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
+        FlashAttn::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
+    };
+    LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(cfg.n_ctx))
+        .with_n_batch(cfg.n_batch)
+        .with_n_ubatch(cfg.n_ubatch)
+        .with_n_seq_max(cfg.n_seq.max(1))
+        .with_kv_unified(cfg.kv_unified)
+        .with_n_threads(cfg.threads)
+        .with_n_threads_batch(cfg.threads)
+        .with_type_k(kv_cache_type(cfg.type_k))
+        .with_type_v(kv_cache_type(cfg.type_v))
+        .with_flash_attention_policy(flash)
+        .with_swa_full(cfg.swa_full)
+        // Without this, llama.cpp's own timings read 0.
+        .with_no_perf(false)
 }
 
 pub(super) fn kv_cache_type(t: KvType) -> KvCacheType {
@@ -66,24 +56,6 @@ pub(super) fn kv_cache_type(t: KvType) -> KvCacheType {
         KvType::Q4_0 => KvCacheType::Q4_0,
         KvType::Iq4Nl => KvCacheType::IQ4_NL,
     }
-}
-
-/// Where the time of a run's answering decode steps went.
-///
-/// Steps that held only generated tokens are counted apart from steps that
-/// also evaluated (part of) a question, so the generation throughput can be
-/// compared with a benchmark that generates without questions.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StepStats {
-    pub steps: usize,
-    /// Steps with generated tokens only: their time and tokens.
-    pub generation_only_ms: f64,
-    pub generation_only_tokens: usize,
-    /// Steps that also evaluated question tokens: time, and all tokens in them.
-    pub mixed_ms: f64,
-    pub mixed_tokens: usize,
-    /// The most sequences decoded in one step.
-    pub max_live: usize,
 }
 
 /// When generation stops.
@@ -142,29 +114,11 @@ pub struct Session<'m> {
 impl<'m> Session<'m> {
     pub fn new(model: &'m Model, cfg: &ContextConfig) -> Result<Session<'m>> {
         cfg.validate()?;
-        let flash = match cfg.flash_attn {
-            OnOffAuto::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
-            OnOffAuto::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
-            OnOffAuto::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
-        };
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(cfg.n_ctx))
-            .with_n_batch(cfg.n_batch)
-            .with_n_ubatch(cfg.n_ubatch)
-            .with_n_seq_max(cfg.n_seq.max(1))
-            .with_kv_unified(cfg.kv_unified)
-            .with_n_threads(cfg.threads)
-            .with_n_threads_batch(cfg.threads)
-            .with_type_k(kv_cache_type(cfg.type_k))
-            .with_type_v(kv_cache_type(cfg.type_v))
-            .with_flash_attention_policy(flash)
-            .with_swa_full(cfg.swa_full)
-            .with_no_perf(false);
         let ctx = model
             .model
-            .new_context(super::backend()?, params)
-            .map_err(|_| {
-                anyhow!(
+            .new_context(super::backend()?, llama_params(cfg))
+            .with_context(|| {
+                format!(
                     "llama.cpp could not create a context of {} tokens with K {} / V {} (out of memory, or a KV type this model or backend does not support)",
                     cfg.n_ctx,
                     cfg.type_k.as_str(),
@@ -213,9 +167,9 @@ impl<'m> Session<'m> {
                 let last = done + i + 1 == tokens.len();
                 batch.add(tok, pos as i32, &[self.seq], logits_last && last)?;
             }
-            self.ctx.decode(&mut batch).map_err(|e| {
-                anyhow!("llama.cpp decode failed at position {}: {e}", start + done)
-            })?;
+            self.ctx
+                .decode(&mut batch)
+                .with_context(|| format!("llama.cpp decode failed at position {}", start + done))?;
             done += chunk.len();
             progress(done);
         }
@@ -227,7 +181,7 @@ impl<'m> Session<'m> {
         let state = self
             .ctx
             .state_seq_get(0, LlamaStateSeqFlags::empty())
-            .map_err(|e| anyhow!("cannot snapshot the prefix state: {e}"))?;
+            .context("cannot snapshot the prefix state")?;
         let bytes = state.byte_len();
         self.snapshot = Some((state, self.prefix_len));
         Ok(bytes)
@@ -247,7 +201,7 @@ impl<'m> Session<'m> {
         let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
         self.ctx
             .state_seq_set(state, 0)
-            .map_err(|e| anyhow!("cannot restore the prefix state: {e}"))?;
+            .context("cannot restore the prefix state")?;
         Ok(())
     }
 
@@ -262,7 +216,7 @@ impl<'m> Session<'m> {
         self.clear_seq(seq);
         self.ctx
             .kv_cache_seq_cp(0, seq, None, None)
-            .map_err(|e| anyhow!("cannot copy the prefix into sequence {seq}: {e}"))?;
+            .with_context(|| format!("cannot copy the prefix into sequence {seq}"))?;
         self.seq = seq;
         Ok(())
     }
@@ -352,7 +306,7 @@ impl<'m> Session<'m> {
             let step = Instant::now();
             self.ctx
                 .decode(&mut batch)
-                .map_err(|e| anyhow!("llama.cpp decode failed at position {pos}: {e}"))?;
+                .with_context(|| format!("llama.cpp decode failed at position {pos}"))?;
             self.steps.steps += 1;
             self.steps.generation_only_ms += step.elapsed().as_secs_f64() * 1e3;
             self.steps.generation_only_tokens += 1;
@@ -393,7 +347,7 @@ impl<'m> Session<'m> {
             }
             self.ctx
                 .decode(&mut batch)
-                .map_err(|e| anyhow!("llama.cpp decode failed in the forced pass: {e}"))?;
+                .context("llama.cpp decode failed in the forced pass")?;
             for j in 0..chunk.len() {
                 let i = base + j;
                 if i >= first_logit && i + 1 < seq.len() {
@@ -411,7 +365,7 @@ impl<'m> Session<'m> {
     pub fn save_prefix_file(&self, path: &std::path::Path, tokens: &[LlamaToken]) -> Result<()> {
         self.ctx
             .state_seq_save_file(path, 0, tokens)
-            .map_err(|e| anyhow!("llama.cpp could not save the prefix state: {e}"))?;
+            .context("llama.cpp could not save the prefix state")?;
         Ok(())
     }
 
@@ -424,7 +378,7 @@ impl<'m> Session<'m> {
         let (saved, _) = self
             .ctx
             .state_seq_load_file(path, 0, tokens.len() + 1)
-            .map_err(|e| anyhow!("{e}"))?;
+            .context("llama.cpp could not read the state file")?;
         if saved != tokens {
             self.ctx.clear_kv_cache();
             bail!("it holds a different prefix");

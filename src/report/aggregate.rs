@@ -49,7 +49,7 @@ pub fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<LoadedRun>> {
                     n => format!("; its {n} .json files are not run files"),
                 };
                 bail!(
-                    "{} holds no run files (*.json written by `bench --out` or `score --out`){others}",
+                    "{} holds no run files (the *.json files bench and score write){others}",
                     input.display()
                 );
             }
@@ -61,7 +61,7 @@ pub fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<LoadedRun>> {
         }
     }
     let loaded = label_runs(runs);
-    check_comparable(&loaded)?;
+    check_same_lines(&loaded)?;
     // Only a report that goes ahead says what it left out.
     for note in notes {
         eprintln!("note: {note}");
@@ -126,21 +126,29 @@ fn label_runs(runs: Vec<PathRun>) -> Vec<LoadedRun> {
         .collect()
 }
 
-/// Runs scored against different numbers of lines cannot share a table.
-pub fn check_comparable(runs: &[LoadedRun]) -> Result<()> {
+/// Runs scored against different numbers of lines cannot share a table
+/// (other differences are shown side by side; pairing runs target by target
+/// asks for more: [`crate::report::compare::check_pairable`]).
+pub fn check_same_lines(runs: &[LoadedRun]) -> Result<()> {
     if let Some(first) = runs.first() {
         let lines = first.run.manifest.params.lines;
         if let Some(other) = runs.iter().find(|r| r.run.manifest.params.lines != lines) {
-            bail!(
-                "cannot compare runs with different --lines: {} has {}, {} has {}",
-                first.display(),
-                lines,
-                other.display(),
-                other.run.manifest.params.lines
-            );
+            return Err(DifferentLines {
+                first: (first.display(), lines),
+                other: (other.display(), other.run.manifest.params.lines),
+            }
+            .into());
         }
     }
     Ok(())
+}
+
+/// Two runs asked for different numbers of lines per answer: (run, LINES) each.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot compare runs with different lines per answer: {} has {}, {} has {}", first.0, first.1, other.0, other.1)]
+pub struct DifferentLines {
+    pub first: (String, usize),
+    pub other: (String, usize),
 }
 
 /// One run's line in the aggregate table.
@@ -221,16 +229,8 @@ impl Row {
                 .as_ref()
                 .and_then(|i| i.file_type.clone())
                 .unwrap_or_default(),
-            kv_k: m
-                .context
-                .as_ref()
-                .map(|c| c.type_k.clone())
-                .unwrap_or_default(),
-            kv_v: m
-                .context
-                .as_ref()
-                .map(|c| c.type_v.clone())
-                .unwrap_or_default(),
+            kv_k: m.context.as_ref().map(|c| c.type_k.to_string()).unwrap_or_default(),
+            kv_v: m.context.as_ref().map(|c| c.type_v.to_string()).unwrap_or_default(),
             passes: t.passes,
             count: t.count,
             matched: t.matched,

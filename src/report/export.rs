@@ -35,6 +35,23 @@ pub struct Options {
     pub color: bool,
 }
 
+/// A format that has no place for the per-target diffs.
+#[derive(Debug, thiserror::Error)]
+#[error("the {} format has no per-target diffs (table, md and html have them; the HTML page always does)", .0.name())]
+pub struct NoDiffs(pub Format);
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Md => "md",
+            Format::Csv => "csv",
+            Format::Json => "json",
+            Format::Html => "html",
+        }
+    }
+}
+
 /// The exporter of `format`, or an error when `opts` ask for something it
 /// cannot show.
 pub fn exporter(format: Format, opts: Options) -> Result<Box<dyn Exporter>> {
@@ -44,10 +61,7 @@ pub fn exporter(format: Format, opts: Options) -> Result<Box<dyn Exporter>> {
             color: opts.color,
         }),
         Format::Md => Box::new(super::markdown::Markdown { diff: opts.diff }),
-        Format::Csv | Format::Json if opts.diff => anyhow::bail!(
-            "--diff works with --format table, md or html (the HTML page always has the diffs), not {}",
-            if format == Format::Csv { "csv" } else { "json" }
-        ),
+        Format::Csv | Format::Json if opts.diff => return Err(NoDiffs(format).into()),
         Format::Csv => Box::new(super::csv::Csv),
         Format::Json => Box::new(super::json::Json),
         Format::Html => Box::new(super::html::Html),

@@ -506,31 +506,12 @@ fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> Strin
 
 /// One target's teacher-forced metrics in one line.
 fn forced_line(f: &Forced) -> String {
-    let exact = f.lines_exact.iter().filter(|&&e| e).count();
-    let divergence = match f.first_divergence {
-        Some(d) => format!("first divergence line {} token {}", d.line, d.token),
-        None => "no divergence".into(),
-    };
-    format!(
-        "teacher-forced: top-1 {:.3} · mean log-prob {:.3} · {}/{} lines exact · {} · {} near tie{} · {} tokens",
-        f.top1_share,
-        f.mean_logprob,
-        exact,
-        f.lines_exact.len(),
-        divergence,
-        f.near_ties,
-        if f.near_ties == 1 { "" } else { "s" },
-        f.tokens
-    )
+    format!("teacher-forced: {} · {} tokens", super::forced_phrases(f).join(" · "), f.tokens)
 }
 
 /// A runaway answer line is cut (the run file keeps it whole).
 fn clip(s: &str) -> std::borrow::Cow<'_, str> {
-    const MAX: usize = 2000;
-    match s.char_indices().nth(MAX) {
-        Some((i, _)) => format!("{}… ({} more chars)", &s[..i], s[i..].chars().count()).into(),
-        None => s.into(),
-    }
+    super::clip(s, 2000)
 }
 
 /// Where each run came from and how it was made.
@@ -561,29 +542,7 @@ fn meta_table(runs: &[LoadedRun]) -> String {
                 .map(|t| format!(", {t} tokens"))
                 .unwrap_or_default()
         );
-        let mut params = format!(
-            "count {}, lines {}, pass {}, seed {}, normalize {}{}",
-            m.params.count,
-            m.params.lines,
-            m.params.pass,
-            m.params.seed,
-            serde_name(&m.params.normalize),
-            if m.params.skip_blank {
-                ", skip blank"
-            } else {
-                ""
-            }
-        );
-        if let Some(p) = &m.params.probe {
-            let _ = write!(params, ", probe {p}");
-        }
-        if let Some(c) = &m.context {
-            let _ = write!(
-                params,
-                ", n_ctx {}, flash attn {}, threads {}, gpu layers {}",
-                c.n_ctx, c.flash_attn, c.threads, c.gpu_layers
-            );
-        }
+        let params = params_cell(m);
         let runtime = format!(
             "posrecall {}{}{}",
             m.runtime.posrecall,
@@ -616,6 +575,34 @@ fn meta_table(runs: &[LoadedRun]) -> String {
     }
     out.push_str("</tbody>\n</table>\n");
     out
+}
+
+/// The parameters cell of a run's row.
+fn params_cell(m: &crate::run::Manifest) -> String {
+    let mut params = format!(
+        "count {}, lines {}, pass {}, seed {}, normalize {}{}",
+        m.params.count,
+        m.params.lines,
+        m.params.pass,
+        m.params.seed,
+        serde_name(&m.params.normalize),
+        if m.params.skip_blank {
+            ", skip blank"
+        } else {
+            ""
+        }
+    );
+    if let Some(p) = &m.params.probe {
+        let _ = write!(params, ", probe {p}");
+    }
+    if let Some(c) = &m.context {
+        let _ = write!(
+            params,
+            ", n_ctx {}, flash attn {}, threads {}, gpu layers {}",
+            c.n_ctx, c.flash_attn, c.threads, c.gpu_layers
+        );
+    }
+    params
 }
 
 /// How the run file spells an enum value (`lines`, `trim`).

@@ -152,7 +152,7 @@ pub fn grid_caption(grid: &Grid, runs: &[LoadedRun]) -> String {
     let pass = if passes.windows(2).all(|w| w[0] == w[1]) {
         format!("{} or more", passes[0])
     } else {
-        "each run's --pass or more".to_string()
+        "each run's pass threshold or more".to_string()
     };
     let forced = if grid.has_forced() {
         "; after ·, the teacher-forced top-1 share (of the expected tokens, those the model ranked first)"

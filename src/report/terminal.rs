@@ -72,14 +72,9 @@ pub fn target_diff(t: &TargetResult, lines: usize, color: bool) -> String {
     out
 }
 
-/// A runaway answer line (a model looping without a newline) is shown cut to
-/// a screenful; the run file keeps it whole.
+/// An answer line cut to a screenful.
 fn clip(text: &str) -> std::borrow::Cow<'_, str> {
-    const MAX: usize = 160;
-    match text.char_indices().nth(MAX) {
-        Some((i, _)) => format!("{}… ({} more chars)", &text[..i], text[i..].chars().count()).into(),
-        None => text.into(),
-    }
+    super::clip(text, 160)
 }
 
 /// `passes/count, matched, missing (truncated), hallucinated, extra` as one line.
@@ -92,20 +87,7 @@ pub fn totals_line(t: &Totals) -> String {
 
 /// One target's teacher-forced metrics as one line.
 fn forced_line(f: &crate::forced::Forced) -> String {
-    let exact = f.lines_exact.iter().filter(|&&e| e).count();
-    let diverge = match f.first_divergence {
-        Some(d) => format!("first divergence line {} token {}", d.line, d.token),
-        None => "no divergence".to_string(),
-    };
-    format!(
-        "top-1 {:.3}, mean log-prob {:.3}, {}/{} lines exact, {}, {} near ties",
-        f.top1_share,
-        f.mean_logprob,
-        exact,
-        f.lines_exact.len(),
-        diverge,
-        f.near_ties
-    )
+    super::forced_phrases(f).join(", ")
 }
 
 /// The aggregate and the per-quarter breakdown.

@@ -1,16 +1,18 @@
-//! Shared helpers for the tests that run real models.
+//! Shared helpers: running the binary, reading its output, and the real
+//! models.
 //!
 //! The models are the two real GGUF files `scripts/fetch-models` caches; a
 //! missing model fails the test with what to run, it never skips.
 #![allow(dead_code)]
 
-use posrecall::cli::{CtxSize, KvType, OnOffAuto, ProbeKind, TargetArgs};
-use posrecall::commands::bench::PlanOptions;
+use posrecall::bench::PlanOptions;
 use posrecall::crop::{CropMode, LineRange};
-use posrecall::engine::session::ContextConfig;
-use posrecall::score::Normalize;
+use posrecall::engine::config::{ContextConfig, CtxSize, FlashAttn, KvType};
+use posrecall::prompt::Probe;
+use posrecall::targets::TargetSpec;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
 /// Model tests share two cores: one at a time keeps timings and runtime sane.
@@ -48,43 +50,70 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_posrecall")
 }
 
-pub fn target_args(count: usize, lines: usize, crop: Option<(usize, usize)>) -> TargetArgs {
-    TargetArgs {
+/// Runs the binary with `args`, without colour and without any proxy (the
+/// `ask` tests serve on loopback), then `env` on top.
+pub fn posrecall_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).env_remove("CLICOLOR_FORCE").env("NO_COLOR", "1");
+    for v in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("cannot run the posrecall binary")
+}
+
+/// [`posrecall_with`] and no extra environment.
+pub fn posrecall(args: &[&str]) -> Output {
+    posrecall_with(args, &[])
+}
+
+/// Asserts success and returns stdout.
+pub fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "posrecall failed ({}):\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+/// A path as an argument.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("test paths are UTF-8")
+}
+
+/// A JSON file (a run file, a targets file).
+pub fn read(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", p.display()))
+}
+
+pub fn target_spec(count: usize, lines: usize, crop: Option<(usize, usize)>) -> TargetSpec {
+    TargetSpec {
         count,
         lines,
-        seed: 1,
         crop_lines: crop.map(|(first, last)| LineRange { first, last }),
-        skip_blank: false,
-        rename: false,
-        pass: None,
-        normalize: Normalize::Trim,
+        ..TargetSpec::default()
     }
 }
 
-pub fn plan_options(target: TargetArgs, max_new: usize, probe: ProbeKind) -> PlanOptions {
+pub fn plan_options(target: TargetSpec, max_new: usize, probe: Probe) -> PlanOptions {
     PlanOptions {
         target,
         probe,
         crop: CropMode::Head,
         ctx: CtxSize::Auto,
-        max_tokens: None,
+        max_prefix_tokens: None,
         max_new_tokens: Some(max_new),
     }
 }
 
 pub fn context(n_ctx: u32, kv: KvType, swa_full: bool) -> ContextConfig {
-    ContextConfig {
-        n_ctx,
-        n_batch: 512,
-        n_ubatch: 512,
-        threads: 2,
-        type_k: kv,
-        type_v: kv,
-        flash_attn: OnOffAuto::Auto,
-        swa_full,
-        n_seq: 1,
-        kv_unified: false,
-    }
+    ContextConfig::sequential(n_ctx, (kv, kv), FlashAttn::Auto, swa_full, Some(2), 0)
 }
 
 /// One clear line on stderr naming `needle`, a non-zero exit, no panic,

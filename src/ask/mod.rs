@@ -1,0 +1,340 @@
+//! Asking an OpenAI-compatible server (llama.cpp's `llama-server`, vLLM,
+//! Ollama, a hosted API) every target's question, and keeping the answers,
+//! as they arrive, in the responses file `posrecall score` reads.
+//!
+//! The prompt is exactly what `targets --emit-prompts` writes (chat), or the
+//! completion probe's text that `bench` evaluates for base models. Each
+//! answer is appended as one whole line and flushed, so an interrupted run
+//! keeps every answer it received, and a rerun asks only the targets that
+//! have none yet.
+//!
+//! Failures come in three kinds: a retryable one (connection error, 408, 429,
+//! 5xx) is retried with exponential backoff; a target's own failure (a
+//! malformed body, another 4xx, retries spent on a 5xx/429) is reported and
+//! the run goes on; a failure of the whole server ([`client::ServerError`]:
+//! unreachable after the retries, no answer within the timeout, 401/403/404)
+//! stops the run. The API key is never printed: every message is scrubbed of it.
+
+pub mod client;
+
+use crate::corpus::{Corpus, language_for};
+use crate::prompt::{self, Frame};
+use crate::run::TargetsFile;
+use anyhow::{Context, Result, bail};
+use client::{Asker, Outcome, ServerError};
+use indicatif::ProgressBar;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+/// Which OpenAI-compatible endpoint is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiKind {
+    /// `URL/v1/chat/completions`: the prompt (file, then question) as one user message.
+    Chat,
+    /// `URL/v1/completions`, for base models: the completion probe's text (file, comment, header).
+    Completion,
+}
+
+impl ApiKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiKind::Chat => "chat",
+            ApiKind::Completion => "completion",
+        }
+    }
+}
+
+/// Everything a run of questions reads.
+#[derive(Debug, Clone)]
+pub struct AskOptions {
+    /// The full endpoint URL ([`endpoint`]).
+    pub endpoint: String,
+    pub model: Option<String>,
+    pub api: ApiKind,
+    /// The generation cap sent with each request.
+    pub max_tokens: usize,
+    /// Fields merged into every request body; they win over posrecall's.
+    pub extra: serde_json::Map<String, Value>,
+    /// Sent as `Authorization: Bearer`; never printed.
+    pub key: Option<String>,
+    pub retries: u32,
+    /// Seconds one request may take, answer included.
+    pub timeout: f64,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+}
+
+/// A URL that is not a server's base URL.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}`: expected http://HOST:PORT or https://HOST")]
+pub struct BadUrl(pub String);
+
+/// The endpoint for `url` (a server's base URL; a trailing `/v1` is accepted).
+pub fn endpoint(url: &str, api: ApiKind) -> Result<String, BadUrl> {
+    let base = url.trim().trim_end_matches('/');
+    let base = base.strip_suffix("/v1").unwrap_or(base);
+    let host = base
+        .strip_prefix("http://")
+        .or_else(|| base.strip_prefix("https://"))
+        .filter(|h| !h.is_empty() && !h.starts_with('/'));
+    if host.is_none() {
+        return Err(BadUrl(url.to_string()));
+    }
+    let path = match api {
+        ApiKind::Chat => "chat/completions",
+        ApiKind::Completion => "completions",
+    };
+    Ok(format!("{base}/v1/{path}"))
+}
+
+/// The prompt for each target, in target order: `(name, prompt)`.
+///
+/// Reads the corpus the targets file names (or `corpus`), checks its sha256
+/// against the targets file, and cuts the kept lines out of it.
+pub fn prompts(file: &TargetsFile, corpus: Option<&Path>, api: ApiKind) -> Result<Vec<(String, String)>> {
+    let recorded = PathBuf::from(&file.corpus.path);
+    let path = corpus.map(Path::to_path_buf).unwrap_or_else(|| recorded.clone());
+    let text = Corpus::load(&path).with_context(|| match corpus {
+        Some(_) => "the corpus given".to_string(),
+        None => "the corpus the targets file names (it may have moved)".to_string(),
+    })?;
+    if text.sha256 != file.corpus.sha256 {
+        bail!(
+            "corpus {} is not the file the targets were made from (sha256 {}, the targets file says {})",
+            path.display(),
+            text.sha256,
+            file.corpus.sha256
+        );
+    }
+    let crop = &file.corpus.crop;
+    if crop.first_line == 0 || crop.first_line > crop.last_line || crop.last_line > text.line_count() {
+        bail!(
+            "the targets file keeps lines {}..{}, but {} has {} lines",
+            crop.first_line,
+            crop.last_line,
+            path.display(),
+            text.line_count()
+        );
+    }
+    let kept = text.slice_lines(crop.first_line - 1, crop.last_line - 1);
+    let (lines, skip_blank) = (file.params.lines, file.params.skip_blank);
+    let prompts = match api {
+        ApiKind::Chat => file
+            .targets
+            .iter()
+            .map(|t| (t.name.clone(), prompt::instruction_prompt(kept, &prompt::query(&t.name, lines, skip_blank))))
+            .collect(),
+        ApiKind::Completion => {
+            let language = language_for(&recorded).or_else(|_| language_for(&path))?;
+            let frame = Frame::completion(language.line_comment());
+            let prefix = frame.prefix(kept);
+            file.targets
+                .iter()
+                .map(|t| (t.name.clone(), format!("{prefix}{}", frame.suffix(t, lines, skip_blank))))
+                .collect()
+        }
+    };
+    Ok(prompts)
+}
+
+/// One line of the responses file.
+#[derive(Serialize)]
+struct Line<'a> {
+    name: &'a str,
+    response: &'a str,
+    /// The answering request's wall time.
+    wall_ms: u64,
+    /// The server's `usage` object (token counts), or null.
+    usage: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finish_reason: Option<&'a str>,
+}
+
+/// What [`read_answered`] needs of a line already in the responses file.
+#[derive(Deserialize)]
+struct Existing {
+    name: String,
+    #[allow(dead_code)]
+    response: String,
+}
+
+/// The targets already answered in `path`. A last line without its newline
+/// (a run stopped while writing it) is cut off, so its target is asked again;
+/// returns whether the file needs a newline before the next line (a last line
+/// that is whole but lacks one).
+pub fn read_answered(path: &Path, file: &TargetsFile) -> Result<(HashSet<String>, bool)> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((HashSet::new(), false)),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut answered = HashSet::new();
+    let mut check = |line: &[u8], n: usize| -> Result<bool> {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(true);
+        }
+        let Ok(a) = serde_json::from_slice::<Existing>(line) else {
+            return Ok(false);
+        };
+        if !file.targets.iter().any(|t| t.name == a.name) {
+            bail!(
+                "{} line {n} answers `{}`, which is not a target in this targets file; write the answers to another file",
+                path.display(),
+                a.name
+            );
+        }
+        if !answered.insert(a.name.clone()) {
+            bail!("{} line {n}: a second answer for `{}`", path.display(), a.name);
+        }
+        Ok(true)
+    };
+    let mut n = 0;
+    // Every line up to the last newline (that newline ends the last of them).
+    let whole = if complete == 0 { &[][..] } else { &bytes[..complete - 1] };
+    for line in whole.split(|&b| b == b'\n').filter(|_| complete > 0) {
+        n += 1;
+        if !check(line, n)? {
+            bail!(
+                "{} line {n} is not an answer ({{\"name\": ..., \"response\": ...}}); write the answers to another file",
+                path.display()
+            );
+        }
+    }
+    let tail = &bytes[complete..];
+    if tail.is_empty() {
+        return Ok((answered, false));
+    }
+    if check(tail, n + 1)? {
+        return Ok((answered, !tail.iter().all(u8::is_ascii_whitespace)));
+    }
+    // A line cut short by an interrupted run: drop it, its target is asked again.
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    f.set_len(complete as u64)
+        .with_context(|| format!("cannot cut the incomplete last line of {}", path.display()))?;
+    eprintln!(
+        "note: dropped an incomplete last line of {} (an interrupted run); its target is asked again",
+        path.display()
+    );
+    Ok((answered, false))
+}
+
+/// Appends one whole line and flushes it.
+fn append(out: &mut File, path: &Path, line: &str) -> Result<()> {
+    let mut bytes = Vec::with_capacity(line.len() + 1);
+    bytes.extend_from_slice(line.as_bytes());
+    bytes.push(b'\n');
+    out.write_all(&bytes)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// What a run of questions did.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Answers written.
+    pub written: usize,
+    /// Targets that failed on their own.
+    pub failed: usize,
+    /// Why the server failed, when it did (the run stopped).
+    pub fatal: Option<ServerError>,
+}
+
+/// Asks every `(name, prompt)` of `todo` with `o.concurrency` requests in
+/// flight and appends each answer to `out` (the file at `path`) as it
+/// arrives. A target's own failure is printed and counted; a server failure
+/// stops the run; a failed write ends it with that error.
+pub fn ask_all(o: &AskOptions, todo: &[&(String, String)], out: &mut File, path: &Path, bar: &ProgressBar) -> Result<Tally> {
+    let asker = Asker::new(o);
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let mut tally = Tally::default();
+    let mut write_error: Option<anyhow::Error> = None;
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel::<(usize, Outcome)>();
+        for _ in 0..o.concurrency.min(todo.len()) {
+            let tx = tx.clone();
+            let (next, stop, asker) = (&next, &stop, &asker);
+            s.spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some((name, prompt)) = todo.get(i) else { break };
+                    let note = |m: String| bar.suspend(|| eprintln!("note: {name}: {m}"));
+                    let outcome = asker.ask(prompt, stop, &note);
+                    if matches!(outcome, Outcome::Fatal(_)) {
+                        // Before this worker takes another target.
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                    if tx.send((i, outcome)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for (i, outcome) in rx {
+            if let Err(e) = record(&todo[i].0, outcome, out, path, bar, &mut tally) {
+                stop.store(true, Ordering::SeqCst);
+                write_error = Some(e);
+                break;
+            }
+            if tally.fatal.is_some() {
+                stop.store(true, Ordering::SeqCst);
+            }
+        }
+    });
+    match write_error {
+        Some(e) => Err(e),
+        None => Ok(tally),
+    }
+}
+
+/// Writes or reports one target's outcome.
+fn record(name: &str, outcome: Outcome, out: &mut File, path: &Path, bar: &ProgressBar, tally: &mut Tally) -> Result<()> {
+    match outcome {
+        Outcome::Answered(a) => {
+            let line = Line {
+                name,
+                response: &a.response,
+                wall_ms: a.wall_ms,
+                usage: &a.usage,
+                finish_reason: a.finish_reason.as_deref(),
+            };
+            append(out, path, &serde_json::to_string(&line)?)?;
+            tally.written += 1;
+            bar.inc(1);
+        }
+        Outcome::Failed(m) => {
+            tally.failed += 1;
+            bar.suspend(|| eprintln!("posrecall: {name}: {m}"));
+            bar.inc(1);
+        }
+        Outcome::Fatal(e) => {
+            tally.fatal.get_or_insert(e);
+        }
+        Outcome::Stopped => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(endpoint("http://h:1", ApiKind::Chat).unwrap(), "http://h:1/v1/chat/completions");
+        assert_eq!(endpoint("http://h:1/v1/", ApiKind::Completion).unwrap(), "http://h:1/v1/completions");
+        assert!(endpoint("h:1", ApiKind::Chat).is_err());
+        assert!(endpoint("http://", ApiKind::Chat).is_err());
+    }
+}

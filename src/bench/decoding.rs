@@ -1,0 +1,237 @@
+//! How a run decodes its answers: one at a time, or N sequences at once over
+//! the shared prefix, decided per model before any decoding.
+
+use super::plan::Plan;
+use crate::engine::config::{ContextConfig, KvType};
+use crate::engine::model::Model;
+
+/// llama.cpp's limit on sequences in one context; one holds the prefix.
+pub const MAX_SEQUENCES: usize = 256;
+
+/// llama.cpp rounds a KV cache up to a multiple of this many cells.
+pub const CELL_PADDING: u64 = 256;
+
+/// What the run asks for.
+#[derive(Debug, Clone)]
+pub struct DecodeOptions {
+    /// Sequences answered at once; 1 is one at a time.
+    pub parallel: usize,
+    /// Also answer one at a time and compare (parallel runs only).
+    pub check_sequential: bool,
+    /// Generate exactly this many tokens per answer.
+    pub fixed_tokens: Option<usize>,
+    /// The most bytes the parallel KV cache may take; `None`: 90% of the free
+    /// memory where it lives.
+    pub kv_memory: Option<u64>,
+    /// Skip generation; only the teacher-forced pass.
+    pub forced_only: bool,
+    /// Skip the teacher-forced pass.
+    pub no_forced: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            parallel: 1,
+            check_sequential: false,
+            fixed_tokens: None,
+            kv_memory: None,
+            forced_only: false,
+            no_forced: false,
+        }
+    }
+}
+
+/// Where the limit on a parallel KV cache came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryLimit {
+    /// The limit the run was given, in bytes.
+    Given(u64),
+    /// 90% of the memory free on this device (bytes free, device).
+    Free(u64, String),
+}
+
+/// Decoding settings that cannot run. The messages name no command-line
+/// flag; the command adds them.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("a forced-only run generates nothing: it cannot answer in parallel, at a fixed length, or twice")]
+    ForcedOnlyGeneratesNothing,
+    #[error("checking against sequential answers needs parallel answers (2 or more sequences)")]
+    CheckNeedsParallel,
+    #[error(
+        "llama.cpp holds at most {MAX_SEQUENCES} sequences in one context and one of them holds the file; \
+         the largest N is {}", MAX_SEQUENCES - 1
+    )]
+    TooManySequences { requested: usize },
+    #[error("{slots} sequences need a KV cache of {cells} cells ({bytes} bytes), more than the limit")]
+    KvDoesNotFit {
+        slots: usize,
+        cells: u64,
+        bytes: u64,
+        /// The (K, V) cache types.
+        kv: (KvType, KvType),
+        limit: MemoryLimit,
+        /// The largest number of sequences that fits, when two or more do.
+        largest: Option<u64>,
+    },
+}
+
+impl DecodeOptions {
+    /// Refuses combinations that mean nothing.
+    pub fn validate(&self) -> Result<(), DecodeError> {
+        if self.forced_only && (self.parallel > 1 || self.fixed_tokens.is_some() || self.check_sequential) {
+            return Err(DecodeError::ForcedOnlyGeneratesNothing);
+        }
+        if self.check_sequential && self.parallel < 2 {
+            return Err(DecodeError::CheckNeedsParallel);
+        }
+        Ok(())
+    }
+
+    /// The run's [`Decoding`] for this model and plan. For a run about to
+    /// start (`to_run`), the memory is checked and a fallback or a changed
+    /// cache is noted on stderr; otherwise (a sweep deciding whether a
+    /// finished run may be kept) neither.
+    pub fn decide(&self, model: &Model, plan: &Plan, cfg: &ContextConfig, to_run: bool) -> Result<Decoding, DecodeError> {
+        let requested = if self.forced_only { 1 } else { self.parallel };
+        let memory = to_run.then_some(self.kv_memory);
+        let (slots, fallback) = slots(model, plan, cfg, requested, memory)?;
+        if let Some(why) = fallback.as_ref().filter(|_| to_run) {
+            eprintln!("note: {requested} parallel sequences asked for: answering one question at a time ({why})");
+        }
+        let swa_full = slots > 1 && !cfg.swa_full && !window_cache_holds(model, plan, cfg, slots);
+        if swa_full && to_run {
+            eprintln!(
+                "note: {slots} parallel sequences: keeping whole sequences in the sliding-window cache (as swa-full on): \
+                 the window-only cache cannot hold the shared prefix and {slots} answers"
+            );
+        }
+        Ok(Decoding {
+            forced_only: self.forced_only,
+            no_forced: self.no_forced,
+            slots,
+            check_sequential: self.check_sequential && slots > 1,
+            fallback,
+            swa_full,
+            fixed_tokens: self.fixed_tokens,
+        })
+    }
+}
+
+/// How a run decodes its answers, decided before decoding.
+#[derive(Debug, Clone, Default)]
+pub struct Decoding {
+    /// Skip generation; only the teacher-forced pass.
+    pub forced_only: bool,
+    /// Skip the teacher-forced pass.
+    pub no_forced: bool,
+    /// Sequences answered at once; 1 is sequential.
+    pub slots: usize,
+    /// Why a requested parallel run runs sequentially.
+    pub fallback: Option<String>,
+    /// Parallel slots need the whole sequence in a sliding-window model's
+    /// cache (see [`window_cache_holds`]).
+    pub swa_full: bool,
+    /// Answer every question one at a time as well, and compare.
+    pub check_sequential: bool,
+    /// Generate exactly this many tokens per answer.
+    pub fixed_tokens: Option<usize>,
+}
+
+impl Decoding {
+    pub fn parallel(&self) -> bool {
+        self.slots > 1
+    }
+
+    /// The run file's `decode_mode`.
+    pub fn mode(&self) -> &'static str {
+        if self.forced_only {
+            "forced-only"
+        } else if self.parallel() {
+            "parallel"
+        } else {
+            "sequential"
+        }
+    }
+
+    /// The context of this run: with N slots, one unified KV cache of
+    /// prefix + N × (question + answer budget) cells and N + 1 sequences.
+    pub fn context(&self, mut cfg: ContextConfig, plan: &Plan) -> ContextConfig {
+        if self.parallel() {
+            cfg.n_ctx = parallel_cells(plan, self.slots) as u32;
+            cfg.n_seq = self.slots as u32 + 1;
+            cfg.kv_unified = true;
+            cfg.swa_full |= self.swa_full;
+        }
+        cfg
+    }
+}
+
+/// Whether a sliding-window model's window-only cache can hold the prefix and
+/// `slots` answers at once. llama.cpp sizes that cache at n_swa × sequences +
+/// n_ubatch cells (rounded up to 256) and reuses a cell that slid out of the
+/// window only while one sequence holds it; the prefix's cells are shared by
+/// every slot, so none of them can be reused and all must fit.
+fn window_cache_holds(model: &Model, plan: &Plan, cfg: &ContextConfig, slots: usize) -> bool {
+    if model.n_swa == 0 {
+        return true;
+    }
+    let window = (model.n_swa as u64 * (slots as u64 + 1) + cfg.n_ubatch as u64).div_ceil(CELL_PADDING) * CELL_PADDING;
+    parallel_cells(plan, slots) as u64 <= window
+}
+
+fn parallel_cells(plan: &Plan, slots: usize) -> usize {
+    plan.prefix_tokens.len() + slots * plan.per_sequence
+}
+
+/// How many of `requested` parallel sequences run for this model and plan:
+/// at most one per target; one, with the reason, where the model's memory
+/// cannot share a prefix between sequences; an error naming the largest N
+/// that fits when the KV cache would not fit in memory (`memory`: `None`
+/// unchecked, `Some(None)` the free memory, `Some(Some(b))` a given limit).
+fn slots(
+    model: &Model,
+    plan: &Plan,
+    cfg: &ContextConfig,
+    requested: usize,
+    memory: Option<Option<u64>>,
+) -> Result<(usize, Option<String>), DecodeError> {
+    if requested <= 1 {
+        return Ok((1, None));
+    }
+    if requested > MAX_SEQUENCES - 1 {
+        return Err(DecodeError::TooManySequences { requested });
+    }
+    if model.recurrent_or_hybrid {
+        return Ok((1, Some("the model's recurrent or hybrid memory cannot share one prefix between sequences".into())));
+    }
+    let slots = requested.min(plan.targets.len()).max(1);
+    if slots == 1 {
+        return Ok((1, Some("there is only one target".into())));
+    }
+    let per_cell = model.kv_bytes_per_cell(cfg.type_k, cfg.type_v).max(1);
+    let cells = (parallel_cells(plan, slots) as u64).div_ceil(CELL_PADDING) * CELL_PADDING;
+    let limit = match memory {
+        None => None,
+        Some(Some(b)) => Some((b, MemoryLimit::Given(b))),
+        // Leave a tenth for llama.cpp's compute buffers and everything else.
+        Some(None) => crate::engine::free_memory(cfg.gpu_layers > 0)
+            .map(|(free, device)| (free / 10 * 9, MemoryLimit::Free(free, device))),
+    };
+    if let Some((usable, limit)) = limit
+        && cells * per_cell > usable
+    {
+        let fit = (usable / per_cell / CELL_PADDING * CELL_PADDING).saturating_sub(plan.prefix_tokens.len() as u64)
+            / plan.per_sequence.max(1) as u64;
+        return Err(DecodeError::KvDoesNotFit {
+            slots,
+            cells,
+            bytes: cells * per_cell,
+            kv: (cfg.type_k, cfg.type_v),
+            limit,
+            largest: (fit >= 2).then_some(fit),
+        });
+    }
+    Ok((slots, None))
+}

@@ -1,0 +1,342 @@
+//! Running a planned benchmark: evaluate the prefix once (or load it from the
+//! prefix cache), snapshot it, answer every target from the restored
+//! snapshot (or N at once), then the teacher-forced, check and closed-book
+//! passes. docs/METHOD.md §4 (Inference) says why each step is exact.
+
+use super::decoding::Decoding;
+use super::plan::{Plan, token_starts};
+use crate::engine::Token;
+use crate::engine::config::ContextConfig;
+use crate::engine::model::Model;
+use crate::engine::prefix_cache::{Lookup, PrefixCache};
+use crate::engine::session::{Generation, Limit, Session};
+use crate::forced::{Forced, TokenReading};
+use crate::progress::{self, ms};
+use crate::prompt;
+use crate::run::{ClosedBook, SequentialCheck, TargetResult, Timings};
+use crate::score::{self, ScoreOptions};
+use crate::targets::Target;
+use anyhow::{Context, Result};
+use indicatif::MultiProgress;
+use std::time::Instant;
+
+/// The measured parts of one run.
+pub struct Executed {
+    pub results: Vec<TargetResult>,
+    pub timings: Timings,
+}
+
+/// How [`execute`] runs, beyond the plan.
+pub struct ExecOptions<'a> {
+    pub decoding: &'a Decoding,
+    /// Load the prefix state from, and save it to, this cache under this key.
+    pub prefix_cache: Option<(&'a PrefixCache, String)>,
+    /// Also ask every question with no file in the context.
+    pub closed_book: bool,
+    pub show_progress: bool,
+    /// Draw the progress bars inside this display (a sweep's), not on their
+    /// own; `on_result` then runs outside them and may update the display's
+    /// bars, but must not print.
+    pub multi: Option<&'a MultiProgress>,
+}
+
+/// What every pass shares.
+struct Run<'a> {
+    model: &'a Model,
+    plan: &'a Plan,
+    opts: &'a ScoreOptions,
+    exec: &'a ExecOptions<'a>,
+}
+
+impl Run<'_> {
+    fn bar(&self, len: usize, what: &str, unit: &str) -> indicatif::ProgressBar {
+        progress::bar(self.exec.show_progress, self.exec.multi, len as u64, what, unit)
+    }
+
+    /// Whether an answer so far holds enough lines to stop: twice LINES.
+    fn enough(&self, target: &Target, text: &str) -> bool {
+        score::parse_response(text, &target.header, self.opts.skip_blank).len() >= 2 * self.opts.lines
+    }
+
+    fn limit(&self) -> Limit {
+        Limit {
+            max_new: self.plan.max_new_tokens,
+            fixed: self.exec.decoding.fixed_tokens.is_some(),
+        }
+    }
+}
+
+/// Prefill once, snapshot, then answer every target from the prefix: one at a
+/// time from a restored snapshot, or N sequences at once. `cfg` is the run's
+/// context ([`Decoding::context`]); `on_result` sees each target's result as
+/// it is done.
+pub fn execute(
+    model: &Model,
+    plan: &Plan,
+    cfg: &ContextConfig,
+    opts: &ScoreOptions,
+    exec: &ExecOptions,
+    mut on_result: impl FnMut(&TargetResult),
+) -> Result<Executed> {
+    let run = Run { model, plan, opts, exec };
+    let decoding = exec.decoding;
+    let mut session = Session::new(model, cfg).map_err(|e| match decoding.parallel() {
+        true => e.context(format!("{} parallel sequences", decoding.slots)),
+        false => e,
+    })?;
+    let mut timings = Timings {
+        prefix_source: "prefill".into(),
+        ..Timings::default()
+    };
+    load_or_prefill(&run, &mut session, &mut timings)?;
+    let t = Instant::now();
+    timings.snapshot_bytes = session.snapshot()?;
+    timings.snapshot_ms = ms(t);
+
+    let mut answers = match decoding.parallel() {
+        true => answer_in_parallel(&run, &mut session, &mut timings)?,
+        false => vec![None; plan.targets.len()],
+    };
+    let (mut results, answered_tokens) = per_target(&run, &mut session, &mut answers, &mut timings, &mut on_result)?;
+    if decoding.parallel() && decoding.check_sequential {
+        let t = Instant::now();
+        session = check_sequential(&run, session, cfg, &mut results, &answered_tokens)?;
+        timings.check_ms = Some(ms(t));
+    }
+    if exec.closed_book {
+        closed_book_pass(&run, &mut session, &mut results)?;
+    }
+    Ok(Executed { results, timings })
+}
+
+/// Loads the evaluated prefix from the prefix cache, else evaluates it (and
+/// saves it there).
+fn load_or_prefill(run: &Run, session: &mut Session, timings: &mut Timings) -> Result<()> {
+    let prefix = &run.plan.prefix_tokens;
+    if let Some((cache, key)) = &run.exec.prefix_cache {
+        let t = Instant::now();
+        match cache.load(session, key, prefix)? {
+            Lookup::Loaded => {
+                timings.prefill_ms = ms(t);
+                timings.prefix_source = "cache".into();
+                return Ok(());
+            }
+            Lookup::Missing => {}
+            Lookup::Corrupt(why) => eprintln!("note: {why}"),
+        }
+    }
+    let bar = run.bar(prefix.len(), "prefill", "tok");
+    let t = Instant::now();
+    session.prefill(prefix, |done| bar.set_position(done as u64))?;
+    timings.prefill_ms = ms(t);
+    timings.prefill_tokens = prefix.len();
+    bar.finish_and_clear();
+    if let Some((cache, key)) = &run.exec.prefix_cache {
+        let t = Instant::now();
+        // A cache that cannot be written costs the next run time, not this run.
+        match cache.save(session, key, prefix) {
+            Ok(()) => timings.cache_save_ms = Some(ms(t)),
+            Err(e) => eprintln!("note: {e:#}"),
+        }
+    }
+    Ok(())
+}
+
+/// Every answer at once, as parallel sequences over the shared prefix.
+fn answer_in_parallel(run: &Run, session: &mut Session, timings: &mut Timings) -> Result<Vec<Option<Generation>>> {
+    let plan = run.plan;
+    let bar = run.bar(plan.targets.len(), "answers", "q");
+    let t = Instant::now();
+    let mut answered = vec![None; plan.targets.len()];
+    let stats = session.generate_parallel(
+        &plan.queries,
+        run.exec.decoding.slots,
+        run.limit(),
+        |i, text| run.enough(&plan.targets[i], text),
+        |i, g| {
+            bar.inc(1);
+            answered[i] = Some(g);
+            Ok(())
+        },
+    )?;
+    timings.generation_ms = Some(ms(t));
+    timings.decode_steps = Some(stats);
+    bar.finish_and_clear();
+    Ok(answered)
+}
+
+/// Per target: the answer (generated here when sequential), the forced pass
+/// and the score. Returns the results and the answers' tokens.
+fn per_target(
+    run: &Run,
+    session: &mut Session,
+    answers: &mut [Option<Generation>],
+    timings: &mut Timings,
+    on_result: &mut impl FnMut(&TargetResult),
+) -> Result<(Vec<TargetResult>, Vec<Vec<Token>>)> {
+    let (plan, decoding) = (run.plan, run.exec.decoding);
+    let sequential = !decoding.parallel() && !decoding.forced_only;
+    let bar = run.bar(plan.targets.len(), "queries", "q");
+    let mut results = Vec::with_capacity(plan.targets.len());
+    let mut answered_tokens = Vec::new();
+    let mut sequential_ms = 0.0;
+    for ((target, query), answer) in plan.targets.iter().zip(&plan.queries).zip(answers.iter_mut()) {
+        if sequential {
+            let t = Instant::now();
+            session.restore()?;
+            timings.restore_ms.push(ms(t));
+            *answer = Some(session.generate_with(query, run.limit(), |text| run.enough(target, text))?);
+            sequential_ms += ms(t);
+        }
+        let answer = answer.take();
+        if let Some(g) = &answer {
+            timings.query_ms.push(g.ms);
+            timings.generated_tokens += g.tokens.len();
+        }
+        let mut forced = None;
+        if !decoding.no_forced {
+            let t = Instant::now();
+            match decoding.parallel() {
+                true => session.fork_prefix(1)?,
+                false => session.restore()?,
+            }
+            let greedy_text = answer.as_ref().map(|g| g.text.as_str());
+            forced = Some(forced_pass(run, session, target, query, greedy_text)?);
+            timings.forced_ms.push(ms(t));
+        }
+        let text = answer.as_ref().map(|g| g.text.clone()).unwrap_or_default();
+        let s = score::score_raw(&text, &target.header, &target.expected, &target.extra_window, run.opts);
+        let mut r = TargetResult::new(target, text, s);
+        r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
+        r.forced = forced;
+        if let Some(g) = answer {
+            answered_tokens.push(g.tokens);
+        }
+        match run.exec.multi {
+            // A shared display: the callback updates its bars, it does not
+            // print (a suspended bar would hold the display's lock).
+            Some(_) => on_result(&r),
+            None => bar.suspend(|| on_result(&r)),
+        }
+        bar.inc(1);
+        results.push(r);
+    }
+    bar.finish_and_clear();
+    if sequential {
+        timings.generation_ms = Some(sequential_ms);
+        timings.decode_steps = Some(std::mem::take(&mut session.steps));
+    }
+    Ok((results, answered_tokens))
+}
+
+/// Answers every question again one at a time, in a context like a
+/// sequential run's, from the same prefix state (moved over, not evaluated
+/// again), and records per target whether and where the answers part.
+/// Returns the sequential session, which the later passes use.
+fn check_sequential<'m>(
+    run: &Run<'m>,
+    mut session: Session<'m>,
+    cfg: &ContextConfig,
+    results: &mut [TargetResult],
+    parallel_tokens: &[Vec<Token>],
+) -> Result<Session<'m>> {
+    let plan = run.plan;
+    let snapshot = session.take_snapshot().context("no prefix snapshot to check against")?;
+    drop(session);
+    let mut seq_cfg = cfg.clone();
+    (seq_cfg.n_ctx, seq_cfg.n_seq, seq_cfg.kv_unified) = (plan.n_ctx, 1, false);
+    if run.exec.decoding.swa_full {
+        seq_cfg.swa_full = false;
+    }
+    let mut session = Session::new(run.model, &seq_cfg)?;
+    session.set_snapshot(snapshot)?;
+    let bar = run.bar(plan.targets.len(), "check", "q");
+    for (((target, query), r), parallel) in plan.targets.iter().zip(&plan.queries).zip(results.iter_mut()).zip(parallel_tokens) {
+        session.restore()?;
+        let g = session.generate_with(query, run.limit(), |text| run.enough(target, text))?;
+        let s = score::score_raw(&g.text, &target.header, &target.expected, &target.extra_window, run.opts);
+        let common = g.tokens.iter().zip(parallel).take_while(|(a, b)| a == b).count();
+        let identical = g.tokens == *parallel;
+        // How close the call was where the answers part: the gap between the
+        // two best logits there, from one batched pass over the answer that
+        // goes on (one may be the other's start) up to that token.
+        let mut parting_gap = None;
+        if !identical {
+            let longer = if common < g.tokens.len() { &g.tokens } else { parallel };
+            if common < longer.len() {
+                session.restore()?;
+                let readings = session.force(query, &longer[..=common])?;
+                parting_gap = readings.get(common).map(|r| r.1);
+            }
+        }
+        r.sequential = Some(SequentialCheck {
+            identical,
+            common_tokens: common,
+            sequential_tokens: g.tokens.len(),
+            matched: s.matched,
+            pass: s.pass,
+            parting_gap,
+            response: (!identical).then_some(g.text),
+        });
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(session)
+}
+
+/// Asks every question again with nothing before it in the context, and
+/// records what the model recalls without the file.
+fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResult]) -> Result<()> {
+    let (plan, opts) = (run.plan, run.opts);
+    let bar = run.bar(plan.targets.len(), "closed", "q");
+    for (target, r) in plan.targets.iter().zip(results.iter_mut()) {
+        let prompt = plan.frame.closed_book_prompt(target, opts.lines, opts.skip_blank);
+        let tokens = run.model.tokenize_prefix(&prompt);
+        session.start_empty();
+        let g = session.generate(&tokens, plan.max_new_tokens, |text| run.enough(target, text))?;
+        let s = score::score_raw(&g.text, &target.header, &target.expected, &target.extra_window, opts);
+        r.context_matched = Some(r.matched as i64 - s.matched as i64);
+        r.closed_book = Some(ClosedBook {
+            response: g.text,
+            prompt_tokens: tokens.len(),
+            generated_tokens: g.tokens.len(),
+            matched: s.matched,
+            missing: s.missing,
+            hallucinated: s.hallucinated,
+            extra: s.extra,
+            pass: s.pass,
+        });
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Feeds the target's expected lines after its question (behind the scaffold
+/// a chat model's own answer opened with) and reads how the model rated them.
+fn forced_pass(run: &Run, session: &mut Session, target: &Target, query: &[Token], greedy_answer: Option<&str>) -> Result<Forced> {
+    let scaffold = prompt::forced_scaffold(run.plan.frame.kind, greedy_answer);
+    let body = prompt::forced_body(target);
+    let tokens = run.model.tokenize_plain(&format!("{scaffold}{body}"));
+    let starts = token_starts(run.model, &tokens);
+    let readings = session.force(query, &tokens)?;
+    let body_bytes = body.as_bytes();
+    let scored: Vec<TokenReading> = tokens
+        .iter()
+        .zip(&starts)
+        .zip(readings)
+        // Tokens that start inside the scaffold are not scored.
+        .filter(|((_, start), _)| **start >= scaffold.len())
+        .map(|((tok, start), (top1, gap, logprob))| {
+            let at = (start - scaffold.len()).min(body_bytes.len());
+            TokenReading {
+                token: tok.0,
+                top1: top1.0,
+                logprob,
+                top_gap: gap,
+                line: body_bytes[..at].iter().filter(|&&b| b == b'\n').count(),
+            }
+        })
+        .collect();
+    Ok(Forced::from_readings(&scored, target.expected.len()))
+}

@@ -1,0 +1,127 @@
+//! What a run records: its manifest, its prefix cache key and its run file,
+//! built the same way for `bench` and `matrix`.
+
+use super::decoding::Decoding;
+use super::execute::Executed;
+use super::plan::Plan;
+use crate::corpus::Source;
+use crate::crop::Crop;
+use crate::engine::config::{ContextConfig, ContextKey};
+use crate::engine::model::Model;
+use crate::fsutil::sha256_hex;
+use crate::run::{CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, Params, RunFile, Runtime, Summary};
+use crate::targets::TargetSpec;
+use serde::Serialize;
+
+/// Everything a run file records besides the measurements.
+pub struct RunSpec<'a> {
+    pub model: &'a Model,
+    pub src: &'a Source,
+    pub plan: &'a Plan,
+    /// The run's context, as created ([`Decoding::context`]).
+    pub cfg: &'a ContextConfig,
+    /// The build label; `None`: the model file's name.
+    pub build: Option<&'a str>,
+    pub target: &'a TargetSpec,
+    pub decoding: &'a Decoding,
+}
+
+/// Everything that decides an evaluated prefix state; its sha256 names the
+/// prefix cache file.
+#[derive(Serialize)]
+struct CacheKey<'a> {
+    model_sha256: &'a str,
+    corpus_sha256: &'a str,
+    crop: &'a Crop,
+    prefix_sha256: &'a str,
+    context: ContextKey,
+    llama_cpp_sys_2: &'a str,
+}
+
+impl RunSpec<'_> {
+    /// The run's manifest, complete before anything is decoded.
+    pub fn manifest(&self) -> Manifest {
+        Manifest {
+            command: "bench".into(),
+            model: Some(self.model_info()),
+            context: Some(self.cfg.clone()),
+            corpus: CorpusInfo::of(self.src, self.plan.crop.clone(), Some(self.plan.prefix_tokens.len())),
+            params: self.params(),
+            runtime: self.runtime(),
+            external: None,
+        }
+    }
+
+    fn model_info(&self) -> ModelInfo {
+        let model = self.model;
+        let file_name = || model.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        ModelInfo {
+            path: model.path.display().to_string(),
+            sha256: model.sha256.clone(),
+            size_bytes: model.size_bytes,
+            architecture: model.architecture.clone(),
+            name: model.name.clone(),
+            file_type: model.file_type.clone(),
+            build: self.build.map_or_else(file_name, str::to_string),
+            n_params: model.n_params,
+            n_ctx_train: model.n_ctx_train,
+            chat_template: model.chat_template.is_some(),
+        }
+    }
+
+    fn params(&self) -> Params {
+        let decoding = self.decoding;
+        Params {
+            probe: Some(self.plan.frame.kind.as_str().to_string()),
+            max_new_tokens: Some(self.plan.max_new_tokens),
+            decode_mode: Some(decoding.mode().into()),
+            parallel: decoding.parallel().then_some(decoding.slots),
+            fixed_tokens: decoding.fixed_tokens,
+            no_forced: decoding.no_forced,
+            ..Params::of(self.target)
+        }
+    }
+
+    fn runtime(&self) -> Runtime {
+        Runtime {
+            backend: Some(crate::engine::backend_name().to_string()),
+            chat_renderer: self.plan.frame.renderer.clone(),
+            prefix_sha256: Some(sha256_hex(self.plan.prefix_text.as_bytes())),
+            prompt_boundary_exact: Some(self.plan.boundary_exact),
+            parallel_fallback: self.decoding.fallback.clone(),
+            ..Runtime::current()
+        }
+    }
+
+    /// The name of this run's evaluated prefix in a prefix cache.
+    pub fn prefix_cache_key(&self) -> String {
+        let prefix_sha = sha256_hex(self.plan.prefix_text.as_bytes());
+        let key = CacheKey {
+            model_sha256: &self.model.sha256,
+            corpus_sha256: &self.src.corpus.sha256,
+            crop: &self.plan.crop,
+            prefix_sha256: &prefix_sha,
+            context: self.cfg.key(),
+            llama_cpp_sys_2: env!("POSRECALL_LLAMA_CPP_SYS_2_VERSION"),
+        };
+        sha256_hex(&serde_json::to_vec(&key).unwrap_or_default())
+    }
+
+    /// The run file: the manifest, the results and their summary, and the
+    /// timings, with the model's load and hash times; `total_ms` is the run
+    /// as its command measured it.
+    pub fn run_file(&self, executed: Executed, total_ms: f64) -> RunFile {
+        let mut timings = executed.timings;
+        timings.hash_ms = self.model.hash_ms;
+        timings.load_ms_without_hash = self.model.weights_ms;
+        timings.load_ms = self.model.weights_ms + self.model.hash_ms;
+        timings.total_ms = total_ms;
+        RunFile {
+            format: FORMAT_VERSION,
+            manifest: self.manifest(),
+            summary: Summary::of(&executed.results),
+            targets: executed.results,
+            timings: Some(timings),
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! `matrix --shard K/N|N|auto`: which shard this process runs, from the
+//! flag and the job array's environment (Slurm, Kubernetes Indexed Jobs).
+
+use crate::sweep::Shard;
+use anyhow::{Result, anyhow, bail};
+
+/// `--shard` as typed: `K/N`, `N` (K from the environment), or `auto` (K
+/// and N from a Slurm job array).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardArg {
+    Given { k: usize, n: usize },
+    Count(usize),
+    Auto,
+}
+
+impl std::str::FromStr for ShardArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let num = |x: &str| -> Result<usize, String> {
+            x.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| format!("`{x}` is not a positive whole number"))
+        };
+        if s == "auto" {
+            return Ok(ShardArg::Auto);
+        }
+        match s.split_once('/') {
+            Some((k, n)) => {
+                let (k, n) = (num(k)?, num(n)?);
+                if k > n {
+                    return Err(format!("shard {k}/{n}: K must be between 1 and N"));
+                }
+                Ok(ShardArg::Given { k, n })
+            }
+            None => num(s)
+                .map(ShardArg::Count)
+                .map_err(|e| format!("expected K/N, N or auto: {e}")),
+        }
+    }
+}
+
+fn env_number(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<i64>> {
+    match env(name) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|_| anyhow!("--shard: {name}={v} is not a whole number")),
+    }
+}
+
+/// K and N of a Slurm job array, when this is one.
+fn slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(usize, usize)>> {
+    let Some(id) = env_number(env, "SLURM_ARRAY_TASK_ID")? else {
+        return Ok(None);
+    };
+    let min = env_number(env, "SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+    let count = env_number(env, "SLURM_ARRAY_TASK_COUNT")?
+        .ok_or_else(|| anyhow!("--shard: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"))?;
+    let k = id - min + 1;
+    if count < 1 || k < 1 || k > count {
+        bail!(
+            "--shard: the Slurm array task {id} (min {min}, count {count}) is not one of tasks {min}..{}; \
+             use a contiguous array (e.g. --array=0-{})",
+            min + count - 1,
+            count - 1
+        );
+    }
+    Ok(Some((k as usize, count as usize)))
+}
+
+impl ShardArg {
+    /// The shard this process runs. `N` takes K from `JOB_COMPLETION_INDEX`
+    /// (a Kubernetes Indexed Job: K = index + 1) or a Slurm array
+    /// (`SLURM_ARRAY_TASK_ID` − `SLURM_ARRAY_TASK_MIN` + 1, whose
+    /// `SLURM_ARRAY_TASK_COUNT` must then be N); `auto` takes K and N from Slurm.
+    pub fn resolve(self, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard> {
+        match self {
+            ShardArg::Given { k, n } => Ok(Shard { k, n }),
+            ShardArg::Auto => match slurm(env)? {
+                Some((k, n)) => Ok(Shard { k, n }),
+                None => bail!(
+                    "--shard auto needs a Slurm job array (SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT); \
+                     for a Kubernetes Indexed Job give the number of shards: --shard N"
+                ),
+            },
+            ShardArg::Count(n) => {
+                let k8s = env_number(env, "JOB_COMPLETION_INDEX")?;
+                let array = slurm(env)?;
+                match (k8s, array) {
+                    (Some(_), Some(_)) => bail!(
+                        "--shard {n}: both JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID are set; give --shard K/{n}"
+                    ),
+                    (Some(i), None) => {
+                        if i < 0 || i as usize >= n {
+                            bail!("--shard {n}: JOB_COMPLETION_INDEX={i} is not between 0 and {}", n - 1);
+                        }
+                        Ok(Shard { k: i as usize + 1, n })
+                    }
+                    (None, Some((k, count))) => {
+                        if count != n {
+                            bail!("--shard {n}: the Slurm array has {count} tasks (SLURM_ARRAY_TASK_COUNT), not {n}");
+                        }
+                        Ok(Shard { k, n })
+                    }
+                    (None, None) => bail!(
+                        "--shard {n} takes this shard's number from JOB_COMPLETION_INDEX (Kubernetes Indexed Job) \
+                         or SLURM_ARRAY_TASK_ID (Slurm job array), and neither is set; give --shard K/{n}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k: &str| map.get(k).cloned()
+    }
+
+    #[test]
+    fn shard_syntax_and_environment() {
+        assert_eq!("2/3".parse::<ShardArg>().unwrap(), ShardArg::Given { k: 2, n: 3 });
+        assert_eq!("4".parse::<ShardArg>().unwrap(), ShardArg::Count(4));
+        assert_eq!("auto".parse::<ShardArg>().unwrap(), ShardArg::Auto);
+        for bad in ["0/2", "3/2", "x", "1/0", "0", ""] {
+            assert!(bad.parse::<ShardArg>().is_err(), "{bad}");
+        }
+        let none = env_of(&[]);
+        assert_eq!(ShardArg::Given { k: 1, n: 2 }.resolve(&none).unwrap(), Shard { k: 1, n: 2 });
+        assert!(ShardArg::Count(2).resolve(&none).is_err());
+        assert!(ShardArg::Auto.resolve(&none).is_err());
+
+        let k8s = env_of(&[("JOB_COMPLETION_INDEX", "1")]);
+        assert_eq!(ShardArg::Count(3).resolve(&k8s).unwrap(), Shard { k: 2, n: 3 });
+        assert!(ShardArg::Count(1).resolve(&k8s).is_err());
+
+        let slurm = env_of(&[
+            ("SLURM_ARRAY_TASK_ID", "11"),
+            ("SLURM_ARRAY_TASK_MIN", "10"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]);
+        assert_eq!(ShardArg::Auto.resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
+        assert_eq!(ShardArg::Count(4).resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
+        assert!(ShardArg::Count(3).resolve(&slurm).is_err());
+        // An explicit K/N wins over the environment.
+        assert_eq!(ShardArg::Given { k: 1, n: 4 }.resolve(&slurm).unwrap(), Shard { k: 1, n: 4 });
+    }
+}

@@ -1,0 +1,308 @@
+//! The engine's settings, as plain data: what a context is made of, and the
+//! statistics a decoding pass returns.
+//!
+//! Nothing here touches llama.cpp (`session.rs` turns these types into its
+//! parameters, in one place), so the run file, the prefix cache and sweeps can
+//! share them. [`ContextConfig`] is the one record of a context's parameters:
+//! the manifest's `context`, the prefix cache key and a sweep's resume key are
+//! all made from it.
+
+use serde::{Deserialize, Serialize};
+
+/// KV-cache element types llama.cpp accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+pub enum KvType {
+    #[value(name = "f32")]
+    #[serde(rename = "f32")]
+    F32,
+    #[value(name = "f16")]
+    #[serde(rename = "f16")]
+    F16,
+    #[value(name = "bf16")]
+    #[serde(rename = "bf16")]
+    Bf16,
+    #[value(name = "q8_0")]
+    #[serde(rename = "q8_0")]
+    Q8_0,
+    #[value(name = "q5_1")]
+    #[serde(rename = "q5_1")]
+    Q5_1,
+    #[value(name = "q5_0")]
+    #[serde(rename = "q5_0")]
+    Q5_0,
+    #[value(name = "q4_1")]
+    #[serde(rename = "q4_1")]
+    Q4_1,
+    #[value(name = "q4_0")]
+    #[serde(rename = "q4_0")]
+    Q4_0,
+    #[value(name = "iq4_nl")]
+    #[serde(rename = "iq4_nl")]
+    Iq4Nl,
+}
+
+impl KvType {
+    pub const ALL: [KvType; 9] = [
+        KvType::F32,
+        KvType::F16,
+        KvType::Bf16,
+        KvType::Q8_0,
+        KvType::Q5_1,
+        KvType::Q5_0,
+        KvType::Q4_1,
+        KvType::Q4_0,
+        KvType::Iq4Nl,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvType::F32 => "f32",
+            KvType::F16 => "f16",
+            KvType::Bf16 => "bf16",
+            KvType::Q8_0 => "q8_0",
+            KvType::Q5_1 => "q5_1",
+            KvType::Q5_0 => "q5_0",
+            KvType::Q4_1 => "q4_1",
+            KvType::Q4_0 => "q4_0",
+            KvType::Iq4Nl => "iq4_nl",
+        }
+    }
+
+    pub fn is_quantized(self) -> bool {
+        !matches!(self, KvType::F32 | KvType::F16 | KvType::Bf16)
+    }
+}
+
+impl std::fmt::Display for KvType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Flash attention: llama.cpp's choice, forced on, or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum FlashAttn {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl FlashAttn {
+    pub const ALL: [FlashAttn; 3] = [FlashAttn::Auto, FlashAttn::On, FlashAttn::Off];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlashAttn::Auto => "auto",
+            FlashAttn::On => "on",
+            FlashAttn::Off => "off",
+        }
+    }
+}
+
+impl std::fmt::Display for FlashAttn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The context size asked for: `auto` (what the run needs, capped at the
+/// trained context) or a fixed token count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CtxSize {
+    #[default]
+    Auto,
+    Fixed(u32),
+}
+
+impl CtxSize {
+    /// The smallest context llama.cpp is asked for.
+    pub const MIN: u32 = 64;
+}
+
+impl std::str::FromStr for CtxSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            return Ok(CtxSize::Auto);
+        }
+        s.parse::<u32>()
+            .ok()
+            .filter(|n| *n >= CtxSize::MIN)
+            .map(CtxSize::Fixed)
+            .ok_or_else(|| format!("expected `auto` or a token count >= {}, got `{s}`", CtxSize::MIN))
+    }
+}
+
+/// A setting that llama.cpp would reject less clearly.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("a quantised V cache ({0}) needs flash attention")]
+    QuantizedVNeedsFlashAttn(&'static str),
+}
+
+/// Every parameter of a context that a run records (`manifest.context`).
+///
+/// Serialised as it is, it is the manifest's `context`; [`ContextConfig::key`]
+/// is the part that decides an evaluated state, shared by the prefix cache key
+/// and a sweep's resume key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextConfig {
+    pub n_ctx: u32,
+    pub type_k: KvType,
+    pub type_v: KvType,
+    pub flash_attn: FlashAttn,
+    pub swa_full: bool,
+    /// One KV buffer shared by all sequences, so that copying the prefix
+    /// into a sequence shares its cells instead of duplicating them.
+    pub kv_unified: bool,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub threads: i32,
+    /// Layers offloaded to a GPU when the model was loaded.
+    pub gpu_layers: u32,
+    /// Sequences the context holds: 1, or 1 + N for `N` parallel answers
+    /// (sequence 0 keeps the prefix, the others answer). Follows from the
+    /// run's decoding, which the manifest records, so it is not written.
+    #[serde(skip, default = "one")]
+    pub n_seq: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// llama.cpp's largest useful batch for one decode call here.
+const MAX_BATCH: u32 = 512;
+
+impl ContextConfig {
+    /// A sequential run's context: one sequence of `n_ctx` cells, batches of
+    /// up to 512 tokens; `threads` `None` is every core.
+    pub fn sequential(n_ctx: u32, kv: (KvType, KvType), flash_attn: FlashAttn, swa_full: bool, threads: Option<i32>, gpu_layers: u32) -> ContextConfig {
+        let threads = threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(4)
+        });
+        let n_batch = MAX_BATCH.min(n_ctx);
+        ContextConfig {
+            n_ctx,
+            type_k: kv.0,
+            type_v: kv.1,
+            flash_attn,
+            swa_full,
+            kv_unified: false,
+            n_batch,
+            n_ubatch: n_batch,
+            threads,
+            gpu_layers,
+            n_seq: 1,
+        }
+    }
+
+    /// Refuses combinations llama.cpp would reject less clearly.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.type_v.is_quantized() && self.flash_attn == FlashAttn::Off {
+            return Err(ConfigError::QuantizedVNeedsFlashAttn(self.type_v.as_str()));
+        }
+        Ok(())
+    }
+
+    /// The parameters that decide an evaluated state and a run's answers:
+    /// all but the thread count (which changes neither).
+    pub fn key(&self) -> ContextKey {
+        ContextKey {
+            n_ctx: self.n_ctx,
+            type_k: self.type_k,
+            type_v: self.type_v,
+            flash_attn: self.flash_attn,
+            swa_full: self.swa_full,
+            kv_unified: self.kv_unified,
+            n_batch: self.n_batch,
+            n_ubatch: self.n_ubatch,
+            gpu_layers: self.gpu_layers,
+        }
+    }
+}
+
+/// [`ContextConfig`] without the thread count: see [`ContextConfig::key`].
+#[derive(Debug, Serialize)]
+pub struct ContextKey {
+    n_ctx: u32,
+    type_k: KvType,
+    type_v: KvType,
+    flash_attn: FlashAttn,
+    swa_full: bool,
+    kv_unified: bool,
+    n_batch: u32,
+    n_ubatch: u32,
+    gpu_layers: u32,
+}
+
+/// Where the time of a run's answering decode steps went.
+///
+/// Steps that held only generated tokens are counted apart from steps that
+/// also evaluated (part of) a question, so the generation throughput can be
+/// compared with a benchmark that generates without questions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepStats {
+    pub steps: usize,
+    /// Steps with generated tokens only: their time and tokens.
+    pub generation_only_ms: f64,
+    pub generation_only_tokens: usize,
+    /// Steps that also evaluated question tokens: time, and all tokens in them.
+    pub mixed_ms: f64,
+    pub mixed_tokens: usize,
+    /// The most sequences decoded in one step.
+    pub max_live: usize,
+}
+
+impl StepStats {
+    /// Counts one decode step of `tokens` tokens, `question_tokens` of them
+    /// from questions, over `live` sequences.
+    pub fn count_step(&mut self, ms: f64, tokens: usize, question_tokens: usize, live: usize) {
+        self.steps += 1;
+        self.max_live = self.max_live.max(live);
+        if question_tokens == 0 {
+            self.generation_only_ms += ms;
+            self.generation_only_tokens += tokens;
+        } else {
+            self.mixed_ms += ms;
+            self.mixed_tokens += tokens;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_serde() {
+        for t in KvType::ALL {
+            let json = serde_json::to_string(&t).unwrap();
+            assert_eq!(json, format!("\"{}\"", t.as_str()));
+            assert_eq!(serde_json::from_str::<KvType>(&json).unwrap(), t);
+        }
+        for f in FlashAttn::ALL {
+            assert_eq!(serde_json::to_string(&f).unwrap(), format!("\"{}\"", f.as_str()));
+        }
+    }
+
+    #[test]
+    fn the_key_leaves_out_threads_only() {
+        let a = ContextConfig::sequential(1024, (KvType::F16, KvType::Q8_0), FlashAttn::Auto, false, Some(2), 0);
+        let mut b = a.clone();
+        b.threads = 16;
+        let key = |c: &ContextConfig| serde_json::to_string(&c.key()).unwrap();
+        assert_eq!(key(&a), key(&b));
+        b.n_ubatch = 256;
+        assert_ne!(key(&a), key(&b));
+        // Every recorded field but threads is in the key.
+        let recorded = serde_json::to_value(&a).unwrap();
+        let keyed = serde_json::to_value(a.key()).unwrap();
+        let names = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        let mut expected = names(&recorded);
+        expected.retain(|k| k != "threads");
+        assert_eq!(names(&keyed), expected);
+    }
+}
