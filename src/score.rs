@@ -4,7 +4,9 @@
 //! follow the opening brace; [`score`] aligns those lines, in order, with the
 //! ground truth (the first LINES lines plus the "extra" window after them) and
 //! sorts every line into one of four classes: matched, missing, hallucinated
-//! and extra. [`score_raw`] does both in one call.
+//! and extra. Blank lines never anchor that alignment and are credited only
+//! in place; a blank answer line that pairs with nothing is ignored.
+//! [`score_raw`] does both in one call.
 //!
 //! Nothing here panics on any input: the model's answer is untrusted text.
 
@@ -91,7 +93,8 @@ pub enum LineStatus {
     Matched,
     /// One of the first LINES expected lines that no answer line aligned with (orange).
     Missing,
-    /// An answer line aligned with nothing (yellow).
+    /// A non-blank answer line aligned with nothing (yellow). (A blank one is
+    /// ignored: counted in [`Score::ignored_blank`], not shown.)
     Hallucinated,
     /// An answer line aligned with a line of the extra window, past LINES (blue).
     Extra,
@@ -132,10 +135,16 @@ pub struct Score {
     pub truncated: usize,
     pub hallucinated: usize,
     pub extra: usize,
-    /// Blank lines the answer is read as having ended on (its trailing
-    /// whitespace was dropped in parsing); they are scored like answer lines.
+    /// Blank expected lines credited (as matched) because they close the
+    /// LINES window right after the answer's last line: parsing dropped the
+    /// answer's trailing whitespace, so it cannot show them (see [`score`]).
+    /// They appear in `lines` with the expected text.
     #[serde(default)]
     pub implied_blank: usize,
+    /// Blank answer lines paired with nothing: whitespace, not content, so
+    /// they are neither matched nor hallucinated, and not in `lines`.
+    #[serde(default)]
+    pub ignored_blank: usize,
     pub pass: bool,
 }
 
@@ -314,7 +323,7 @@ type Value = (usize, usize);
 /// that loops on `}` thus gets its first copies paired and the rest shown as
 /// hallucinations at the end (not thirty yellow lines before the first gray
 /// one), and a reordered answer keeps its first block paired.
-fn align(response: &[Cow<'_, str>], window: &[Cow<'_, str>], lines: usize) -> Vec<(usize, usize)> {
+fn align<T: PartialEq>(response: &[T], window: &[T], lines: usize) -> Vec<(usize, usize)> {
     let (n, m) = (response.len(), window.len());
     let cols = m + 1;
     // table[i * cols + j] = best value for response[i..] against window[j..].
@@ -361,34 +370,56 @@ fn align(response: &[Cow<'_, str>], window: &[Cow<'_, str>], lines: usize) -> Ve
 /// SPEC step 7: scores the answer lines `response` against the ground truth.
 ///
 /// `expected` holds the first `opts.lines` lines after the opening brace;
-/// `extra` the extra window after them (possibly shorter, or empty). The
-/// answer is aligned in order with `expected ++ extra` under
-/// `opts.normalize` by a longest common subsequence; among alignments of that
-/// length the one with the most pairs in the first `opts.lines` lines wins
-/// (see [`align`]). Then:
+/// `extra` the extra window after them (possibly shorter, or empty). A line
+/// is *blank* when it is empty or whitespace only. Blank lines never anchor
+/// the alignment and earn credit only in place (docs/METHOD.md, "Blank lines",
+/// has worked examples):
 ///
-/// - **matched**: answer lines aligned with one of the first `opts.lines`
-///   window lines; **missing**: those lines with nothing aligned, so
-///   `matched + missing == opts.lines` always;
-/// - **hallucinated**: answer lines aligned with nothing; **extra**: answer
-///   lines aligned with a later window line, so
-///   `matched + hallucinated + extra == response.len() + implied_blank`
-///   (see the note on trailing blank lines in the body);
-/// - **truncated** (a subset of missing): with `j*` the last aligned window
-///   line and `i*` the last aligned answer line, `m` = the missing lines after
-///   `j*` and `t` = the answer lines after `i*`, truncated = `m - t` (floored
-///   at 0). The answer stopped before it reached those `m` lines, except that
-///   trailing lines it did write count as attempts at them, one for one (a
-///   mangled last line is a hallucination, not a truncation). With nothing
-///   aligned, `j*` and `i*` are "before the start": an empty answer has
-///   `truncated == opts.lines`;
+/// 1. The non-blank answer lines are aligned in order with the non-blank
+///    lines of `expected ++ extra` under `opts.normalize` by a longest common
+///    subsequence; among alignments of that length the one with the most
+///    pairs in the first `opts.lines` lines wins (see [`align`]). These pairs
+///    are the *anchors*. Without an anchor nothing else is credited.
+/// 2. In each gap between consecutive anchors, the blank answer lines are
+///    aligned the same way with the blank window lines of the same gap. The
+///    gap before the first anchor (the window's start edge) counts only when
+///    that anchor is in the first `opts.lines` lines, and the gap after the
+///    last anchor reaches only to `opts.lines` (the extra window's blank lines
+///    are credited only between two anchors).
+/// 3. When the answer has no non-blank line after its last anchor, and every
+///    window line from there up to `opts.lines` is blank (a run that closes
+///    the LINES window), the run's lines that step 2 left unpaired are
+///    credited as written: parsing dropped the answer's trailing whitespace,
+///    and a perfect answer must score LINES. That is `implied_blank`. A blank
+///    run that ends before `opts.lines` is not credited this way.
+///
+/// Then:
+///
+/// - **matched**: window lines below `opts.lines` credited by steps 1-3;
+///   **missing**: those lines not credited, so `matched + missing ==
+///   opts.lines` always;
+/// - **extra**: answer lines paired with a later window line;
+///   **hallucinated**: non-blank answer lines paired with nothing;
+///   **ignored_blank**: blank answer lines paired with nothing (whitespace,
+///   not content: neither credited nor penalised). So
+///   `matched + hallucinated + extra + ignored_blank == response.len() + implied_blank`;
+/// - **truncated** (a subset of missing): with `j*` the last credited window
+///   line and `i*` the last paired answer line, `m` = the missing lines after
+///   `j*` and `t` = the *non-blank* answer lines after `i*`, truncated =
+///   `m - t` (floored at 0). The answer stopped before it reached those `m`
+///   lines, except that trailing lines it did write count as attempts at them,
+///   one for one (a mangled last line is a hallucination, not a truncation);
+///   blank lines are not attempts. With nothing paired, `j*` and `i*` are
+///   "before the start": an empty answer has `truncated == opts.lines`;
 /// - **pass**: `matched >= opts.pass`.
 ///
-/// `lines` is the diff view in alignment order. In each gap between aligned
-/// pairs the missing expected lines come first (with the expected text), then
-/// the unaligned answer lines (raw text); so a missing line always sits before
-/// an answer line aligned to a later expected line. Extra-window lines that
-/// nothing aligned with do not appear.
+/// `lines` is the diff view in window order. Before each credited line come
+/// the missing expected lines since the previous one (with the expected
+/// text), then the unpaired non-blank answer lines (raw text); so a missing
+/// line always sits before an answer line paired with a later expected line.
+/// Credited lines show the raw answer text, or the expected text for the
+/// lines of `implied_blank`. Ignored blank answer lines and extra-window lines
+/// that nothing paired with do not appear.
 ///
 /// Should `expected` hold more than `opts.lines` lines, the surplus is scored
 /// as extra window; should it hold fewer, the shortfall counts as missing
@@ -400,49 +431,159 @@ pub fn score(
     response: &[String],
     opts: &ScoreOptions,
 ) -> Score {
-    score_inner(expected, extra, response, opts, 0)
-}
-
-/// [`score`], with `implied` trailing blank lines already added to `response`.
-fn score_inner(
-    expected: &[String],
-    extra: &[String],
-    response: &[String],
-    opts: &ScoreOptions,
-    implied: usize,
-) -> Score {
-    let window_raw: Vec<&String> = expected.iter().chain(extra).collect();
+    let window_raw: Vec<&str> = expected.iter().chain(extra).map(String::as_str).collect();
     let window: Vec<Cow<'_, str>> = window_raw.iter().map(|l| opts.normalize.apply(l)).collect();
     let answer: Vec<Cow<'_, str>> = response.iter().map(|l| opts.normalize.apply(l)).collect();
-    let pairs = align(&answer, &window, opts.lines);
 
-    // Parsing drops an answer's trailing whitespace (SPEC step 6), and with it
-    // any blank lines the answer ended on. When the answer's last line is
-    // aligned and the ground truth goes on with blank lines, the answer is read as
-    // having written them: they are scored as if present (and appear in
-    // `lines`). Otherwise a perfect answer whose ground truth ends in a blank
-    // line could never score LINES.
-    if let Some(&(ri, wi)) = pairs.last()
-        && ri + 1 == response.len()
-        && implied == 0
-    {
-        // Only ground-truth lines: blank lines of the extra window earn no bonus.
-        let blanks: Vec<String> = window_raw
-            .get(wi + 1..opts.lines.min(window_raw.len()))
-            .unwrap_or(&[])
-            .iter()
-            .take_while(|l| l.trim().is_empty())
-            .map(|l| (*l).clone())
-            .collect();
-        if !blanks.is_empty() && !opts.skip_blank {
-            let blanks_len = blanks.len();
-            let mut padded = response.to_vec();
-            padded.extend(blanks);
-            let n = blanks_len;
-            return score_inner(expected, extra, &padded, opts, n);
+    let non_blank = |lines: &[Cow<'_, str>]| -> Vec<usize> {
+        (0..lines.len())
+            .filter(|&i| lines.get(i).is_some_and(|l| !is_blank(l)))
+            .collect()
+    };
+    let anchors = align_subset(
+        &answer,
+        &window,
+        &non_blank(&answer),
+        &non_blank(&window),
+        opts.lines,
+    );
+    let blanks = blank_pairs(&answer, &window, &anchors, opts.lines);
+
+    // Both kinds of pair are increasing in both indices, every blank pair lies
+    // strictly inside a gap between anchors, and the closing run follows the
+    // last anchor: sorting by window index merges them all.
+    let mut credits: Vec<Credit> = anchors
+        .iter()
+        .chain(&blanks)
+        .map(|&(ri, wi)| (Some(ri), wi))
+        .collect();
+    // The closing run's lines that the answer's own trailing blank lines did
+    // not already pair (parsed answers have none) are credited as implied.
+    let mut implied = 0;
+    if !opts.skip_blank {
+        for wi in closing_run(&answer, &window, &anchors, opts.lines) {
+            if !blanks.iter().any(|&(_, w)| w == wi) {
+                credits.push((None, wi));
+                implied += 1;
+            }
         }
     }
+    credits.sort_unstable_by_key(|&(_, wi)| wi);
 
+    let mut out = tally(&credits, response, &window_raw, opts);
+    out.implied_blank = implied;
+    out
+}
+
+/// Whether a normalised or raw line is blank. Every mode maps a blank line to
+/// a blank line and a non-blank one to a non-blank one, so either will do.
+fn is_blank(line: &str) -> bool {
+    line.trim().is_empty()
+}
+
+/// One credited window line: `(Some(answer index), window index)` for an
+/// answer line paired with it, `(None, window index)` for a blank line of a
+/// run that closes the LINES window.
+type Credit = (Option<usize>, usize);
+
+/// [`align`] restricted to the answer lines at `r_idx` and the window lines
+/// at `w_idx` (both increasing); the pairs come back as indices into
+/// `answer` and `window`.
+fn align_subset(
+    answer: &[Cow<'_, str>],
+    window: &[Cow<'_, str>],
+    r_idx: &[usize],
+    w_idx: &[usize],
+    lines: usize,
+) -> Vec<(usize, usize)> {
+    fn pick<'a>(all: &'a [Cow<'_, str>], idx: &[usize]) -> Vec<&'a str> {
+        idx.iter()
+            .filter_map(|&i| all.get(i).map(AsRef::as_ref))
+            .collect()
+    }
+    let (sub_answer, sub_window) = (pick(answer, r_idx), pick(window, w_idx));
+    // `w_idx` is increasing, so "below LINES" is a prefix of it.
+    let below = w_idx.iter().filter(|&&w| w < lines).count();
+    align(&sub_answer, &sub_window, below)
+        .into_iter()
+        .filter_map(|(i, j)| Some((*r_idx.get(i)?, *w_idx.get(j)?)))
+        .collect()
+}
+
+/// Step 2 of [`score`]: the blank answer lines paired, gap by gap, with blank
+/// window lines in the same gap of the `anchors`.
+fn blank_pairs(
+    answer: &[Cow<'_, str>],
+    window: &[Cow<'_, str>],
+    anchors: &[(usize, usize)],
+    lines: usize,
+) -> Vec<(usize, usize)> {
+    // No anchor, no neighbour: blank lines alone earn nothing (principle 1).
+    let (Some(&(r0, w0)), Some(&(rl, wl))) = (anchors.first(), anchors.last()) else {
+        return Vec::new();
+    };
+    // The start edge is a neighbour only for a matched first anchor; the end
+    // edge is that of the LINES window.
+    let lead = if w0 < lines { 0..w0 } else { 0..0 };
+    let tail = wl + 1..lines.min(window.len()).max(wl + 1);
+    let mut gaps = vec![(0..r0, lead)];
+    gaps.extend(anchors.windows(2).filter_map(|p| match *p {
+        [(ra, wa), (rb, wb)] => Some((ra + 1..rb, wa + 1..wb)),
+        _ => None,
+    }));
+    gaps.push((rl + 1..answer.len(), tail));
+
+    let blank_in = |all: &[Cow<'_, str>], range: Range<usize>| -> Vec<usize> {
+        range
+            .filter(|&i| all.get(i).is_some_and(|l| is_blank(l)))
+            .collect()
+    };
+    gaps.into_iter()
+        .flat_map(|(r, w)| {
+            align_subset(
+                answer,
+                window,
+                &blank_in(answer, r),
+                &blank_in(window, w),
+                lines,
+            )
+        })
+        .collect()
+}
+
+/// Step 3 of [`score`]: the window lines of a blank run that closes the LINES
+/// window right after the answer's last non-blank line, which must be the
+/// last anchor; empty otherwise.
+fn closing_run(
+    answer: &[Cow<'_, str>],
+    window: &[Cow<'_, str>],
+    anchors: &[(usize, usize)],
+    lines: usize,
+) -> Range<usize> {
+    let Some(&(ri, wi)) = anchors.last() else {
+        return 0..0;
+    };
+    let run = wi + 1..lines.max(wi + 1);
+    let answer_ends_here = answer
+        .get(ri + 1..)
+        .is_some_and(|rest| rest.iter().all(|l| is_blank(l)));
+    let run_closes = run
+        .clone()
+        .all(|w| window.get(w).is_some_and(|l| is_blank(l)));
+    if answer_ends_here && run_closes {
+        run
+    } else {
+        0..0
+    }
+}
+
+/// Counts the credits (sorted by window index) and builds the diff view.
+fn tally(
+    credits: &[Credit],
+    response: &[String],
+    window_raw: &[&str],
+    opts: &ScoreOptions,
+) -> Score {
     let mut out = Score {
         lines: Vec::with_capacity(response.len() + opts.lines),
         matched: 0,
@@ -450,40 +591,39 @@ fn score_inner(
         truncated: 0,
         hallucinated: 0,
         extra: 0,
-        implied_blank: implied,
+        implied_blank: 0,
+        ignored_blank: 0,
         pass: false,
     };
-    let expected_text = |w: usize| window_raw.get(w).map_or("", |s| s.as_str());
-    // Emits one gap: the missing expected lines of window range `w` (those
-    // below LINES), then the unaligned answer lines of range `r`.
-    let gap = |out: &mut Score, r: Range<usize>, w: Range<usize>| {
-        for wi in w.start..w.end.min(opts.lines) {
-            out.push(expected_text(wi), LineStatus::Missing);
-        }
-        for line in response.get(r).unwrap_or(&[]) {
-            out.push(line, LineStatus::Hallucinated);
-        }
-    };
-
     let (mut r, mut w) = (0, 0);
-    for &(ri, wi) in &pairs {
-        gap(&mut out, r..ri, w..wi);
+    for &(ri, wi) in credits {
+        out.gap(
+            response.get(r..ri.unwrap_or(r)).unwrap_or(&[]),
+            window_raw,
+            w..wi,
+            opts.lines,
+        );
+        let text = match ri {
+            Some(i) => response.get(i).map_or("", String::as_str),
+            None => window_raw.get(wi).copied().unwrap_or(""),
+        };
         let status = if wi < opts.lines {
             LineStatus::Matched
         } else {
             LineStatus::Extra
         };
-        out.push(response.get(ri).map_or("", String::as_str), status);
-        (r, w) = (ri + 1, wi + 1);
+        out.push(text, status);
+        (r, w) = (ri.map_or(r, |i| i + 1), wi + 1);
     }
     // The tail: missing lines up to LINES (also any shortfall past the
-    // window), then the answer's trailing unaligned lines.
-    gap(&mut out, r..response.len(), w..opts.lines.max(w));
+    // window), then the answer's trailing unpaired lines.
+    let rest = response.get(r..).unwrap_or(&[]);
+    out.gap(rest, window_raw, w..opts.lines.max(w), opts.lines);
 
-    // After the loop `w` is j* + 1 and `r` is i* + 1 (0 when nothing aligned).
+    // After the loop `w` is j* + 1 and `r` is i* + 1 (0 when nothing paired).
     let missing_after_end = opts.lines.saturating_sub(w);
-    let trailing_answer = response.len().saturating_sub(r);
-    out.truncated = missing_after_end.saturating_sub(trailing_answer);
+    let attempts = rest.iter().filter(|l| !is_blank(l)).count();
+    out.truncated = missing_after_end.saturating_sub(attempts);
     out.pass = out.matched >= opts.pass;
     out
 }
@@ -501,6 +641,25 @@ impl Score {
             text: text.to_owned(),
             status,
         });
+    }
+
+    /// Emits one gap: the missing expected lines of window range `w` (those
+    /// below `lines`), then the unpaired answer lines `answer`; its blank ones
+    /// are only counted as ignored.
+    fn gap(&mut self, answer: &[String], window_raw: &[&str], w: Range<usize>, lines: usize) {
+        for wi in w.start..w.end.min(lines) {
+            self.push(
+                window_raw.get(wi).copied().unwrap_or(""),
+                LineStatus::Missing,
+            );
+        }
+        for line in answer {
+            if is_blank(line) {
+                self.ignored_blank += 1;
+            } else {
+                self.push(line, LineStatus::Hallucinated);
+            }
+        }
     }
 }
 
@@ -789,6 +948,294 @@ mod tests {
         assert!(!score(&expected, &[], &v(&["a"]), &o).pass);
     }
 
+    // ---- blank lines ------------------------------------------------------------
+
+    /// (matched, missing, truncated, hallucinated, extra, implied, ignored).
+    fn counts(s: &Score) -> (usize, usize, usize, usize, usize, usize, usize) {
+        (
+            s.matched,
+            s.missing,
+            s.truncated,
+            s.hallucinated,
+            s.extra,
+            s.implied_blank,
+            s.ignored_blank,
+        )
+    }
+
+    /// Scores `raw` as a model's answer (parsed, trailing whitespace dropped).
+    fn raw_score(raw: &str, expected: &[String], extra: &[String]) -> Score {
+        score_raw(
+            raw,
+            "function f() {",
+            expected,
+            extra,
+            &opts(expected.len(), Normalize::Trim),
+        )
+    }
+
+    #[test]
+    fn prose_with_blank_lines_scores_nothing() {
+        // The reported case: a paragraph repeated with blank lines between,
+        // against a window (and extra window) with blank lines of its own.
+        let expected = v(&["var a;", "", "if (a) {", "  b();", "", "}", "", "return a;"]);
+        let extra = v(&["", "function g() {", "", "}"]);
+        let para = "This function returns the value.";
+        let raw = [para; 6].join("\n\n");
+        let s = raw_score(&raw, &expected, &extra);
+        // 6 prose lines hallucinated, 5 blank lines ignored; the 8 expected
+        // lines are missing, 8 - 6 = 2 of them past what the answer attempted.
+        assert_eq!(counts(&s), (0, 8, 2, 6, 0, 0, 5));
+        assert!(s.lines.iter().all(|l| l.status != M && l.status != E));
+        // Leading and doubled blank lines change nothing.
+        let raw = format!("\n\n{}", [para; 6].join("\n\n\n"));
+        assert_eq!(
+            counts(&raw_score(&raw, &expected, &extra)),
+            (0, 8, 2, 6, 0, 0, 12)
+        );
+        // Nor does an answer of blank lines alone (passed unparsed).
+        let s = score(
+            &expected,
+            &extra,
+            &v(&["", " ", ""]),
+            &opts(8, Normalize::Trim),
+        );
+        assert_eq!(counts(&s), (0, 8, 8, 0, 0, 0, 3));
+    }
+
+    #[test]
+    fn a_perfect_answer_scores_lines_whatever_its_blank_lines() {
+        for expected in [
+            v(&["a", "", "b", "", "", "c"]),  // in the middle
+            v(&["", "", "a", "b", "c", "d"]), // at the start
+            v(&["a", "b", "c", "d", "", ""]), // at the end: dropped by parsing
+            v(&["", "a", "", "b", "", ""]),   // all three
+        ] {
+            let raw = expected.join("\n");
+            let extra = v(&["", "x", ""]);
+            let s = raw_score(&raw, &expected, &extra);
+            let closing = expected.iter().rev().take_while(|l| l.is_empty()).count();
+            assert_eq!(counts(&s), (6, 0, 0, 0, 0, closing, 0), "{expected:?}");
+            assert_eq!(statuses(&s), vec![M; 6]);
+            // Unparsed, with its trailing blank lines, it scores the same
+            // (the lines are written, not implied).
+            let s = score(&expected, &extra, &expected, &opts(6, Normalize::Trim));
+            assert_eq!(counts(&s), (6, 0, 0, 0, 0, 0, 0), "{expected:?}");
+        }
+    }
+
+    #[test]
+    fn a_prefix_stopped_before_a_blank_line_is_truncated_there() {
+        // The reported case: the first 12 of 20 lines, the 12th blank (and
+        // dropped with the trailing whitespace): 11 lines reproduced.
+        let mut expected: Vec<String> = (1..=20).map(|k| format!("line{k};")).collect();
+        expected[11] = String::new();
+        let raw = expected[..12].join("\n") + "\n";
+        let s = raw_score(&raw, &expected, &[]);
+        assert_eq!(counts(&s), (11, 9, 9, 0, 0, 0, 0));
+        // Stopping after line 11 gives exactly the same score: the two are
+        // indistinguishable, and neither wrote line 12.
+        assert_eq!(s, raw_score(&expected[..11].join("\n"), &expected, &[]));
+        // A blank run that does not reach the LINES edge is not credited either.
+        let expected = v(&["a", "b", "", "", "c"]);
+        let s = raw_score("a\nb\n\n", &expected, &[]);
+        assert_eq!(counts(&s), (2, 3, 3, 0, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_prefix_stopped_before_the_closing_blank_run_is_credited() {
+        let expected = v(&["a", "b", "c", "", ""]);
+        // The extra window's blank lines earn nothing.
+        let extra = v(&["", "", "x"]);
+        let s = raw_score("a\nb\nc\n\n\n\n", &expected, &extra);
+        assert_eq!(counts(&s), (5, 0, 0, 0, 0, 2, 0));
+        assert_eq!(statuses(&s), vec![M; 5]);
+        assert_eq!(s.lines[4].text, "", "implied lines show the expected text");
+        // But only right after a matched last line.
+        let s = raw_score("a\nb\nzz", &expected, &extra);
+        assert_eq!(counts(&s), (2, 3, 2, 1, 0, 0, 0));
+        let s = raw_score("a\nb", &expected, &extra);
+        assert_eq!(counts(&s), (2, 3, 3, 0, 0, 0, 0));
+        // An answer that wrote part of the run itself (unparsed): the rest is implied.
+        let s = score(
+            &expected,
+            &extra,
+            &v(&["a", "b", "c", ""]),
+            &opts(5, Normalize::Trim),
+        );
+        assert_eq!(counts(&s), (5, 0, 0, 0, 0, 1, 0));
+        // Writing more blank lines than the run: the surplus is ignored.
+        let s = score(
+            &expected,
+            &extra,
+            &v(&["a", "b", "c", "", "", ""]),
+            &opts(5, Normalize::Trim),
+        );
+        assert_eq!(counts(&s), (5, 0, 0, 0, 0, 0, 1));
+    }
+
+    #[test]
+    fn dropped_blank_lines_are_missing_not_truncated() {
+        let expected = v(&["", "a", "", "b", "", "", "c", "d"]);
+        let s = raw_score("a\nb\nc\nd", &expected, &[]);
+        assert_eq!(counts(&s), (4, 4, 0, 0, 0, 0, 0));
+        assert_eq!(statuses(&s), vec![X, M, X, M, X, X, M, M]);
+    }
+
+    #[test]
+    fn doubled_blank_lines_are_neither_matched_nor_hallucinated() {
+        let expected = v(&["a", "", "b", "c"]);
+        let s = raw_score("\n\na\n\n\n\nb\n\nc", &expected, &[]);
+        // One blank pairs in place; the other five are ignored and not shown.
+        assert_eq!(counts(&s), (4, 0, 0, 0, 0, 0, 5));
+        assert_eq!(statuses(&s), vec![M; 4]);
+    }
+
+    #[test]
+    fn a_blank_line_is_credited_only_in_its_own_gap() {
+        // The answer's blank is between `a` and `b`; the expected one between
+        // `b` and `c`.
+        let expected = v(&["a", "b", "", "c"]);
+        let s = raw_score("a\n\nb\nc", &expected, &[]);
+        assert_eq!(counts(&s), (3, 1, 0, 0, 0, 0, 1));
+        // Hallucinated lines in the gap do not move it: still between the
+        // anchors `b` and `c`.
+        let s = raw_score("a\nb\nzz\n\nc", &expected, &[]);
+        assert_eq!(counts(&s), (4, 0, 0, 1, 0, 0, 0));
+        assert_eq!(statuses(&s), vec![M, M, H, M, M]);
+        // The start edge is a neighbour of a leading blank only when the
+        // first anchor is matched.
+        let expected = v(&["", "a", "b"]);
+        let extra = v(&["", "}"]);
+        assert_eq!(
+            counts(&raw_score("\na\nb", &expected, &extra)),
+            (3, 0, 0, 0, 0, 0, 0)
+        );
+        let s = raw_score("\nprose\n\n}", &expected, &extra);
+        assert_eq!(counts(&s), (0, 3, 0, 1, 1, 0, 2));
+    }
+
+    #[test]
+    fn extra_window_blank_lines_count_only_between_anchors() {
+        let expected = v(&["a", "b"]);
+        let extra = v(&["", "c", "", "d"]);
+        let s = raw_score("a\nb\n\nc\n\nd", &expected, &extra);
+        assert_eq!(counts(&s), (2, 0, 0, 0, 4, 0, 0));
+        // After the last anchor, the edge is that of the LINES window.
+        let s = score(
+            &expected,
+            &extra,
+            &v(&["a", "b", "", "zz"]),
+            &opts(2, Normalize::Trim),
+        );
+        assert_eq!(counts(&s), (2, 0, 0, 1, 0, 0, 1));
+        let s = score(
+            &expected,
+            &extra,
+            &v(&["a", "b", "c", ""]),
+            &opts(2, Normalize::Trim),
+        );
+        assert_eq!(counts(&s), (2, 0, 0, 0, 1, 0, 1));
+    }
+
+    #[test]
+    fn blank_lines_follow_the_normalisation_mode() {
+        // Under `exact` a blank line pairs only with the same whitespace;
+        // unpaired, it is still ignored rather than hallucinated.
+        let expected = v(&["a", "  ", "b"]);
+        let response = v(&["a", "", "b"]);
+        let s = score(&expected, &[], &response, &opts(3, Normalize::Exact));
+        assert_eq!(counts(&s), (2, 1, 0, 0, 0, 0, 1));
+        let s = score(&expected, &[], &response, &opts(3, Normalize::Trim));
+        assert_eq!(counts(&s), (3, 0, 0, 0, 0, 0, 0));
+    }
+
+    #[test]
+    fn the_worked_examples_of_method_md() {
+        // docs/METHOD.md, "Blank lines": one row of its table each, LINES 5.
+        // (expected, extra, raw answer, counts as in `counts`)
+        let plain = ["a();", "", "b();", "c();", "d();"];
+        let closing = ["a();", "b();", "c();", "", ""];
+        let leading = ["", "a();", "b();", "c();", "d();"];
+        let rows: [(
+            &[&str],
+            &[&str],
+            &str,
+            (usize, usize, usize, usize, usize, usize, usize),
+        ); 12] = [
+            (
+                &plain,
+                &[],
+                "a();\n\nb();\nc();\nd();",
+                (5, 0, 0, 0, 0, 0, 0),
+            ),
+            (
+                &plain,
+                &[],
+                "Computes a.\n\nComputes a.\n\nComputes a.",
+                (0, 5, 2, 3, 0, 0, 2),
+            ),
+            (
+                &plain,
+                &[],
+                "a();\n\n\nb();\nc();\nd();",
+                (5, 0, 0, 0, 0, 0, 1),
+            ),
+            (&plain, &[], "a();\nb();\nc();\nd();", (4, 1, 0, 0, 0, 0, 0)),
+            (
+                &plain,
+                &[],
+                "a();\nb();\n\nc();\nd();",
+                (4, 1, 0, 0, 0, 0, 1),
+            ),
+            (
+                &["a();", "b();", "", "c();", "d();"],
+                &[],
+                "a();\nb();\n\n",
+                (2, 3, 3, 0, 0, 0, 0),
+            ),
+            (
+                &closing,
+                &["", "}"],
+                "a();\nb();\nc();\n\n\n\n",
+                (5, 0, 0, 0, 0, 2, 0),
+            ),
+            (&closing, &["", "}"], "a();\nb();", (2, 3, 3, 0, 0, 0, 0)),
+            (
+                &closing,
+                &["", "}"],
+                "a();\nb();\nzz",
+                (2, 3, 2, 1, 0, 0, 0),
+            ),
+            (&leading, &["", "}"], "\na();", (2, 3, 3, 0, 0, 0, 0)),
+            (&leading, &["", "}"], "\nprose\n\n}", (0, 5, 0, 1, 1, 0, 2)),
+            (
+                &["a();", "b();", "c();", "d();", "e();"],
+                &["", "f();", "", "g();"],
+                "a();\nb();\nc();\nd();\ne();\n\nf();\n\ng();",
+                (5, 0, 0, 0, 4, 0, 0),
+            ),
+        ];
+        for (expected, extra, raw, want) in rows {
+            let s = raw_score(raw, &v(expected), &v(extra));
+            assert_eq!(counts(&s), want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn skip_blank_scores_are_unchanged() {
+        // With --skip-blank neither side has blank lines, so the rule has
+        // nothing to act on: these are the counts of the plain alignment.
+        let o = ScoreOptions {
+            skip_blank: true,
+            ..opts(4, Normalize::Trim)
+        };
+        let expected = v(&["a", "b", "c", "d"]);
+        let s = score_raw("\na\n\n  \nb\n\nzz\n\n", "", &expected, &v(&["e"]), &o);
+        assert_eq!(counts(&s), (2, 2, 1, 1, 0, 0, 0));
+        assert_eq!(s, score(&expected, &v(&["e"]), &v(&["a", "b", "zz"]), &o));
+    }
+
     // ---- parsing --------------------------------------------------------------
 
     #[test]
@@ -925,6 +1372,44 @@ mod tests {
         )
     }
 
+    /// Non-blank lines from the same tiny alphabet as [`line`].
+    fn solid_line() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "a", " a", "a ", "b", "}", "  }", "return;", "x  y", "x y",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    /// Lines that never equal a [`line`] in any mode: blank ones and prose.
+    fn garbage_line() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["", " ", "\t", "The function returns.", "zz"])
+            .prop_map(str::to_owned)
+    }
+
+    fn blank_free_case()
+    -> impl Strategy<Value = (Vec<String>, Vec<String>, Vec<String>, Normalize, usize)> {
+        (
+            prop::collection::vec(solid_line(), 0..10),
+            prop::collection::vec(solid_line(), 0..8),
+            prop::collection::vec(solid_line(), 0..16),
+            mode(),
+            0usize..12,
+        )
+    }
+
+    /// What parsing leaves of an answer: no trailing blank lines.
+    fn trim_trailing_blanks(lines: &[String]) -> Vec<String> {
+        let keep = lines
+            .iter()
+            .rposition(|l| !l.trim().is_empty())
+            .map_or(0, |i| i + 1);
+        lines[..keep].to_vec()
+    }
+
+    fn is_blank_line(l: &str) -> bool {
+        l.trim().is_empty()
+    }
+
     proptest! {
         #[test]
         fn invariants((expected, extra, response, normalize, pass) in case()) {
@@ -932,26 +1417,138 @@ mod tests {
             let s = score(&expected, &extra, &response, &o);
             prop_assert_eq!(s.matched + s.missing, o.lines);
             prop_assert!(s.truncated <= s.missing);
-            prop_assert_eq!(s.matched + s.hallucinated + s.extra, response.len() + s.implied_blank);
+            prop_assert_eq!(
+                s.matched + s.hallucinated + s.extra + s.ignored_blank,
+                response.len() + s.implied_blank
+            );
+            prop_assert!(s.ignored_blank <= response.iter().filter(|l| is_blank_line(l)).count());
             prop_assert_eq!(s.pass, s.matched >= pass);
             let count = |st| s.lines.iter().filter(|l| l.status == st).count();
             prop_assert_eq!(count(M), s.matched);
             prop_assert_eq!(count(X), s.missing);
             prop_assert_eq!(count(H), s.hallucinated);
             prop_assert_eq!(count(E), s.extra);
-            // The answer's own lines appear in order, raw.
-            // (Implied trailing blank lines follow them.)
-            let answer: Vec<&String> = s.lines.iter().filter(|l| l.status != X).map(|l| &l.text).collect();
-            prop_assert_eq!(&answer[..response.len()], &response.iter().collect::<Vec<_>>()[..]);
-            prop_assert!(answer[response.len()..].iter().all(|l| l.trim().is_empty()));
+            // The view holds the answer's lines in order, raw, less the
+            // ignored blank ones, plus the implied blank ones.
+            let shown: Vec<&String> = s.lines.iter().filter(|l| l.status != X).map(|l| &l.text).collect();
+            prop_assert_eq!(shown.len(), response.len() - s.ignored_blank + s.implied_blank);
+            let shown_solid: Vec<&String> = shown.into_iter().filter(|l| !is_blank_line(l)).collect();
+            let response_solid: Vec<&String> = response.iter().filter(|l| !is_blank_line(l)).collect();
+            prop_assert_eq!(shown_solid, response_solid);
+            prop_assert!(s.lines.iter().all(|l| l.status != H || !is_blank_line(&l.text)));
+        }
+
+        #[test]
+        fn matched_plus_missing_is_lines_for_any_lines((expected, extra, response, normalize, pass) in case(), lines in 0usize..14) {
+            let o = ScoreOptions { lines, pass, normalize, skip_blank: false };
+            let s = score(&expected, &extra, &response, &o);
+            prop_assert_eq!(s.matched + s.missing, lines);
+            prop_assert_eq!(s.matched + s.hallucinated + s.extra + s.ignored_blank, response.len() + s.implied_blank);
         }
 
         #[test]
         fn the_truth_scores_perfectly((expected, extra, _r, normalize, _p) in case()) {
             let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false };
+            let n = expected.len();
+            let closing = n - trim_trailing_blanks(&expected).len();
             let s = score(&expected, &extra, &expected, &o);
-            prop_assert_eq!((s.matched, s.missing, s.hallucinated, s.extra, s.truncated),
-                            (expected.len(), 0, 0, 0, 0));
+            let parsed = score(&expected, &extra, &trim_trailing_blanks(&expected), &o);
+            let c = |s: &Score| (s.matched, s.missing, s.hallucinated, s.extra, s.truncated, s.implied_blank, s.ignored_blank);
+            if expected.iter().all(|l| is_blank_line(l)) {
+                // Nothing but blank lines: no anchor, so no credit (principle 1).
+                prop_assert_eq!(c(&s), (0, n, 0, 0, n, 0, n));
+                prop_assert_eq!(c(&parsed), (0, n, 0, 0, n, 0, 0));
+            } else {
+                prop_assert_eq!(c(&s), (n, 0, 0, 0, 0, 0, 0));
+                prop_assert_eq!(c(&parsed), (n, 0, 0, 0, 0, closing, 0));
+            }
+        }
+
+        #[test]
+        fn a_parsed_prefix_scores_what_it_reproduced((expected, extra, _r, normalize, _p) in case(), cut in 0usize..=10) {
+            let n = expected.len();
+            let response = trim_trailing_blanks(&expected[..cut.min(n)]);
+            let p = response.len();
+            // Computed from the expected lines alone: the lines written, or
+            // all of them when only a blank run that closes the window follows.
+            let want = if p == 0 { 0 } else if expected[p..].iter().all(|l| is_blank_line(l)) { n } else { p };
+            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false };
+            let s = score(&expected, &extra, &response, &o);
+            prop_assert_eq!(
+                (s.matched, s.missing, s.truncated, s.hallucinated, s.extra, s.ignored_blank),
+                (want, n - want, n - want, 0, 0, 0)
+            );
+            prop_assert_eq!(s.implied_blank, if p > 0 { want - p } else { 0 });
+        }
+
+        #[test]
+        fn an_answer_without_blank_lines_loses_only_them((expected, extra, _r, normalize, _p) in case()) {
+            let n = expected.len();
+            let solid: Vec<String> = expected.iter().filter(|l| !is_blank_line(l)).cloned().collect();
+            let closing = n - trim_trailing_blanks(&expected).len();
+            let want = if solid.is_empty() { 0 } else { solid.len() + closing };
+            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false };
+            let s = score(&expected, &extra, &solid, &o);
+            // The dropped blank lines are missing, and none of them truncated.
+            prop_assert_eq!((s.matched, s.missing, s.hallucinated, s.extra), (want, n - want, 0, 0));
+            prop_assert_eq!(s.truncated, if solid.is_empty() { n } else { 0 });
+        }
+
+        #[test]
+        fn blanks_never_rescue_garbage(
+            (expected, extra, _r, normalize, _p) in case(),
+            response in prop::collection::vec(garbage_line(), 0..24),
+        ) {
+            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false };
+            let solid: Vec<String> = response.iter().filter(|l| !is_blank_line(l)).cloned().collect();
+            let blank = response.len() - solid.len();
+            for (answer, ignored) in [(&response, blank), (&solid, 0)] {
+                let s = score(&expected, &extra, answer, &o);
+                prop_assert_eq!(
+                    (s.matched, s.extra, s.implied_blank, s.hallucinated, s.ignored_blank),
+                    (0, 0, 0, solid.len(), ignored)
+                );
+                prop_assert_eq!(s.truncated, expected.len().saturating_sub(solid.len()));
+            }
+        }
+
+        #[test]
+        fn adding_blank_lines_never_lowers_the_credit(
+            (expected, extra, response, normalize, _p) in case(),
+            inserts in prop::collection::vec((0usize..17, prop::sample::select(vec!["", " ", "\t"])), 1..4),
+        ) {
+            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false };
+            let before = score(&expected, &extra, &response, &o);
+            let mut more = response.clone();
+            for (at, blank) in inserts {
+                more.insert(at.min(more.len()), blank.to_owned());
+            }
+            let after = score(&expected, &extra, &more, &o);
+            prop_assert_eq!(after.hallucinated, before.hallucinated);
+            prop_assert!(after.matched + after.extra >= before.matched + before.extra);
+            if normalize != Normalize::Exact {
+                // All blank lines compare equal: in-place pairing only grows.
+                prop_assert!(after.matched >= before.matched);
+            }
+        }
+
+        #[test]
+        fn without_blank_lines_the_rule_changes_nothing((expected, extra, response, normalize, pass) in blank_free_case(), skip_blank in any::<bool>()) {
+            // The plain alignment of all lines, scored as before blank lines
+            // had a rule of their own.
+            let lines = expected.len();
+            let norm = |v: &[String]| v.iter().map(|l| normalize.apply(l).into_owned()).collect::<Vec<_>>();
+            let window = norm(&expected.iter().chain(&extra).cloned().collect::<Vec<_>>());
+            let pairs = align(&norm(&response), &window, lines);
+            let matched = pairs.iter().filter(|&&(_, j)| j < lines).count();
+            let (r, w) = pairs.last().map_or((0, 0), |&(i, j)| (i + 1, j + 1));
+            let truncated = lines.saturating_sub(w).saturating_sub(response.len() - r);
+            let o = ScoreOptions { lines, pass, normalize, skip_blank };
+            let s = score(&expected, &extra, &response, &o);
+            prop_assert_eq!(
+                (s.matched, s.missing, s.truncated, s.hallucinated, s.extra, s.implied_blank, s.ignored_blank),
+                (matched, lines - matched, truncated, response.len() - pairs.len(), pairs.len() - matched, 0, 0)
+            );
         }
 
         #[test]
