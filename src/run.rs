@@ -13,8 +13,14 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Version of the run-file and targets-file schema.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the run-file schema. 2: blank lines are credited only in
+/// place (docs/METHOD.md §6); version-1 runs were scored under the old rule
+/// and cannot be compared with these.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Version of the targets-file schema (it holds no score, so the scoring
+/// rule does not change it).
+pub const TARGETS_FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunFile {
@@ -213,9 +219,14 @@ pub struct TargetResult {
     pub truncated: usize,
     pub hallucinated: usize,
     pub extra: usize,
-    /// Blank lines the answer is read as having ended on (see docs/METHOD.md).
+    /// Blank lines of a run that closes the LINES window, credited though
+    /// parsing dropped them with the answer's trailing whitespace
+    /// (docs/METHOD.md §6, "Blank lines").
     #[serde(default)]
     pub implied_blank: usize,
+    /// Blank answer lines credited nowhere: whitespace, not content.
+    #[serde(default)]
+    pub ignored_blank: usize,
     pub pass: bool,
     /// Tokens generated for this answer (bench only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -315,6 +326,7 @@ impl TargetResult {
             hallucinated: score.hallucinated,
             extra: score.extra,
             implied_blank: score.implied_blank,
+            ignored_blank: score.ignored_blank,
             pass: score.pass,
             generated_tokens: None,
             forced: None,
@@ -460,6 +472,16 @@ pub struct Timings {
     pub total_ms: f64,
 }
 
+/// A run file scored under the rule before blank lines were credited only
+/// in place: its totals cannot stand beside this version's.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{0} was scored under run-file format 1, whose scoring let blank lines anchor the alignment; \
+     this posrecall credits blank lines only in place (format 2), so the two cannot be compared: \
+     score its answers again (posrecall score) or rerun it"
+)]
+pub struct OldScoring(pub String);
+
 impl RunFile {
     /// Reads a run file and checks its format version; anything else is a
     /// one-line error.
@@ -468,6 +490,9 @@ impl RunFile {
             .with_context(|| format!("cannot read run file {}", path.display()))?;
         let run: RunFile = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a posrecall run file", path.display()))?;
+        if run.format == 1 {
+            return Err(OldScoring(path.display().to_string()).into());
+        }
         if run.format != FORMAT_VERSION {
             anyhow::bail!(
                 "{} has run-file format {}, this posrecall reads {}",
@@ -506,8 +531,13 @@ impl TargetsFile {
         let file: TargetsFile = serde_json::from_str(&text).with_context(|| {
             format!("{} is not a posrecall targets file (the JSON `posrecall targets` prints)", path.display())
         })?;
-        if file.format != FORMAT_VERSION {
-            anyhow::bail!("{} has format {}, this posrecall reads {}", path.display(), file.format, FORMAT_VERSION);
+        if file.format != TARGETS_FORMAT_VERSION {
+            anyhow::bail!(
+                "{} has format {}, this posrecall reads {}",
+                path.display(),
+                file.format,
+                TARGETS_FORMAT_VERSION
+            );
         }
         for t in &file.targets {
             if t.expected.len() != file.params.lines {

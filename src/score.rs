@@ -1,4 +1,5 @@
-//! Response parsing and line-level scoring (SPEC steps 6 and 7).
+//! Response parsing and line-level scoring (docs/METHOD.md §5 Parsing
+//! answers and §6 Scoring).
 //!
 //! [`parse_response`] turns a model's raw answer into the lines it claims
 //! follow the opening brace; [`score`] aligns those lines, in order, with the
@@ -85,7 +86,7 @@ fn squash(line: &str) -> Cow<'_, str> {
     }
 }
 
-/// The class of one line in the diff view (the colours of the SPEC).
+/// The class of one line in the diff view (the four colours of the report).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LineStatus {
@@ -152,7 +153,7 @@ pub struct Score {
 // Step 6: response parsing
 // ---------------------------------------------------------------------------
 
-/// SPEC step 6: the answer lines of a raw model response.
+/// docs/METHOD.md §5: the answer lines of a raw model response.
 ///
 /// 1. CRLF becomes LF (so that fences and headers are recognised on Windows
 ///    style output too).
@@ -308,10 +309,10 @@ type Value = (usize, usize);
 
 /// The aligned pairs `(response index, window index)`, both increasing.
 ///
-/// An exact dynamic programme over suffixes maximising [`Value`]. The SPEC
+/// An exact dynamic programme over suffixes maximising [`Value`]. The method
 /// names the `similar` crate, but its diff algorithms (Myers, LCS, Patience,
 /// ...) only promise *a* longest common subsequence: they give no control
-/// over which of several equally long alignments comes back, and the SPEC's
+/// over which of several equally long alignments comes back, and the method's
 /// tie rule needs that control (a repeated `}` or `return;` must count as
 /// matched, not as extra, when both alignments are equally long). `similar`
 /// serves as the test oracle for the LCS length instead. Sizes are tiny
@@ -367,7 +368,7 @@ fn align<T: PartialEq>(response: &[T], window: &[T], lines: usize) -> Vec<(usize
     pairs
 }
 
-/// SPEC step 7: scores the answer lines `response` against the ground truth.
+/// docs/METHOD.md §6: scores the answer lines `response` against the ground truth.
 ///
 /// `expected` holds the first `opts.lines` lines after the opening brace;
 /// `extra` the extra window after them (possibly shorter, or empty). A line
@@ -886,7 +887,7 @@ mod tests {
     fn tie_rule_prefers_matched_over_extra() {
         // The answer skips `x();` and `}`; its `}` could align with the
         // expected `}` or the one in the extra window: equally long, but the
-        // SPEC wants it matched.
+        // method wants it matched.
         let expected = v(&["if (a) {", "  x();", "}", "return;"]);
         let extra = v(&["}", "return;"]);
         let response = v(&["if (a) {", "}", "return;"]);

@@ -10,12 +10,14 @@
 //! with a blank line: no eligible lodash body does. A case that finds no
 //! target with the blank lines it needs fails; nothing is skipped.
 
+mod common;
+
+use common::s;
 use posrecall::corpus::Source;
 use posrecall::fsutil::default_corpus_path;
 use posrecall::targets::{Target, TargetOptions, eligible};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// What the run file records for one target (`shown`: entries of its diff view).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +28,8 @@ struct Counts {
     hallucinated: usize,
     extra: usize,
     implied_blank: usize,
+    /// Blank answer lines credited nowhere.
+    ignored_blank: usize,
     shown: usize,
 }
 
@@ -39,6 +43,7 @@ impl Counts {
             hallucinated: 0,
             extra: 0,
             implied_blank: implied,
+            ignored_blank: 0,
             shown: lines,
         }
     }
@@ -58,22 +63,9 @@ fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/blank/blank.js")
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
-}
-
+/// Runs the binary and returns its stdout, failing on an error.
 fn posrecall(args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_posrecall"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("cannot run the posrecall binary");
-    assert!(
-        o.status.success(),
-        "posrecall {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
+    common::ok(&common::posrecall(args))
 }
 
 fn is_blank(line: &str) -> bool {
@@ -148,6 +140,7 @@ fn score_cli(corpus: &Path, lines: usize, answers: &[(&Target, String)]) -> Vec<
             hallucinated: n(t, "hallucinated"),
             extra: n(t, "extra"),
             implied_blank: n(t, "implied_blank"),
+            ignored_blank: n(t, "ignored_blank"),
             shown: t["lines"].as_array().unwrap().len(),
         })
         .collect()
@@ -202,6 +195,8 @@ fn prose_with_blanks(expected: &[String]) -> Option<(String, Counts)> {
         hallucinated: PROSE,
         extra: 0,
         implied_blank: 0,
+        // The blank lines between the prose lines (parsing drops the last).
+        ignored_blank: PROSE - 1,
         shown: lines + PROSE,
     };
     Some(([para; PROSE].join("\n\n") + "\n\n", want))
@@ -229,6 +224,7 @@ fn prefix_before_a_blank(expected: &[String]) -> Option<(String, Counts)> {
         hallucinated: 0,
         extra: 0,
         implied_blank: 0,
+        ignored_blank: 0,
         shown: lines,
     };
     Some((expected[..=k].join("\n"), want))
@@ -263,6 +259,7 @@ fn blank_lines_dropped(expected: &[String]) -> Option<(String, Counts)> {
         hallucinated: 0,
         extra: 0,
         implied_blank: run,
+        ignored_blank: 0,
         shown: lines,
     };
     Some((solid.join("\n"), want))
@@ -282,10 +279,15 @@ fn blank_lines_doubled(expected: &[String]) -> Option<(String, Counts)> {
             }
         })
         .collect();
-    Some((
-        doubled.join("\n"),
-        Counts::perfect(expected.len(), closing_run(expected)),
-    ))
+    // Each second copy of a blank line before the closing run is ignored
+    // (parsing drops the closing run's copies with the trailing whitespace).
+    let run = closing_run(expected);
+    let inner = expected[..expected.len() - run].iter().filter(|l| is_blank(l)).count();
+    let want = Counts {
+        ignored_blank: inner,
+        ..Counts::perfect(expected.len(), run)
+    };
+    Some((doubled.join("\n"), want))
 }
 
 // ---- lodash.js -------------------------------------------------------------------

@@ -415,3 +415,25 @@ fn runs_that_decoded_differently_carry_a_note() {
     let text = posrecall::report::compare::render_text(&c);
     assert!(text.contains("note: A decoded sequential, B parallel 16"), "{text}");
 }
+
+#[test]
+fn runs_scored_under_the_old_blank_line_rule_are_refused() {
+    // A format-1 run file: the same run as a.json, as the previous scoring
+    // rule (blank lines anchoring the alignment) wrote it.
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old.json");
+    let text = std::fs::read_to_string(fixture("a.json")).unwrap();
+    let v1 = text.replacen("\"format\": 2,", "\"format\": 1,", 1);
+    assert_ne!(v1, text, "a.json is a format-2 run file");
+    std::fs::write(&old, v1).unwrap();
+    let b = fixture("b.json");
+    for args in [
+        vec!["compare", old.to_str().unwrap(), b.to_str().unwrap()],
+        vec!["report", old.to_str().unwrap(), b.to_str().unwrap()],
+        vec!["report", dir.path().to_str().unwrap()],
+    ] {
+        let err = error_line(&posrecall(&args));
+        assert!(err.contains("old.json was scored under run-file format 1"), "{args:?}: {err}");
+        assert!(err.contains("blank lines"), "says why: {err}");
+    }
+}

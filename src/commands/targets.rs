@@ -4,7 +4,7 @@ use crate::cli::TargetsArgs;
 use crate::commands::hint;
 use crate::corpus::Source;
 use crate::crop::{Crop, CropMode};
-use crate::run::{CorpusInfo, FORMAT_VERSION, Params, TargetsFile};
+use crate::run::{CorpusInfo, Params, TARGETS_FORMAT_VERSION, TargetsFile};
 use crate::targets::TargetSpec;
 use crate::{fsutil, prompt, targets};
 use anyhow::Result;
@@ -58,7 +58,7 @@ pub fn build(path: &std::path::Path, opts: &TargetSpec) -> Result<(Source, Targe
     };
     let selected = targets::select(corpus, &src.parsed, first, last, &opts.options())?;
     let file = TargetsFile {
-        format: FORMAT_VERSION,
+        format: TARGETS_FORMAT_VERSION,
         corpus: CorpusInfo::of(&src, Crop::of(corpus, mode, first, last), None),
         params: Params::of(opts),
         error_regions: src.parsed.error_regions,

@@ -93,6 +93,9 @@ fn load_folder(dir: &Path) -> Result<(Vec<PathRun>, Vec<String>)> {
     for f in files {
         match RunFile::load(&f) {
             Ok(run) => runs.push((f, run)),
+            // A run under the old scoring rule is a run, not a stray file:
+            // leaving it out would silently change what the folder means.
+            Err(e) if e.is::<crate::run::OldScoring>() => return Err(e),
             Err(e) => skipped.push(format!("skipped {}: {}", f.display(), e.root_cause())),
         }
     }
