@@ -8,7 +8,25 @@ use crate::engine::config::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
 use crate::score::Normalize;
 use crate::targets::TargetSpec;
+use crate::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
+use crate::bench::{MAX_NEW_TOKENS, MAX_THREADS};
+use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// A whole number between `lo` and `hi`, checked while parsing; the error
+/// names the range.
+fn ranged(lo: usize, hi: usize) -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(lo as u64..=hi as u64)
+}
+
+/// Seconds: a positive number up to [`MAX_TIMEOUT_S`].
+fn seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(v.is_finite() && v > 0.0 && v <= MAX_TIMEOUT_S) {
+        return Err(format!("{s} is not between 0 and {MAX_TIMEOUT_S} seconds (a day)"));
+    }
+    Ok(v)
+}
 use std::path::PathBuf;
 
 /// posrecall: how well does a local LLM recall long code, verbatim and by position?
@@ -93,17 +111,17 @@ pub struct AskArgs {
     /// The endpoint: chat (instruction models) or completion (base models, the completion probe's text).
     #[arg(long, value_enum, default_value_t = ApiKind::Chat)]
     pub api: ApiKind,
-    /// Requests in flight at once.
-    #[arg(long, default_value_t = 1)]
+    /// Requests in flight at once (at most 256).
+    #[arg(long, default_value_t = 1, value_parser = ranged(1, MAX_CONCURRENCY))]
     pub concurrency: usize,
     /// Generation cap per answer (default: 40 tokens per expected line, as `bench`).
-    #[arg(long, alias = "max-tokens")]
+    #[arg(long, alias = "max-tokens", value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
     pub max_new_tokens: Option<usize>,
     /// Seconds one request may take, answer included; a request still unanswered then stops the run (a rerun resumes).
-    #[arg(long, value_name = "S", default_value_t = 600.0)]
+    #[arg(long, value_name = "S", default_value_t = 600.0, value_parser = seconds)]
     pub timeout: f64,
     /// Retries of a request after a connection error, a 5xx, a 408 or a 429, with exponential backoff from 0.5 s (a Retry-After in seconds is honoured).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=MAX_RETRIES as i64))]
     pub retries: u32,
     /// Send the API key in this environment variable as `Authorization: Bearer` (it is never printed or written).
     #[arg(long, value_name = "NAME")]
@@ -150,10 +168,10 @@ pub struct ReportArgs {
 #[derive(Debug, Args, Clone)]
 pub struct TargetArgs {
     /// How many functions to ask about, spread over the file by depth.
-    #[arg(long, default_value_t = TargetSpec::default().count)]
+    #[arg(long, default_value_t = TargetSpec::default().count, value_parser = ranged(1, TargetSpec::MAX_COUNT))]
     pub count: usize,
     /// How many lines after the opening brace each answer should reproduce.
-    #[arg(long, default_value_t = TargetSpec::default().lines)]
+    #[arg(long, default_value_t = TargetSpec::default().lines, value_parser = ranged(1, TargetSpec::MAX_LINES))]
     pub lines: usize,
     /// Seed of the target sampler: the same seed always picks the same targets.
     #[arg(long, default_value_t = TargetSpec::default().seed)]
@@ -169,7 +187,7 @@ pub struct TargetArgs {
     #[arg(long)]
     pub rename: bool,
     /// A target passes when at least this many lines match [default: 8, or LINES when smaller].
-    #[arg(long)]
+    #[arg(long, value_parser = ranged(1, TargetSpec::MAX_LINES))]
     pub pass: Option<usize>,
     /// How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one).
     #[arg(long, value_enum, default_value_t = TargetSpec::default().normalize)]
@@ -203,7 +221,7 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "A:B")]
     pub crop_lines: Option<LineRange>,
     /// Override the pass threshold recorded in the targets file.
-    #[arg(long)]
+    #[arg(long, value_parser = ranged(1, TargetSpec::MAX_LINES))]
     pub pass: Option<usize>,
     /// Override the normalisation recorded in the targets file.
     #[arg(long, value_enum)]
@@ -239,7 +257,7 @@ pub struct DecodeArgs {
     pub check_sequential: bool,
     /// Generate exactly T tokens per question, ignoring end-of-generation and the line
     /// limit: equal work for throughput measurement (answers are still scored).
-    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u64).range(1..=MAX_NEW_TOKENS as u64))]
     pub fixed_tokens: Option<u64>,
     /// With --parallel: the most memory its KV cache may take, e.g. 6GiB [default: 90% of the
     /// free memory where the cache lives]. A larger N is refused, naming the largest that fits.
@@ -275,10 +293,10 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = CropMode::Head)]
     pub crop: CropMode,
     /// Cap the kept file (the prefix) at this many tokens.
-    #[arg(long, visible_alias = "max-tokens", value_name = "N")]
+    #[arg(long, visible_alias = "max-tokens", value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
     pub max_prefix_tokens: Option<usize>,
-    /// CPU threads (default: all cores).
-    #[arg(long)]
+    /// CPU threads (default: all cores; at most 1024).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=MAX_THREADS as i64))]
     pub threads: Option<i32>,
     /// Flash attention.
     #[arg(long, value_enum, default_value_t = FlashAttn::Auto)]
@@ -293,7 +311,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub build: Option<String>,
     /// Generation cap per answer (default: 20 tokens per line of the expected window).
-    #[arg(long)]
+    #[arg(long, value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
     pub max_new_tokens: Option<usize>,
     /// Skip generation: run only the teacher-forced pass (fast screening of many builds).
     #[arg(long, conflicts_with = "no_forced")]

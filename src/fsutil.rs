@@ -20,20 +20,82 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         file_name.to_string_lossy(),
         std::process::id()
     ));
-    let result = (|| -> Result<()> {
-        let mut f = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        f.write_all(bytes)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
+    // Errors name the path the user gave, not the temporary file.
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
         f.sync_all().ok();
         std::fs::rename(&tmp, path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(())
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result
+    result.with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A text file, with a UTF-8 byte-order mark (which some editors write)
+/// dropped, so that JSON and TOML readers see the text itself.
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
+}
+
+/// Where an output file will be written, and what it must not overwrite.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{0} is a folder; give a file name")]
+    IsAFolder(PathBuf),
+    #[error("the folder of {0} does not exist")]
+    NoFolder(PathBuf),
+    #[error("{path} cannot be written ({why})")]
+    NotWritable { path: PathBuf, why: String },
+    #[error("{out} is also an input ({input}); writing it would destroy that input")]
+    IsAnInput { out: PathBuf, input: PathBuf },
+}
+
+/// Checks, before any work, that `out` can be written and is none of
+/// `inputs` (compared as canonical paths, so `./a.json` and `a.json` are one
+/// file): its folder exists and takes a new file, and it is not a folder.
+pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<(), OutputError> {
+    if out.is_dir() {
+        return Err(OutputError::IsAFolder(out.to_path_buf()));
+    }
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(OutputError::NoFolder(out.to_path_buf()));
+    }
+    let target = canonical_output(out, dir);
+    for input in inputs {
+        if let Ok(i) = input.canonicalize()
+            && Some(&i) == target.as_ref()
+        {
+            return Err(OutputError::IsAnInput { out: out.to_path_buf(), input: input.to_path_buf() });
+        }
+    }
+    // A probe file shows that the folder takes a new file (the atomic write
+    // needs one beside the output).
+    let probe = dir.join(format!(".posrecall-write-probe-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(OutputError::NotWritable { path: out.to_path_buf(), why: e.to_string() }),
+    }
+}
+
+/// The canonical path `out` will have: itself when it exists, else its
+/// canonical folder joined with its name.
+fn canonical_output(out: &Path, dir: &Path) -> Option<PathBuf> {
+    out.canonicalize()
+        .ok()
+        .or_else(|| Some(dir.canonicalize().ok()?.join(out.file_name()?)))
 }
 
 /// Lower-case hex sha256 of a file, read in 1 MiB blocks (models are large).

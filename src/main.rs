@@ -7,13 +7,6 @@ use posrecall::cli::{Cli, Command};
 use posrecall::commands;
 
 fn main() {
-    // Like other Unix filters: a closed pipe (`posrecall targets x.js | head`)
-    // ends the program quietly instead of panicking on the next write.
-    #[cfg(unix)]
-    // SAFETY: restoring the default disposition of a signal before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -43,6 +36,14 @@ fn main() {
         Command::Matrix(a) => commands::matrix::run(a),
     };
     if let Err(e) = result {
+        // Like ripgrep: a reader that closed the pipe (`posrecall targets
+        // x.js | head -1`) has what it wanted; end quietly, with success.
+        let closed_pipe = e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        });
+        if closed_pipe {
+            std::process::exit(0);
+        }
         // One line: the outermost context, then its causes.
         let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
         eprintln!("posrecall: error: {}", msg.join(": "));

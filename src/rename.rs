@@ -29,10 +29,12 @@ pub fn rename(text: &str, language: &dyn Language, seed: u64) -> Result<Renamed>
     let mut names: Vec<&str> = declared.iter().copied().collect();
     names.sort_unstable();
 
-    // Fresh names: never an identifier-like word already in the file.
+    // Fresh names: never an identifier-like word already in the file, nor a
+    // word of the language (`do`, `in`, `let` are short enough to be drawn).
     let taken: HashSet<&str> = text
         .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
         .filter(|w| !w.is_empty())
+        .chain(language.reserved_words().iter().copied())
         .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut used = HashSet::new();

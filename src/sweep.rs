@@ -203,23 +203,22 @@ impl Sweep {
     /// Reads and checks `path`: every model file must exist. Errors are one
     /// line that names the file and the key.
     pub fn load(path: &Path) -> Result<Sweep> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::fsutil::read_text(path)
             .map_err(|e| anyhow!("cannot read sweep file {}: {e}", path.display()))?;
         let sweep = Sweep::parse(&text, path, &process_env)?;
+        let missing = |p: &Path| match p.is_dir() {
+            true => "is a folder, not a file",
+            false => "does not exist",
+        };
         for m in &sweep.models {
             if !m.path.is_file() {
-                bail!(
-                    "{}: model `{}`: path: {} does not exist",
-                    path.display(),
-                    m.name,
-                    m.path.display()
-                );
+                bail!("{}: model `{}`: path: {} {}", path.display(), m.name, m.path.display(), missing(&m.path));
             }
         }
         if let Some(c) = &sweep.corpus
             && !c.is_file()
         {
-            bail!("{}: corpus.path: {} does not exist", path.display(), c.display());
+            bail!("{}: corpus.path: {} {}", path.display(), c.display(), missing(c));
         }
         Ok(sweep)
     }
@@ -247,11 +246,16 @@ impl Sweep {
             Some(s) => choice(s, &FlashAttn::ALL, FlashAttn::as_str, "a flash-attention setting")
                 .map_err(|e| r.err("params.flash_attn", e))?,
         };
-        if p.threads.is_some_and(|t| t < 1) {
-            bail!("{file}: params.threads: must be at least 1");
+        let max_threads = crate::bench::MAX_THREADS as i32;
+        if p.threads.is_some_and(|t| !(1..=max_threads).contains(&t)) {
+            bail!("{file}: params.threads: must be between 1 and {max_threads}");
         }
-        if p.max_new_tokens == Some(0) {
-            bail!("{file}: params.max_new_tokens: must be at least 1");
+        let max_new = crate::bench::MAX_NEW_TOKENS;
+        if p.max_new_tokens.is_some_and(|n| !(1..=max_new).contains(&n)) {
+            bail!("{file}: params.max_new_tokens: must be between 1 and {max_new}");
+        }
+        if c.max_tokens.is_some_and(|n| n == 0 || n > CtxSize::MAX as usize) {
+            bail!("{file}: corpus.max_tokens: must be between 1 and {}", CtxSize::MAX);
         }
         if raw.model.is_empty() {
             bail!("{file}: no [[model]] entries");

@@ -51,13 +51,14 @@ impl Default for TargetSpec {
     }
 }
 
-/// Target settings that mean nothing together; each names the setting.
+/// Target settings that mean nothing together, or that would ask for more
+/// memory or time than any run can give; each names the setting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     #[error("must be at least 1")]
-    ZeroCount,
-    #[error("must be at least 1")]
-    ZeroLines,
+    Zero(&'static str),
+    #[error("{value} is more than the largest, {max}")]
+    TooLarge { setting: &'static str, value: usize, max: usize },
     #[error("{pass} is more than the {lines} lines per answer: nothing could pass")]
     PassAboveLines { pass: usize, lines: usize },
 }
@@ -66,8 +67,7 @@ impl SpecError {
     /// The setting at fault: `count`, `lines` or `pass`.
     pub fn setting(&self) -> &'static str {
         match self {
-            SpecError::ZeroCount => "count",
-            SpecError::ZeroLines => "lines",
+            SpecError::Zero(s) | SpecError::TooLarge { setting: s, .. } => s,
             SpecError::PassAboveLines { .. } => "pass",
         }
     }
@@ -76,6 +76,10 @@ impl SpecError {
 impl TargetSpec {
     /// The pass threshold of the method when none is given.
     pub const DEFAULT_PASS: usize = 8;
+    /// The most functions one run asks about.
+    pub const MAX_COUNT: usize = 10_000;
+    /// The most lines one answer is asked for (a function body, not a file).
+    pub const MAX_LINES: usize = 1_000;
 
     /// What eligibility and sampling read.
     pub fn options(&self) -> TargetOptions {
@@ -109,11 +113,16 @@ impl TargetSpec {
 
     /// Checks the numbers make sense together.
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.count == 0 {
-            return Err(SpecError::ZeroCount);
+        for (setting, value, max) in [("count", self.count, Self::MAX_COUNT), ("lines", self.lines, Self::MAX_LINES)] {
+            if value == 0 {
+                return Err(SpecError::Zero(setting));
+            }
+            if value > max {
+                return Err(SpecError::TooLarge { setting, value, max });
+            }
         }
-        if self.lines == 0 {
-            return Err(SpecError::ZeroLines);
+        if self.pass == Some(0) {
+            return Err(SpecError::Zero("pass"));
         }
         if self.pass() > self.lines {
             return Err(SpecError::PassAboveLines { pass: self.pass(), lines: self.lines });

@@ -57,6 +57,8 @@ impl Req {
 enum Reply {
     /// Status, extra headers, body.
     Http(u16, Vec<(&'static str, String)>, String),
+    /// A 200 whose body is these bytes (not necessarily UTF-8).
+    Bytes(Vec<u8>),
     /// Read the request, then say nothing for this long.
     Stall(Duration),
 }
@@ -100,7 +102,8 @@ fn serve(stop_after: Option<usize>, script: impl Fn(&Req, usize) -> Reply + Send
                 listener = None;
             }
             match reply {
-                Reply::Http(status, headers, body) => write_response(stream, status, &headers, &body),
+                Reply::Http(status, headers, body) => write_response(stream, status, &headers, body.as_bytes()),
+                Reply::Bytes(body) => write_response(stream, 200, &[], &body),
                 Reply::Stall(d) => {
                     std::thread::spawn(move || {
                         std::thread::sleep(d);
@@ -141,7 +144,7 @@ fn read_request(stream: &TcpStream) -> Option<Req> {
     })
 }
 
-fn write_response(mut stream: TcpStream, status: u16, headers: &[(&str, String)], body: &str) {
+fn write_response(mut stream: TcpStream, status: u16, headers: &[(&str, String)], body: &[u8]) {
     let mut head = format!(
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
@@ -151,7 +154,7 @@ fn write_response(mut stream: TcpStream, status: u16, headers: &[(&str, String)]
     }
     head.push_str("\r\n");
     let _ = stream.write_all(head.as_bytes());
-    let _ = stream.write_all(body.as_bytes());
+    let _ = stream.write_all(body);
     let _ = stream.flush();
 }
 
@@ -539,4 +542,98 @@ fn an_unreachable_server_stops_the_run() {
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(err.contains("cannot reach") && err.contains("(after 1 retry)"), "{err}");
     assert!(responses(&out).is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// Hardening
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_long_retry_after_is_capped_at_the_request_timeout() {
+    // Retry-After: 999999 used to put a 300 s sleep between two tries,
+    // whatever --timeout said.
+    let (dir, tpath, t) = targets(DENSE, 1);
+    let echo_all = echo(&t);
+    let server = serve(None, move |req, n| {
+        if n == 0 { Reply::Http(429, vec![("Retry-After", "999999".into())], "{}".into()) } else { echo_all(req, n) }
+    });
+    let out = dir.path().join("r.jsonl");
+    let started = Instant::now();
+    ok(&ask(&tpath, &out, &server.url, &["--retries", "1", "--timeout", "2"]));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let gap = reqs[1].at - reqs[0].at;
+    assert!(gap >= Duration::from_millis(1900) && gap < Duration::from_secs(4), "waited {gap:?} for a 2 s timeout");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn an_answer_that_is_not_utf8_is_recorded_as_such() {
+    let (dir, tpath, t) = targets(DENSE, 2);
+    let odd = names(&t)[0].clone();
+    let echo_all = echo(&t);
+    let server = serve(None, move |req, n| {
+        if req.target() == odd {
+            // A chat completion whose content holds the bytes 0xFF 0xFE.
+            let mut body = br#"{"choices":[{"message":{"content":"  var x = 1;"#.to_vec();
+            body.extend([0xff, 0xfe]);
+            body.extend(br#""},"finish_reason":"stop"}]}"#);
+            Reply::Bytes(body)
+        } else {
+            echo_all(req, n)
+        }
+    });
+    let out = dir.path().join("r.jsonl");
+    ok(&ask(&tpath, &out, &server.url, &[]));
+    let lines = responses(&out);
+    let flagged: Vec<&Value> = lines.iter().filter(|l| l["invalid_utf8"] == true).collect();
+    assert_eq!(flagged.len(), 1, "{lines:?}");
+    assert_eq!(flagged[0]["name"], names(&t)[0].as_str());
+    assert!(flagged[0]["response"].as_str().unwrap().contains('\u{fffd}'));
+    // score carries the flag into the run file.
+    let run = score(dir.path(), &tpath, &out, &[]);
+    let marked: Vec<&str> = run["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["invalid_utf8"] == true)
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(marked, [names(&t)[0].as_str()]);
+}
+
+#[test]
+fn a_second_run_on_the_same_responses_file_is_refused() {
+    use std::os::fd::AsRawFd;
+    let (dir, tpath, t) = targets(DENSE, 2);
+    let server = serve(None, echo(&t));
+    let out = dir.path().join("r.jsonl");
+    // Another run holds the file's lock.
+    let held = std::fs::OpenOptions::new().create(true).append(true).open(&out).unwrap();
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    let err = fails(&ask(&tpath, &out, &server.url, &[]));
+    assert!(err.contains("another posrecall ask is writing") && err.contains("--out"), "{err}");
+    assert!(server.requests().is_empty(), "nothing is asked");
+    assert_eq!(std::fs::read(&out).unwrap(), b"");
+    drop(held);
+    ok(&ask(&tpath, &out, &server.url, &[]));
+    assert_eq!(responses(&out).len(), 2);
+}
+
+#[test]
+fn bad_urls_and_timeouts_are_refused_before_anything_is_asked() {
+    let (dir, tpath, _t) = targets(DENSE, 1);
+    let out = dir.path().join("r.jsonl");
+    for url in ["http://exa mple:8080", "http://127.0.0.1:99999", "ftp://h", "127.0.0.1:8080"] {
+        let err = fails(&ask(&tpath, &out, url, &[]));
+        assert!(err.contains("--url"), "{url}: {err}");
+    }
+    for t in ["1e20", "0", "-1", "nan", "86401"] {
+        let flag = format!("--timeout={t}");
+        let o = ask(&tpath, &out, "http://127.0.0.1:9", &[&flag]);
+        assert_eq!(o.status.code(), Some(2), "--timeout {t}");
+        assert!(text(&o.stderr).contains("--timeout"), "{}", text(&o.stderr));
+        assert!(!text(&o.stderr).contains("panicked"));
+    }
+    assert!(!out.exists(), "no responses file for a refused run");
 }

@@ -36,6 +36,8 @@ pub struct Answered {
     pub usage: Value,
     pub finish_reason: Option<String>,
     pub wall_ms: u64,
+    /// The body was not valid UTF-8: the answer holds U+FFFD where it was not.
+    pub invalid_utf8: bool,
 }
 
 /// How asking one target ended.
@@ -164,7 +166,9 @@ impl Asker {
                 return Outcome::Stopped;
             }
             let backoff = BACKOFF_START.saturating_mul(1 << retried.min(20));
-            let wait = retry_after.unwrap_or(backoff).min(BACKOFF_CAP);
+            // A server's Retry-After is honoured up to the backoff cap and
+            // never longer than one request may take.
+            let wait = retry_after.unwrap_or(backoff).min(BACKOFF_CAP).min(Duration::from_secs_f64(self.timeout));
             retried += 1;
             note(format!("{why}; retry {retried}/{} in {:.1} s", self.retries, wait.as_secs_f64()));
             std::thread::sleep(wait);
@@ -195,7 +199,10 @@ impl Asker {
         let endpoint = self.endpoint.clone();
         match status {
             200..=299 => match parse_answer(&text, self.api) {
-                Ok(a) => Try::Done(a),
+                Ok(mut a) => {
+                    a.invalid_utf8 = std::str::from_utf8(&bytes).is_err();
+                    Try::Done(a)
+                }
                 Err(m) => Try::Failed(m),
             },
             408 | 429 | 500..=599 => Try::Again {
@@ -267,6 +274,7 @@ pub fn parse_answer(body: &str, api: ApiKind) -> Result<Answered, String> {
         usage: v.get("usage").cloned().unwrap_or(Value::Null),
         finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(String::from),
         wall_ms: 0,
+        invalid_utf8: false,
     })
 }
 

@@ -32,6 +32,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
+/// The most requests in flight at once.
+pub const MAX_CONCURRENCY: usize = 256;
+/// The most retries of one request.
+pub const MAX_RETRIES: u32 = 20;
+/// The longest one request may take, in seconds (a day); a retry's wait is
+/// capped at the request timeout too.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
 /// Which OpenAI-compatible endpoint is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ApiKind {
@@ -90,7 +98,23 @@ pub fn endpoint(url: &str, api: ApiKind) -> Result<String, BadUrl> {
         ApiKind::Chat => "chat/completions",
         ApiKind::Completion => "completions",
     };
-    Ok(format!("{base}/v1/{path}"))
+    let endpoint = format!("{base}/v1/{path}");
+    // What the HTTP client would refuse only at the first request (a space
+    // in the host, a port past 65535) is refused here, before any work.
+    match endpoint.parse::<ureq::http::Uri>() {
+        Ok(uri) if uri.host().is_some_and(|h| !h.is_empty()) && port_ok(uri.authority()) => Ok(endpoint),
+        _ => Err(BadUrl(url.to_string())),
+    }
+}
+
+/// Whether the authority's port, if it has one, is a port (1 to 65535).
+fn port_ok(authority: Option<&ureq::http::uri::Authority>) -> bool {
+    let Some(a) = authority else { return false };
+    match a.as_str().rsplit_once(':') {
+        // An IPv6 literal's colons are inside its brackets.
+        Some((_, port)) if !port.contains(']') => port.parse::<u16>().is_ok_and(|n| n > 0),
+        _ => true,
+    }
 }
 
 /// The prompt for each target, in target order: `(name, prompt)`.
@@ -154,6 +178,9 @@ struct Line<'a> {
     usage: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     finish_reason: Option<&'a str>,
+    /// The server's bytes were not valid UTF-8 (`score` records it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    invalid_utf8: bool,
 }
 
 /// What [`read_answered`] needs of a line already in the responses file.
@@ -226,6 +253,36 @@ pub fn read_answered(path: &Path, file: &TargetsFile) -> Result<(HashSet<String>
         path.display()
     );
     Ok((answered, false))
+}
+
+/// Another run holds the responses file.
+#[derive(Debug, thiserror::Error)]
+#[error("another posrecall ask is writing {0} (it holds the file's lock); wait for it to end")]
+pub struct Busy(pub String);
+
+/// Opens the responses file for appending (creating it) and takes its lock,
+/// so that two runs never interleave their lines; the lock lasts as long as
+/// the file stays open.
+pub fn open_responses(path: &Path) -> Result<File> {
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a file descriptor this function owns, open for its lifetime.
+        let held = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if held != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                return Err(Busy(path.display().to_string()).into());
+            }
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+        }
+    }
+    Ok(f)
 }
 
 /// Appends one whole line and flushes it.
@@ -308,6 +365,7 @@ fn record(name: &str, outcome: Outcome, out: &mut File, path: &Path, bar: &Progr
                 wall_ms: a.wall_ms,
                 usage: &a.usage,
                 finish_reason: a.finish_reason.as_deref(),
+                invalid_utf8: a.invalid_utf8,
             };
             append(out, path, &serde_json::to_string(&line)?)?;
             tally.written += 1;
@@ -336,5 +394,7 @@ mod tests {
         assert_eq!(endpoint("http://h:1/v1/", ApiKind::Completion).unwrap(), "http://h:1/v1/completions");
         assert!(endpoint("h:1", ApiKind::Chat).is_err());
         assert!(endpoint("http://", ApiKind::Chat).is_err());
+        assert!(endpoint("http://exa mple:1", ApiKind::Chat).is_err());
+        assert!(endpoint("http://h:99999", ApiKind::Chat).is_err());
     }
 }

@@ -86,6 +86,10 @@ impl DecodeOptions {
         if self.check_sequential && self.parallel < 2 {
             return Err(DecodeError::CheckNeedsParallel);
         }
+        // Before any model is loaded, though only a model decides how many run.
+        if self.parallel > MAX_SEQUENCES - 1 {
+            return Err(DecodeError::TooManySequences { requested: self.parallel });
+        }
         Ok(())
     }
 

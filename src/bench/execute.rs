@@ -208,6 +208,7 @@ fn per_target(
         let s = score::score_raw(&text, &target.header, &target.expected, &target.extra_window, run.opts);
         let mut r = TargetResult::new(target, text, s);
         r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
+        r.invalid_utf8 = answer.as_ref().is_some_and(|g| g.invalid_utf8);
         r.forced = forced;
         if let Some(g) = answer {
             answered_tokens.push(g.tokens);

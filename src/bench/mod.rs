@@ -13,6 +13,11 @@ pub mod execute;
 pub mod plan;
 pub mod record;
 
+/// The most tokens one answer may generate.
+pub const MAX_NEW_TOKENS: usize = 131_072;
+/// The most CPU threads a run may ask for.
+pub const MAX_THREADS: usize = 1_024;
+
 pub use decoding::{DecodeError, DecodeOptions, Decoding, MemoryLimit};
 pub use execute::{ExecOptions, Executed, execute};
 pub use plan::{Plan, PlanError, PlanOptions, plan};

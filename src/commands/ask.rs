@@ -4,12 +4,12 @@
 use crate::ask::client::ServerError;
 use crate::ask::{self, AskOptions, BadUrl};
 use crate::cli::AskArgs;
+use crate::commands::check_output;
 use crate::progress;
 use crate::run::TargetsFile;
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::ProgressBar;
 use serde_json::Value;
-use std::fs::OpenOptions;
 use std::io::Write;
 
 /// Answer tokens per expected line when no cap is given.
@@ -18,12 +18,6 @@ const TOKENS_PER_LINE: usize = 40;
 /// The flags as the library's options (all but the generation cap, which
 /// depends on the targets file), checked before anything is asked.
 fn options(args: &AskArgs) -> Result<AskOptions> {
-    if args.concurrency == 0 {
-        bail!("--concurrency must be at least 1");
-    }
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        bail!("--timeout must be a positive number of seconds");
-    }
     let extra = match args.extra.as_deref() {
         None => serde_json::Map::new(),
         Some(text) => match serde_json::from_str::<Value>(text) {
@@ -77,9 +71,16 @@ pub fn run(args: &AskArgs) -> Result<()> {
     let mut opts = options(args)?;
     let file = TargetsFile::load(&args.targets)?;
     opts.max_tokens = args.max_new_tokens.unwrap_or(TOKENS_PER_LINE * file.params.lines).max(1);
+    let recorded = std::path::PathBuf::from(&file.corpus.path);
+    let corpus = args.corpus.as_deref().unwrap_or(&recorded);
+    check_output("--out", &args.out, &[&args.targets, corpus])?;
     let prompts = ask::prompts(&file, args.corpus.as_deref(), args.api).map_err(|e| match args.corpus {
         Some(_) => e.context("--corpus"),
         None => anyhow!("{e:#}; pass --corpus with the file the targets were made from"),
+    })?;
+    let mut out = ask::open_responses(&args.out).map_err(|e| match e.downcast_ref::<ask::Busy>() {
+        Some(b) => anyhow!("{b}, or give another --out"),
+        None => e,
     })?;
     let (answered, needs_newline) =
         ask::read_answered(&args.out, &file).map_err(|e| anyhow!("{e:#}; give another --out"))?;
@@ -97,11 +98,6 @@ pub fn run(args: &AskArgs) -> Result<()> {
             todo.len()
         );
     }
-    let mut out = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&args.out)
-        .with_context(|| format!("cannot open {}", args.out.display()))?;
     if needs_newline {
         out.write_all(b"\n").with_context(|| format!("cannot write {}", args.out.display()))?;
     }

@@ -2,7 +2,7 @@
 
 use crate::bench::{self, BenchOptions, ContextSettings, ExecOptions, PlanOptions, RunSpec};
 use crate::cli::{BenchArgs, OnOff};
-use crate::commands::{corpus_path, hint};
+use crate::commands::{check_output, corpus_path, hint};
 use crate::corpus::Source;
 use crate::engine::model;
 use crate::engine::prefix_cache::PrefixCache;
@@ -49,6 +49,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
     let opts = options(args)?;
     let corpus = corpus_path(args.corpus.as_deref())?;
+    // Output paths are checked before the model is loaded: a wrong folder
+    // must not cost the run.
+    if let Some(out) = &args.out {
+        check_output("--out", out, &[&args.model, &corpus])?;
+    }
+    if let Some(html) = &args.html {
+        let mut inputs = vec![args.model.as_path(), corpus.as_path()];
+        inputs.extend(args.out.as_deref());
+        check_output("--html", html, &inputs)?;
+    }
     let src = Source::open_with(&corpus, opts.plan.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
@@ -66,9 +76,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
 
     let color = terminal::stdout_wants_color();
-    if !args.quiet {
-        println!("{}\n", terminal::legend(color));
-    }
+    // A failed write to stdout does not lose the run: the diffs stop, the
+    // run goes on, its files are written, and then the error is reported.
+    let mut stdout: Result<()> = match args.quiet {
+        true => Ok(()),
+        false => outln!("{}\n", terminal::legend(color)),
+    };
     let cache = opts.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
     let exec = ExecOptions {
         decoding: &prepared.decoding,
@@ -79,8 +92,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     let score_opts = opts.plan.target.score_options();
     let executed = bench::execute(&model, &prepared.plan, &prepared.cfg, &score_opts, &exec, |r| {
-        if !args.quiet {
-            println!("{}", terminal::target_diff(r, score_opts.lines, color));
+        if !args.quiet && stdout.is_ok() {
+            stdout = outln!("{}", terminal::target_diff(r, score_opts.lines, color));
         }
     })?;
     let run = spec.run_file(executed, ms(started));
@@ -90,6 +103,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(html) = &args.html {
         crate::report::html::write_bench_page(&run, args.out.as_deref(), html)?;
     }
-    print!("{}", terminal::summary(&run.summary));
-    Ok(())
+    stdout?;
+    crate::commands::out(&terminal::summary(&run.summary))
 }

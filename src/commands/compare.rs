@@ -5,7 +5,6 @@ use crate::cli::CompareArgs;
 use crate::report::compare::{compare, render_text};
 use crate::run::RunFile;
 use anyhow::Result;
-use std::io::Write as _;
 
 pub fn run(args: &CompareArgs) -> Result<()> {
     let a = RunFile::load(&args.a)?;
@@ -18,8 +17,5 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     } else {
         render_text(&c)
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()?;
-    Ok(())
+    crate::commands::out(&text)
 }

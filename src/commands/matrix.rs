@@ -94,28 +94,28 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         return list(&m);
     }
     if m.mine.is_empty() {
-        println!("{}: {}: nothing to do", args.file.display(), m.shard_note);
-        return Ok(());
+        return outln!("{}: {}: nothing to do", args.file.display(), m.shard_note);
     }
     let corpus = corpus_path(m.sweep.corpus.as_deref())?;
     let src = Source::open_with(&corpus, m.sweep.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
+    // The output folder first: a wrong one must not cost loading every model.
+    prepare_out_dir(&m)?;
     let cache = args.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
     let mut planned = plan_every_model(&m, &src)?;
     if !args.quiet {
         let (crop, n) = (&planned[0].plan.crop, planned[0].plan.targets.len());
-        println!(
+        outln!(
             "{}: {}; every run keeps lines {}..{} of {} and is asked about the same {n} targets",
             args.file.display(),
             m.shard_note,
             crop.first_line,
             crop.last_line,
             corpus.display(),
-        );
+        )?;
     }
-    prepare_out_dir(&m)?;
     let pending = pending_runs(&m, &planned, &src)?;
     run_pending(&m, &mut planned, &src, cache.as_ref(), &pending)?;
     print_aggregate(&m)
@@ -150,7 +150,7 @@ fn list(m: &Matrix) -> Result<()> {
     eprintln!("{}: {}", m.args.file.display(), m.shard_note);
     for r in &m.mine {
         let e = &m.sweep.models[r.model];
-        println!("{}\t{}\t{}\t{}", r.id, r.file(&m.args.out_dir).display(), e.name, e.path.display());
+        outln!("{}\t{}\t{}\t{}", r.id, r.file(&m.args.out_dir).display(), e.name, e.path.display())?;
     }
     Ok(())
 }
@@ -186,7 +186,8 @@ fn plan_every_model(m: &Matrix, src: &Source) -> Result<Vec<Planned>> {
 /// and renames it); no other shard writes these.
 fn prepare_out_dir(m: &Matrix) -> Result<()> {
     let dir = &m.args.out_dir;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("--out-dir: cannot create the output folder {}", dir.display()))?;
+    crate::commands::check_output("--out-dir", &dir.join(".posrecall-out-dir-check"), &[])?;
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -212,7 +213,7 @@ fn pending_runs<'r>(m: &'r Matrix, planned: &[Planned], src: &Source) -> Result<
             match RunFile::load(&out) {
                 Ok(existing) if keeps(m, &existing, &m.spec(r, p, model, src, &decided), &targets) => {
                     if !m.args.quiet {
-                        println!("{}: finished before, skipped", r.id);
+                        outln!("{}: finished before, skipped", r.id)?;
                     }
                     continue;
                 }
@@ -301,7 +302,7 @@ fn run_one(
     if !m.args.quiet {
         let t = &run.summary.total;
         multi.suspend(|| {
-            println!(
+            outln!(
                 "{}: passed {}/{}, matched {}, missing {}, hallucinated {}, extra {} ({:.1} s)",
                 r.id,
                 t.passes,
@@ -312,7 +313,7 @@ fn run_one(
                 t.extra,
                 started.elapsed().as_secs_f64()
             )
-        });
+        })?;
     }
     Ok(())
 }
@@ -328,11 +329,11 @@ fn print_aggregate(m: &Matrix) -> Result<()> {
     let color = crate::report::terminal::stdout_wants_color();
     let exporter = export::exporter(Format::Table, Options { diff: false, color })?;
     if !m.args.quiet {
-        println!();
+        outln!()?;
     }
-    print!("{}", exporter.render(&loaded)?);
+    crate::commands::out(&exporter.render(&loaded)?)?;
     if m.shard.is_some() && !m.args.quiet {
-        println!("\n(this shard's runs; `posrecall report {}` merges every shard)", m.args.out_dir.display());
+        outln!("\n(this shard's runs; `posrecall report {}` merges every shard)", m.args.out_dir.display())?;
     }
     Ok(())
 }

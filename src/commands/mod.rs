@@ -3,6 +3,17 @@
 //! from below name settings and values, and [`hint`] says which flag fixes
 //! them.
 
+/// `println!` that returns the failed write as an error instead of
+/// panicking (a full disk, a closed pipe).
+macro_rules! outln {
+    () => {
+        $crate::commands::out("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::commands::out(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 pub mod ask;
 pub mod bench;
 pub mod compare;
@@ -17,7 +28,7 @@ use crate::cli::{DecodeArgs, TargetArgs};
 use crate::crop::{CropError, CropMode};
 use crate::engine::config::ConfigError;
 use crate::targets::{SpecError, TargetSpec, TooFewTargets};
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use std::path::{Path, PathBuf};
 
 impl From<&TargetArgs> for TargetSpec {
@@ -47,6 +58,24 @@ impl DecodeArgs {
             no_forced,
         }
     }
+}
+
+/// Writes `text` to standard output. A write that fails is an error (the
+/// binary ends quietly with success when the reader closed the pipe, as
+/// `posrecall targets x.js | head` does), where `print!` would panic.
+pub fn out(text: &str) -> Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("cannot write to standard output")
+}
+
+/// Checks, before any work, that the output `flag` names can be written and
+/// is none of `inputs` ([`crate::fsutil::check_output`]).
+pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
+    crate::fsutil::check_output(out, inputs).map_err(|e| anyhow!("{flag}: {e}"))
 }
 
 /// The corpus file: the one given, else the default corpus, which must have

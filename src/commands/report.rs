@@ -6,15 +6,24 @@ use crate::report::aggregate::{DifferentLines, load_inputs};
 use crate::report::export::{self, Options};
 use crate::report::terminal::stdout_wants_color;
 use anyhow::Result;
-use std::io::Write as _;
 
 pub fn run(args: &ReportArgs) -> Result<()> {
     let opts = Options {
         diff: args.diff,
         color: args.out.is_none() && stdout_wants_color(),
     };
-    // The format is checked before any file is read, the whole report is
-    // rendered before anything is written.
+    // The format and the output are checked before any file is read, the
+    // whole report is rendered before anything is written.
+    if let Some(out) = &args.out {
+        let mut inputs: Vec<std::path::PathBuf> = args.inputs.clone();
+        for dir in args.inputs.iter().filter(|p| p.is_dir()) {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                inputs.extend(entries.flatten().map(|e| e.path()));
+            }
+        }
+        let inputs: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
+        crate::commands::check_output("--out", out, &inputs)?;
+    }
     let exporter = export::exporter(args.format, opts).map_err(|e| match e.downcast_ref::<export::NoDiffs>() {
         Some(n) => anyhow::anyhow!(
             "--diff works with --format table, md or html (the HTML page always has the diffs), not {}",
@@ -35,11 +44,6 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     let text = exporter.render(&runs)?;
     match &args.out {
         Some(path) => crate::fsutil::write_atomic(path, text.as_bytes()),
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(text.as_bytes())?;
-            stdout.flush()?;
-            Ok(())
-        }
+        None => crate::commands::out(&text),
     }
 }

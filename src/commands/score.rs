@@ -12,11 +12,14 @@ use std::collections::HashMap;
 struct Answer {
     name: String,
     response: String,
+    /// Set by `ask` when the server's bytes were not valid UTF-8.
+    #[serde(default)]
+    invalid_utf8: bool,
 }
 
 /// Reads `{"name", "response"}` lines; blank lines are skipped.
-fn read_answers(path: &std::path::Path) -> Result<HashMap<String, String>> {
-    let text = std::fs::read_to_string(path)
+fn read_answers(path: &std::path::Path) -> Result<HashMap<String, Answer>> {
+    let text = crate::fsutil::read_text(path)
         .with_context(|| format!("cannot read responses {}", path.display()))?;
     let mut answers = HashMap::new();
     for (i, line) in text.lines().enumerate() {
@@ -26,14 +29,18 @@ fn read_answers(path: &std::path::Path) -> Result<HashMap<String, String>> {
         let a: Answer = serde_json::from_str(line).with_context(|| {
             format!("{} line {}: expected {{\"name\": ..., \"response\": ...}}", path.display(), i + 1)
         })?;
-        if answers.insert(a.name.clone(), a.response).is_some() {
-            bail!("{} line {}: a second answer for `{}`", path.display(), i + 1, a.name);
+        let name = a.name.clone();
+        if answers.insert(name.clone(), a).is_some() {
+            bail!("{} line {}: a second answer for `{name}`", path.display(), i + 1);
         }
     }
     Ok(answers)
 }
 
 pub fn run(args: &ScoreArgs) -> Result<()> {
+    if let Some(out) = &args.out {
+        crate::commands::check_output("--out", out, &[&args.targets, &args.responses])?;
+    }
     let targets = TargetsFile::load(&args.targets)?;
     if let Some(r) = args.crop_lines {
         let c = &targets.corpus.crop;
@@ -50,7 +57,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
             );
         }
     }
-    let mut answers = read_answers(&args.responses)?;
+    let answers = read_answers(&args.responses)?;
     if let Some(unknown) = answers.keys().find(|n| !targets.targets.iter().any(|t| &t.name == *n)) {
         bail!(
             "{} answers `{unknown}`, which is not a target in {}",
@@ -74,19 +81,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         normalize: params.normalize,
         skip_blank: params.skip_blank,
     };
-    let mut results = Vec::with_capacity(targets.targets.len());
-    let mut unanswered = 0;
-    for t in &targets.targets {
-        let response = answers.remove(&t.name).unwrap_or_else(|| {
-            unanswered += 1;
-            String::new()
-        });
-        let s = score::score_raw(&response, &t.header, &t.expected, &t.extra_window, &opts);
-        results.push(TargetResult::new(t, response, s));
-    }
-    if unanswered > 0 {
-        eprintln!("note: {unanswered} target(s) had no answer and were scored as empty answers");
-    }
+    let results = score_all(&targets, answers, &opts);
     let run = RunFile {
         format: FORMAT_VERSION,
         manifest: Manifest {
@@ -108,18 +103,41 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
     if let Some(out) = &args.out {
         run.save(out)?;
     }
-    print_run(&run, args.quiet);
-    Ok(())
+    print_run(&run, args.quiet)
+}
+
+/// Scores every target's answer (an empty one where there is none, said on
+/// stderr).
+fn score_all(targets: &TargetsFile, mut answers: HashMap<String, Answer>, opts: &ScoreOptions) -> Vec<TargetResult> {
+    let mut results = Vec::with_capacity(targets.targets.len());
+    let mut unanswered = 0;
+    for t in &targets.targets {
+        let (response, invalid_utf8) = match answers.remove(&t.name) {
+            Some(a) => (a.response, a.invalid_utf8),
+            None => {
+                unanswered += 1;
+                (String::new(), false)
+            }
+        };
+        let s = score::score_raw(&response, &t.header, &t.expected, &t.extra_window, opts);
+        let mut r = TargetResult::new(t, response, s);
+        r.invalid_utf8 = invalid_utf8;
+        results.push(r);
+    }
+    if unanswered > 0 {
+        eprintln!("note: {unanswered} target(s) had no answer and were scored as empty answers");
+    }
+    results
 }
 
 /// Prints the legend, every target's diff (unless quiet) and the aggregate.
-pub fn print_run(run: &RunFile, quiet: bool) {
+pub fn print_run(run: &RunFile, quiet: bool) -> Result<()> {
     let color = terminal::stdout_wants_color();
     if !quiet {
-        println!("{}\n", terminal::legend(color));
+        outln!("{}\n", terminal::legend(color))?;
         for t in &run.targets {
-            println!("{}", terminal::target_diff(t, run.manifest.params.lines, color));
+            outln!("{}", terminal::target_diff(t, run.manifest.params.lines, color))?;
         }
     }
-    print!("{}", terminal::summary(&run.summary));
+    crate::commands::out(&terminal::summary(&run.summary))
 }

@@ -60,8 +60,11 @@ fn slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(usize, usize)>>
     let min = env_number(env, "SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
     let count = env_number(env, "SLURM_ARRAY_TASK_COUNT")?
         .ok_or_else(|| anyhow!("--shard: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"))?;
+    if count < 1 {
+        bail!("--shard: SLURM_ARRAY_TASK_COUNT is {count}; a job array has at least one task");
+    }
     let k = id - min + 1;
-    if count < 1 || k < 1 || k > count {
+    if k < 1 || k > count {
         bail!(
             "--shard: the Slurm array task {id} (min {min}, count {count}) is not one of tasks {min}..{}; \
              use a contiguous array (e.g. --array=0-{})",

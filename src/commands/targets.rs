@@ -1,7 +1,7 @@
 //! `posrecall targets`: the functions a run would ask about.
 
 use crate::cli::TargetsArgs;
-use crate::commands::hint;
+use crate::commands::{check_output, hint, out};
 use crate::corpus::Source;
 use crate::crop::{Crop, CropMode};
 use crate::run::{CorpusInfo, Params, TARGETS_FORMAT_VERSION, TargetsFile};
@@ -12,6 +12,9 @@ use std::fmt::Write as _;
 
 pub fn run(args: &TargetsArgs) -> Result<()> {
     let spec = TargetSpec::from(&args.target);
+    if let Some(path) = &args.emit_prompts {
+        check_output("--emit-prompts", path, &[&args.corpus])?;
+    }
     let (src, file) = build(&args.corpus, &spec).map_err(|e| hint(e, None))?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
@@ -34,13 +37,13 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
             // The targets file carries the whole mapping, old name → new name.
             json["corpus"]["rename"] = serde_json::to_value(r)?;
         }
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?)?;
     } else {
-        print!("{}", table(&file));
+        out(&table(&file))?;
         if let Some(r) = &src.renamed {
-            println!("\nrenamed with seed {} ({} names; renamed text sha256 {}):", r.seed, r.mapping.len(), r.sha256);
+            outln!("\nrenamed with seed {} ({} names; renamed text sha256 {}):", r.seed, r.mapping.len(), r.sha256)?;
             for (old, new) in &r.mapping {
-                println!("  {old} -> {new}");
+                outln!("  {old} -> {new}")?;
             }
         }
     }

@@ -16,6 +16,19 @@ impl Language for JavaScript {
         "//"
     }
 
+    fn reserved_words(&self) -> &'static [&'static str] {
+        // ECMAScript's reserved words, the strict-mode and contextual ones,
+        // and the global names a rename must not shadow.
+        &[
+            "arguments", "as", "async", "await", "break", "case", "catch", "class", "const", "continue",
+            "debugger", "default", "delete", "do", "else", "enum", "eval", "export", "extends", "false",
+            "finally", "for", "from", "function", "get", "if", "implements", "import", "in", "instanceof",
+            "interface", "let", "new", "null", "of", "package", "private", "protected", "public", "return",
+            "set", "static", "super", "switch", "this", "throw", "true", "try", "typeof", "undefined",
+            "var", "void", "while", "with", "yield", "NaN", "Infinity",
+        ]
+    }
+
     fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
         let tree = parse(text)?;
         let mut spans = Vec::new();

@@ -129,6 +129,9 @@ pub trait Language {
     fn name(&self) -> &'static str;
     /// A line comment opener, used by the completion probe.
     fn line_comment(&self) -> &'static str;
+    /// Words that cannot name a function (keywords, reserved and special
+    /// names): renaming never chooses one.
+    fn reserved_words(&self) -> &'static [&'static str];
     /// Parses `text` and lists its classic named function declarations.
     fn functions(&self, text: &str) -> Result<Parsed>;
     /// Byte spans, in order, of every plain identifier (a name reference or

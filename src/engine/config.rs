@@ -119,6 +119,8 @@ pub enum CtxSize {
 impl CtxSize {
     /// The smallest context llama.cpp is asked for.
     pub const MIN: u32 = 64;
+    /// The largest (16M tokens: more than any GGUF model is trained for).
+    pub const MAX: u32 = 1 << 24;
 }
 
 impl std::str::FromStr for CtxSize {
@@ -129,9 +131,11 @@ impl std::str::FromStr for CtxSize {
         }
         s.parse::<u32>()
             .ok()
-            .filter(|n| *n >= CtxSize::MIN)
+            .filter(|n| (CtxSize::MIN..=CtxSize::MAX).contains(n))
             .map(CtxSize::Fixed)
-            .ok_or_else(|| format!("expected `auto` or a token count >= {}, got `{s}`", CtxSize::MIN))
+            .ok_or_else(|| {
+                format!("expected `auto` or a token count from {} to {}, got `{s}`", CtxSize::MIN, CtxSize::MAX)
+            })
     }
 }
 

@@ -144,11 +144,7 @@ impl Session<'_> {
             let slot = s.live.remove(i);
             self.clear_seq(slot.seq);
             s.free.push(slot.seq);
-            let answer = Generation {
-                text: String::from_utf8_lossy(&slot.bytes).into_owned(),
-                tokens: slot.tokens,
-                ms: slot.started.elapsed().as_secs_f64() * 1e3,
-            };
+            let answer = Generation::new(&slot.bytes, slot.tokens, slot.started.elapsed().as_secs_f64() * 1e3);
             done(slot.job, answer)?;
         }
         Ok(())
