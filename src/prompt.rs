@@ -315,10 +315,10 @@ mod tests {
         let f = chat_frame(CHATML, &SpecialTokens::default(), "//").unwrap();
         let t = target();
         let whole = format!("{}{}", f.prefix("a\nb"), f.suffix(&t, 20, false));
-        let expected = format!(
-            "<|im_start|>system\nYou are helpful<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n",
-            instruction_prompt("a\nb", &query("foo", 20, false))
-        );
+        // Written out, as the template and docs/METHOD.md §3 say it reads.
+        let expected = "<|im_start|>system\nYou are helpful<|im_end|>\n<|im_start|>user\na\nb\n\n\
+            Reproduce verbatim the first 20 lines following the opening brace of the function named `foo`. \
+            Output only those lines, no commentary.<|im_end|>\n<|im_start|>assistant\n";
         assert_eq!(whole, expected);
         assert_eq!(f.kept_offset(), f.head.len());
     }
