@@ -432,6 +432,12 @@ impl PowerCalc {
 
 #[cfg(test)]
 mod tests {
+    //! Every cited value is recomputed exactly, from its definition and with
+    //! no code shared with this module, by `scripts/stats-reference` (Python 3,
+    //! standard library), whose output names the test citing each value. The
+    //! power figures and sample sizes up to N = 120 are also recomputed on
+    //! every test run by an integer brute force in tests/compare.rs
+    //! (`cited_values_match_an_independent_enumeration`).
     use super::*;
 
     fn close(a: f64, b: f64, tol: f64) {
@@ -451,10 +457,11 @@ mod tests {
 
     #[test]
     fn binomial_cdf_known_values() {
-        // Python: sum(math.comb(n, j) for j in range(k + 1)) / 2**n
+        // Σ_{j≤k} C(n, j) / 2^n (scripts/stats-reference prints them reduced:
+        // 7/128 and 5425/262144).
         close(binom_cdf(10, 2, 0.5), 56.0 / 1024.0, 1e-15);
         close(binom_cdf(20, 5, 0.5), 21700.0 / 1048576.0, 1e-15);
-        // Bin(10, 0.3) P[X <= 3] = 0.6496107184
+        // Bin(10, 0.3) P[X <= 3] = 0.6496107184 (Σ_j C(10, j)·0.3^j·0.7^(10−j) in Fractions)
         close(binom_cdf(10, 3, 0.3), 0.6496107184, 1e-10);
         // the upper-branch (k above the mode): Bin(10, 0.3) P[X <= 5] = 0.9526510126
         close(binom_cdf(10, 5, 0.3), 0.9526510126, 1e-10);
@@ -462,32 +469,33 @@ mod tests {
         close(binom_cdf(5, 4, 1.0), 0.0, 0.0);
         close(binom_cdf(5, 0, 0.0), 1.0, 0.0);
         // A far tail without underflow: P[Bin(1000, ½) ≤ 400] = 1.3642320780330092e-10
-        // (Python: float(Fraction(sum(math.comb(1000, j) for j in range(401)), 2**1000)))
+        // (float(Fraction(Σ_{j≤400} C(1000, j), 2^1000)), scripts/stats-reference)
         let v = binom_cdf(1000, 400, 0.5);
         assert!((v / 1.3642320780330092e-10 - 1.0).abs() < 1e-9, "{v}");
     }
 
     #[test]
     fn mcnemar_known_values() {
-        // Python: min(1, 2 * sum(math.comb(n, j) for j in range(m + 1)) / 2**n)
+        // min(1, 2·Σ_{j≤min(b,c)} C(b+c, j) / 2^(b+c)) in Fractions, scripts/stats-reference.
         close(mcnemar_exact(0, 0), 1.0, 0.0);
         close(mcnemar_exact(3, 3), 1.0, 0.0);
         close(mcnemar_exact(1, 3), 0.625, 1e-15);
         close(mcnemar_exact(0, 4), 0.125, 1e-15);
         close(mcnemar_exact(5, 0), 0.0625, 1e-15);
         close(mcnemar_exact(0, 6), 0.03125, 1e-15);
-        close(mcnemar_exact(2, 10), 0.0385742188, 1e-10); // 2·79/4096
+        close(mcnemar_exact(2, 10), 0.0385742188, 1e-10); // 2·79/4096 = 79/2048
         close(mcnemar_exact(10, 2), 0.0385742188, 1e-10);
         close(mcnemar_exact(7, 8), 1.0, 0.0);
-        close(mcnemar_exact(20, 40), 0.01348929373119186, 1e-12);
-        // Past the linear-space branch (n > 1000): Python gives
-        // 2 * P[Bin(1100, ½) <= 500] = 0.002819544991 (Fraction, then float).
+        close(mcnemar_exact(20, 40), 0.01348929373119186, 1e-12); // 2·Σ_{j≤20} C(60, j)/2^60
+        // Past the linear-space branch (n > 1000): scripts/stats-reference gives
+        // 2·P[Bin(1100, ½) ≤ 500] = 0.0028195449914364275 (Fraction, then float).
         close(mcnemar_exact(500, 600), 0.002819544991, 1e-11);
     }
 
     #[test]
     fn wilson_known_values() {
-        // Python, the closed form with z = 1.959963984540054:
+        // The closed form with z = 1.959963984540054, in 50-digit decimals
+        // (scripts/stats-reference):
         // 6/16 -> (0.184812325589, 0.613589594545); 9/16 -> (0.331785563988, 0.769013475945)
         let (lo, hi) = wilson95(6, 16);
         close(lo, 0.184812325589, 1e-11);
@@ -548,20 +556,21 @@ mod tests {
         close(a.p, b.p, 1e-15);
         close(a.w_plus, b.w_minus, 0.0);
         // W+ = 78 - (3+6+9+12) = 48 of 78; counted by brute force over the 4096
-        // sign patterns (Python, itertools.product): p = 531/1024.
+        // sign patterns (scripts/stats-reference, itertools.product): p = 531/1024.
         close(a.w_plus, 48.0, 0.0);
         close(a.p, 531.0 / 1024.0, 1e-14);
     }
 
     #[test]
     fn power_matches_brute_force() {
-        // Python brute force over (d, b):
-        // sum(comb(n,d) pd^d (1-pd)^(n-d) * comb(d,b) t^b (1-t)^(d-b)
-        //     for d, b if mcnemar(b, d-b) <= 0.05)
+        // Exact double sum over d discordant targets and b A-only among them:
+        // Σ C(n,d) pd^d (1-pd)^(n-d) · C(d,b) t^b (1-t)^(d-b) over the (d, b)
+        // with mcnemar(b, d-b) ≤ 0.05, in integers (scripts/stats-reference);
+        // N ≤ 120 also by the brute force in tests/compare.rs.
         close(mcnemar_power(20, 0.25, 0.05, 0.05), 0.195620828283, 1e-10);
         close(mcnemar_power(16, 0.0625, 0.25, 0.05), 0.093835826255, 1e-10);
         close(mcnemar_power(5, 0.5, 0.1, 0.05), 0.0, 1e-15);
-        // Python, critical values from integer binomial sums, then the same double sum:
+        // The same, critical values from integer binomial sums (scripts/stats-reference only):
         close(mcnemar_power(300, 0.2, 0.1, 0.05), 0.873566801068, 1e-10);
         close(mcnemar_power(301, 0.2, 0.1, 0.05), 0.874749565448, 1e-10);
         // All discordant (pd = 1) and one-sided (theta = 1).
@@ -570,7 +579,9 @@ mod tests {
 
     #[test]
     fn sample_size_search() {
-        // Python, linear search of the brute-force power above.
+        // Linear search N = 1, 2, … of the exact power above (scripts/stats-reference:
+        // power(60) = 0.797296, power(61) = 0.805160; power(73) = 0.798833,
+        // power(74) = 0.804791; also tests/compare.rs's brute force).
         assert_eq!(
             mcnemar_targets_for_power(0.25, 0.05, 0.05, 0.8, 100_000),
             SampleSize::Targets(61)
@@ -587,6 +598,8 @@ mod tests {
             mcnemar_targets_for_power(0.0, 0.0, 0.05, 0.8, 100_000),
             SampleSize::NotReachable
         );
+        // The power at p10 = 0.2, p01 = 0.19 stays below 0.06 up to N = 500
+        // (scripts/stats-reference: at most 0.055721, at N = 500).
         assert_eq!(
             mcnemar_targets_for_power(0.2, 0.19, 0.05, 0.8, 500),
             SampleSize::BeyondCap(500)

@@ -10,15 +10,23 @@
 //! - lines6.json: b.json with `params.lines` 6; other_targets.json: b.json with
 //!   the sixth target renamed; not_a_run.json: JSON that is not a run file.
 //!
-//! Every expected number below was computed independently of this crate by a
-//! Python 3 script using only the standard library, reading the same fixture
+//! Every expected statistic below is cited from an independent source, never
+//! from this crate: `scripts/stats-reference` (Python 3, standard library only)
+//! recomputes each one exactly from its definition, reading the same fixture
 //! files: McNemar as Fraction(2·Σ_{j≤min(b,c)} math.comb(b+c, j), 2^(b+c));
-//! Wilson by its closed form with z = 1.959963984540054; Wilcoxon by
-//! enumerating all 2^n sign patterns (itertools.product) over the mid-ranks of
-//! the nonzero differences, in Fractions (top1_share values read as decimal
-//! Fractions, so ties are exact); the sample size by trying every N from 1
-//! upward with power(N) = Σ_d C(N,d)·pd^d·(1−pd)^(N−d)·P[reject | d], the
-//! critical value per d from integer binomial sums.
+//! Wilson by its closed form in 50-digit decimals with z = 1.959963984540054;
+//! Wilcoxon by enumerating all 2^n sign patterns (itertools.product) over the
+//! mid-ranks of the nonzero differences, in Fractions (top1_share values read
+//! as decimal Fractions, so ties are exact); the sample size by trying every N
+//! from 1 upward with power(N) = Σ_d C(N,d)·pd^d·(1−pd)^(N−d)·P[reject | d]
+//! in exact integer arithmetic, the critical value per d from integer
+//! binomial sums. Run it to regenerate them; its output is grouped by the
+//! fixture pair ("tests/compare.rs, a.json against b.json").
+//!
+//! The same values are also recomputed on every test run by the [`reference`]
+//! module below (integers and brute force, no code shared with src/stats.rs),
+//! in `cited_values_match_an_independent_enumeration`: a cited constant that
+//! drifts from its definition, or from the fixtures, fails there.
 
 use posrecall::report::compare::{Flip, compare};
 use posrecall::run::RunFile;
@@ -97,46 +105,129 @@ fn fixtures_are_run_files() {
     assert!(RunFile::load(&fixture("not_a_run.json")).is_err());
 }
 
+/// An exact Wilcoxon signed-rank result as cited.
+struct Signed {
+    n: usize,
+    zeros: usize,
+    w_plus: f64,
+    w_minus: f64,
+    p: f64,
+}
+
+/// The paired statistics of one fixture pair, each cited from
+/// `scripts/stats-reference` (section "tests/compare.rs, A against B") and
+/// recomputed by [`reference`] in `cited_values_match_an_independent_enumeration`.
+struct Cited {
+    a: &'static str,
+    b: &'static str,
+    /// Passes in A, in B (of 16).
+    passes: (usize, usize),
+    /// Targets that pass in A only, in B only.
+    flips: (usize, usize),
+    mcnemar_p: f64,
+    wilson_a: [f64; 2],
+    wilson_b: [f64; 2],
+    wilcoxon_matched: Signed,
+    /// On Δtop1_share; `None` unless both runs have teacher-forced metrics.
+    wilcoxon_top1: Option<Signed>,
+    /// Smallest N with exact-McNemar power ≥ 0.8 at α = 0.05, p10 = A only / 16,
+    /// p01 = B only / 16.
+    power_targets: u64,
+}
+
+const A_B: Cited = Cited {
+    a: "a.json",
+    b: "b.json",
+    passes: (8, 12),
+    flips: (1, 5),
+    // 7/32 = 2·(C(6,0) + C(6,1))/2^6.
+    mcnemar_p: 0.21875,
+    // Wilson 95% of 8/16 and 12/16 (closed form, 50-digit decimals).
+    wilson_a: [0.279995636103, 0.720004363897],
+    wilson_b: [0.505016834645, 0.898179325088],
+    // Δmatched: 4 zeros dropped, mid-ranks; p = 21/256 (all 2^12 sign patterns).
+    wilcoxon_matched: Signed { n: 12, zeros: 4, w_plus: 61.5, w_minus: 16.5, p: 0.08203125 },
+    // Δtop1_share: 3 zeros dropped, exact decimal ties; p = 263/4096 (2^13 patterns).
+    wilcoxon_top1: Some(Signed { n: 13, zeros: 3, w_plus: 72.0, w_minus: 19.0, p: 0.064208984375 }),
+    // p10 = 1/16, p01 = 5/16: power(48) = 0.799858, power(49) = 0.809569.
+    power_targets: 49,
+};
+
+const C_D: Cited = Cited {
+    a: "c.json",
+    b: "d.json",
+    passes: (5, 13),
+    flips: (0, 8),
+    // 1/128 = 2·C(8,0)/2^8.
+    mcnemar_p: 0.0078125,
+    // Wilson 95% of 5/16 and 13/16.
+    wilson_a: [0.141646438548, 0.555956441653],
+    wilson_b: [0.569911190380, 0.934084009286],
+    // All 11 nonzero differences positive: p = 2/2^11.
+    wilcoxon_matched: Signed { n: 11, zeros: 5, w_plus: 66.0, w_minus: 0.0, p: 0.0009765625 },
+    wilcoxon_top1: None,
+    // p10 = 0, p01 = 1/2: power(14) = 0.788025, power(15) = 0.849121.
+    power_targets: 15,
+};
+
+const A_C: Cited = Cited {
+    a: "a.json",
+    b: "c.json",
+    passes: (8, 5),
+    flips: (4, 1),
+    // 3/8 = 2·(C(5,0) + C(5,1))/2^5.
+    mcnemar_p: 0.375,
+    wilson_a: [0.279995636103, 0.720004363897],
+    wilson_b: [0.141646438548, 0.555956441653],
+    // p = 1095/8192 (all 2^14 sign patterns).
+    wilcoxon_matched: Signed { n: 14, zeros: 2, w_plus: 28.0, w_minus: 77.0, p: 0.1336669921875 },
+    // Only A has forced metrics.
+    wilcoxon_top1: None,
+    // p10 = 4/16, p01 = 1/16: power(73) = 0.798833, power(74) = 0.804791.
+    power_targets: 74,
+};
+
+fn compare_pair(cited: &Cited) -> posrecall::report::compare::Comparison {
+    let (a, b) = (cited.a, cited.b);
+    compare(&load(a), &fixture(a), &load(b), &fixture(b)).unwrap()
+}
+
+fn check_signed(got: &posrecall::stats::Wilcoxon, cited: &Signed) {
+    assert_eq!((got.n, got.zeros), (cited.n, cited.zeros));
+    close(got.w_plus, cited.w_plus);
+    close(got.w_minus, cited.w_minus);
+    close(got.p, cited.p);
+}
+
+/// `compare` finds every cited statistic of the pair.
+fn check_cited(c: &posrecall::report::compare::Comparison, cited: &Cited) {
+    assert_eq!(c.targets_count, 16);
+    assert_eq!((c.a.passes, c.b.passes), cited.passes);
+    assert_eq!((c.mcnemar.a_only, c.mcnemar.b_only), cited.flips);
+    close(c.mcnemar.p, cited.mcnemar_p);
+    for (got, want) in [(c.a.wilson95, cited.wilson_a), (c.b.wilson95, cited.wilson_b)] {
+        close(got[0], want[0]);
+        close(got[1], want[1]);
+    }
+    check_signed(&c.wilcoxon_matched, &cited.wilcoxon_matched);
+    match (&c.wilcoxon_top1_share, &cited.wilcoxon_top1) {
+        (Some(got), Some(want)) => check_signed(got, want),
+        (None, None) => {}
+        (got, _) => panic!("top-1 Wilcoxon: {got:?}"),
+    }
+    assert_eq!(c.power.targets, Some(cited.power_targets));
+    assert_eq!(c.power.status, "found");
+    close(c.power.p10, cited.flips.0 as f64 / 16.0);
+    close(c.power.p01, cited.flips.1 as f64 / 16.0);
+}
+
 #[test]
 fn a_against_b_numbers() {
-    let c = compare(
-        &load("a.json"),
-        &fixture("a.json"),
-        &load("b.json"),
-        &fixture("b.json"),
-    )
-    .unwrap();
-    assert_eq!(c.targets_count, 16);
-    assert_eq!((c.a.passes, c.b.passes), (8, 12));
-    assert_eq!((c.mcnemar.a_only, c.mcnemar.b_only), (1, 5));
-    // McNemar: 2·(C(6,0) + C(6,1))/2^6 = 7/32.
-    close(c.mcnemar.p, 0.21875);
-    // Wilson 95%: 8/16 and 12/16.
-    close(c.a.wilson95[0], 0.279995636103);
-    close(c.a.wilson95[1], 0.720004363897);
-    close(c.b.wilson95[0], 0.505016834645);
-    close(c.b.wilson95[1], 0.898179325088);
-    // Wilcoxon on Δmatched: 4 zeros dropped, mid-ranks; p = 21/256.
-    let w = c.wilcoxon_matched;
-    assert_eq!((w.n, w.zeros), (12, 4));
-    close(w.w_plus, 61.5);
-    close(w.w_minus, 16.5);
-    close(w.p, 0.08203125);
-    // Wilcoxon on Δtop1_share: 3 zeros dropped, float ties within tolerance; p = 263/4096.
-    let w = c
-        .wilcoxon_top1_share
-        .expect("both runs have forced metrics");
-    assert_eq!((w.n, w.zeros), (13, 3));
-    close(w.w_plus, 72.0);
-    close(w.w_minus, 19.0);
-    close(w.p, 0.064208984375);
+    let c = compare_pair(&A_B);
+    check_cited(&c, &A_B);
+    // Means of the fixtures' top1_share: 919/1600 and 5/8 (scripts/stats-reference).
     close(c.a.top1_share_mean.unwrap(), 0.574375);
     close(c.b.top1_share_mean.unwrap(), 0.625);
-    // Smallest N with exact-McNemar power ≥ 0.8 at p10 = 1/16, p01 = 5/16.
-    assert_eq!(c.power.targets, Some(49));
-    assert_eq!(c.power.status, "found");
-    close(c.power.p10, 1.0 / 16.0);
-    close(c.power.p01, 5.0 / 16.0);
     // Rows by depth: baseRange (0.68) comes before toNumber (0.70), unlike the files.
     let names: Vec<&str> = c.targets.iter().map(|r| r.name.as_str()).collect();
     let (r, t) = (
@@ -161,6 +252,7 @@ fn a_against_b_numbers() {
             ("stringToPath", Flip::BOnly),
         ]
     );
+    // baseMerge in the fixtures: matched 5 and 3, top1_share 0.70 and 0.64.
     let merge = c.targets.iter().find(|r| r.name == "baseMerge").unwrap();
     assert_eq!((merge.matched_a, merge.matched_b, merge.delta), (5, 3, -2));
     close(merge.top1_share_delta.unwrap(), -0.06);
@@ -168,52 +260,17 @@ fn a_against_b_numbers() {
 
 #[test]
 fn c_against_d_numbers() {
-    let c = compare(
-        &load("c.json"),
-        &fixture("c.json"),
-        &load("d.json"),
-        &fixture("d.json"),
-    )
-    .unwrap();
-    assert_eq!((c.a.passes, c.b.passes), (5, 13));
-    assert_eq!((c.mcnemar.a_only, c.mcnemar.b_only), (0, 8));
-    // McNemar: 2·C(8,0)/2^8 = 1/128.
-    close(c.mcnemar.p, 0.0078125);
-    close(c.a.wilson95[0], 0.141646438548);
-    close(c.a.wilson95[1], 0.555956441653);
-    close(c.b.wilson95[0], 0.569911190380);
-    close(c.b.wilson95[1], 0.934084009286);
-    // All 11 nonzero differences positive: p = 2/2^11.
-    let w = c.wilcoxon_matched;
-    assert_eq!((w.n, w.zeros), (11, 5));
-    close(w.w_plus, 66.0);
-    close(w.w_minus, 0.0);
-    close(w.p, 0.0009765625);
-    assert!(c.wilcoxon_top1_share.is_none());
+    let c = compare_pair(&C_D);
+    check_cited(&c, &C_D);
     assert!(c.a.top1_share_mean.is_none());
-    // p10 = 0, p01 = 1/2.
-    assert_eq!(c.power.targets, Some(15));
 }
 
 #[test]
 fn a_against_c_mixes_bench_and_score_runs() {
     // Same targets and crop: comparable; only A has forced metrics, so no top-1 test.
-    let c = compare(
-        &load("a.json"),
-        &fixture("a.json"),
-        &load("c.json"),
-        &fixture("c.json"),
-    )
-    .unwrap();
-    assert_eq!((c.mcnemar.a_only, c.mcnemar.b_only), (4, 1));
-    close(c.mcnemar.p, 0.375); // 2·(1 + 5)/32
-    let w = c.wilcoxon_matched;
-    assert_eq!((w.n, w.zeros), (14, 2));
-    close(w.w_plus, 28.0);
-    close(w.w_minus, 77.0);
-    close(w.p, 0.133666992188); // 1095/8192
-    assert!(c.wilcoxon_top1_share.is_none());
-    assert_eq!(c.power.targets, Some(74)); // p10 = 4/16, p01 = 1/16
+    let c = compare_pair(&A_C);
+    check_cited(&c, &A_C);
+    assert!(c.b.top1_share_mean.is_none());
 }
 
 #[test]
@@ -223,6 +280,8 @@ fn text_output() {
     assert!(o.stderr.is_empty());
     let text = String::from_utf8(o.stdout).unwrap();
     let has = |s: &str| assert!(text.contains(s), "missing {s:?} in\n{text}");
+    // The numbers are A_B's cited values as printed (3 significant digits); 18
+    // more lines is Σ(matched B − matched A) over the fixtures (scripts/stats-reference).
     has("A: Fixture LM 1B, fixture-1b.Q4_K_M.gguf, KV f16");
     has("B: Fixture LM 1B, fixture-1b.Q4_K_M.gguf, KV q4_0");
     has("16 shared targets, 10 lines each, pass at 5 matched");
@@ -279,19 +338,18 @@ fn json_output() {
     assert_eq!(v["a"]["passes"], 8);
     assert_eq!(v["b"]["passes"], 12);
     assert!(v["a"]["file"].as_str().unwrap().ends_with("a.json"));
-    close(v["a"]["wilson95"][0].as_f64().unwrap(), 0.279995636103);
-    close(v["b"]["wilson95"][1].as_f64().unwrap(), 0.898179325088);
-    assert_eq!(v["mcnemar"]["a_only"], 1);
-    assert_eq!(v["mcnemar"]["b_only"], 5);
-    close(v["mcnemar"]["p"].as_f64().unwrap(), 0.21875);
-    close(v["wilcoxon_matched"]["p"].as_f64().unwrap(), 0.08203125);
-    close(v["wilcoxon_matched"]["w_plus"].as_f64().unwrap(), 61.5);
-    close(
-        v["wilcoxon_top1_share"]["p"].as_f64().unwrap(),
-        0.064208984375,
-    );
+    // The cited statistics of a.json against b.json (A_B above).
+    close(v["a"]["wilson95"][0].as_f64().unwrap(), A_B.wilson_a[0]);
+    close(v["b"]["wilson95"][1].as_f64().unwrap(), A_B.wilson_b[1]);
+    assert_eq!(v["mcnemar"]["a_only"], A_B.flips.0);
+    assert_eq!(v["mcnemar"]["b_only"], A_B.flips.1);
+    close(v["mcnemar"]["p"].as_f64().unwrap(), A_B.mcnemar_p);
+    close(v["wilcoxon_matched"]["p"].as_f64().unwrap(), A_B.wilcoxon_matched.p);
+    close(v["wilcoxon_matched"]["w_plus"].as_f64().unwrap(), A_B.wilcoxon_matched.w_plus);
+    let top1 = A_B.wilcoxon_top1.as_ref().unwrap();
+    close(v["wilcoxon_top1_share"]["p"].as_f64().unwrap(), top1.p);
     assert_eq!(v["power"]["status"], "found");
-    assert_eq!(v["power"]["targets"], 49);
+    assert_eq!(v["power"]["targets"], A_B.power_targets);
     assert_eq!(v["power"]["cap"], 100_000);
     let rows = v["targets"].as_array().unwrap();
     assert_eq!(rows.len(), 16);
@@ -314,7 +372,7 @@ fn json_output() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["wilcoxon_top1_share"].is_null());
     assert!(v["a"]["top1_share_mean"].is_null());
-    close(v["mcnemar"]["p"].as_f64().unwrap(), 0.0078125);
+    close(v["mcnemar"]["p"].as_f64().unwrap(), C_D.mcnemar_p);
 
     // A run against itself: nothing differs, no sample size.
     let o = compare_files("a.json", "a.json", &["--json"]);
@@ -436,4 +494,171 @@ fn runs_scored_under_the_old_blank_line_rule_are_refused() {
         assert!(err.contains("old.json was scored under run-file format 1"), "{args:?}: {err}");
         assert!(err.contains("blank lines"), "says why: {err}");
     }
+}
+
+/// The statistics written again from their definitions, in integers and by
+/// brute force, sharing no code with src/stats.rs (which uses log-space
+/// binomials, a rank-sum dynamic programme and a memoised power search): the
+/// independent source the cited constants are checked against in CI.
+/// `scripts/stats-reference` does the same in exact Python arithmetic.
+mod reference {
+    use std::sync::OnceLock;
+
+    /// The largest number of trials the tables here cover.
+    pub const MAX_N: usize = 120;
+
+    /// C(n, k) from Pascal's triangle, exact in u128 up to [`MAX_N`].
+    pub fn choose(n: usize, k: usize) -> u128 {
+        static PASCAL: OnceLock<Vec<Vec<u128>>> = OnceLock::new();
+        let rows = PASCAL.get_or_init(|| {
+            let mut rows: Vec<Vec<u128>> = vec![vec![1]];
+            for n in 1..=MAX_N {
+                let prev = &rows[n - 1];
+                let row = (0..=n)
+                    .map(|k| if k == 0 || k == n { 1 } else { prev[k - 1] + prev[k] })
+                    .collect();
+                rows.push(row);
+            }
+            rows
+        });
+        if k > n { 0 } else { rows[n][k] }
+    }
+
+    /// Σ_{j ≤ min(b, c)} C(b + c, j): the McNemar tail count out of 2^(b+c).
+    fn tail(b: usize, c: usize) -> u128 {
+        (0..=b.min(c)).map(|j| choose(b + c, j)).sum()
+    }
+
+    /// Exact two-sided McNemar p = min(1, 2·tail / 2^(b+c)).
+    pub fn mcnemar(b: usize, c: usize) -> f64 {
+        (2.0 * tail(b, c) as f64 / (1u128 << (b + c)) as f64).min(1.0)
+    }
+
+    /// Whether the exact McNemar test rejects (b, c) at α = 0.05 = 1/20, in
+    /// integers: 2·tail / 2^n ≤ 1/20 ⟺ 40·tail ≤ 2^n.
+    fn rejects(b: usize, c: usize) -> bool {
+        40 * tail(b, c) <= 1u128 << (b + c)
+    }
+
+    /// Exact two-sided Wilcoxon signed-rank test on integer differences
+    /// (ratios scaled to integers first): zeros dropped, tied |d| share their
+    /// mean rank. Returns (n, zeros, 2·W+, 2·W−, p), p counted over all 2^n
+    /// sign patterns: min(1, 2·min(#{W+ ≤ w}, #{W+ ≥ w}) / 2^n).
+    pub fn wilcoxon(diffs: &[i64]) -> (usize, usize, u64, u64, f64) {
+        let nz: Vec<i64> = diffs.iter().copied().filter(|&d| d != 0).collect();
+        // Doubled mid-rank of |d|: ranks below+1 ..= below+equal, mean doubled.
+        let rank2: Vec<u64> = nz
+            .iter()
+            .map(|d| {
+                let below = nz.iter().filter(|e| e.abs() < d.abs()).count();
+                let equal = nz.iter().filter(|e| e.abs() == d.abs()).count();
+                (2 * below + equal + 1) as u64
+            })
+            .collect();
+        let plus: u64 = nz.iter().zip(&rank2).filter(|(d, _)| **d > 0).map(|(_, r)| r).sum();
+        let total: u64 = rank2.iter().sum();
+        let (mut le, mut ge) = (0u64, 0u64);
+        for signs in 0u64..1 << nz.len() {
+            let w: u64 = (0..nz.len()).filter(|i| signs >> i & 1 == 1).map(|i| rank2[i]).sum();
+            le += (w <= plus) as u64;
+            ge += (w >= plus) as u64;
+        }
+        let p = (2.0 * le.min(ge) as f64 / (1u64 << nz.len()) as f64).min(1.0);
+        (nz.len(), diffs.len() - nz.len(), plus, total - plus, p)
+    }
+
+    /// Power of the exact McNemar test at α = 0.05 with `n` targets: the sum,
+    /// over d discordant targets of which b pass in A only, of the trinomial
+    /// probability C(n,d)·C(d,b)·p10^b·p01^(d−b)·(1−p10−p01)^(n−d) of the
+    /// splits the test rejects.
+    pub fn power(n: usize, p10: f64, p01: f64) -> f64 {
+        let q = 1.0 - p10 - p01;
+        let mut total = 0.0;
+        for d in 0..=n {
+            for b in (0..=d).filter(|&b| rejects(b, d - b)) {
+                total += choose(n, d) as f64
+                    * choose(d, b) as f64
+                    * p10.powi(b as i32)
+                    * p01.powi((d - b) as i32)
+                    * q.powi((n - d) as i32);
+            }
+        }
+        total
+    }
+
+    /// The smallest n with power(n) ≥ 0.8, trying n = 1, 2, … up to [`MAX_N`].
+    pub fn targets_for_power(p10: f64, p01: f64) -> Option<usize> {
+        (1..=MAX_N).find(|&n| power(n, p10, p01) >= 0.8)
+    }
+}
+
+/// (n, zeros, W+, W−, p) of a cited Wilcoxon result, W± doubled to integers.
+fn doubled(s: &Signed) -> (usize, usize, u64, u64, f64) {
+    (s.n, s.zeros, (2.0 * s.w_plus) as u64, (2.0 * s.w_minus) as u64, s.p)
+}
+
+/// Recomputes one pair's cited statistics from the fixture files with [`reference`].
+fn check_against_reference(cited: &Cited) {
+    let (ra, rb) = (load(cited.a), load(cited.b));
+    let pairs: Vec<_> = ra.targets.iter().zip(&rb.targets).collect();
+    let count = |f: fn(bool, bool) -> bool| pairs.iter().filter(|(x, y)| f(x.pass, y.pass)).count();
+    let passes = (count(|a, _| a), count(|_, b| b));
+    let flips = (count(|a, b| a && !b), count(|a, b| !a && b));
+    assert_eq!((passes, flips), (cited.passes, cited.flips), "{}", cited.a);
+    close(reference::mcnemar(flips.0, flips.1), cited.mcnemar_p);
+    let matched: Vec<i64> = pairs.iter().map(|(x, y)| y.matched as i64 - x.matched as i64).collect();
+    let got = reference::wilcoxon(&matched);
+    let want = doubled(&cited.wilcoxon_matched);
+    assert_eq!((got.0, got.1, got.2, got.3), (want.0, want.1, want.2, want.3), "{} Δmatched", cited.a);
+    close(got.4, want.4);
+    if let Some(top1) = &cited.wilcoxon_top1 {
+        // top1_share has at most two decimals in the fixtures: in hundredths
+        // the differences are integers, so zeros and ties are exact.
+        let hundredths = |t: &posrecall::run::TargetResult| {
+            (t.forced.as_ref().unwrap().top1_share * 100.0).round() as i64
+        };
+        let d: Vec<i64> = pairs.iter().map(|(x, y)| hundredths(y) - hundredths(x)).collect();
+        let got = reference::wilcoxon(&d);
+        let want = doubled(top1);
+        assert_eq!((got.0, got.1, got.2, got.3), (want.0, want.1, want.2, want.3));
+        close(got.4, want.4);
+    }
+    let (p10, p01) = (flips.0 as f64 / 16.0, flips.1 as f64 / 16.0);
+    let n = reference::targets_for_power(p10, p01).expect("within MAX_N");
+    assert_eq!(n as u64, cited.power_targets, "{} against {}", cited.a, cited.b);
+}
+
+/// The Wilson interval's closed form, (p + z²/2n ± z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n),
+/// written out from the textbook.
+fn wilson_reference(k: usize, n: usize) -> [f64; 2] {
+    let (p, n, z) = (k as f64 / n as f64, n as f64, 1.959963984540054f64);
+    let centre = p + z * z / (2.0 * n);
+    let spread = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    let scale = 1.0 + z * z / n;
+    [(centre - spread) / scale, (centre + spread) / scale]
+}
+
+#[test]
+fn cited_values_match_an_independent_enumeration() {
+    for cited in [&A_B, &C_D, &A_C] {
+        check_against_reference(cited);
+        for (k, want) in [(cited.passes.0, cited.wilson_a), (cited.passes.1, cited.wilson_b)] {
+            let got = wilson_reference(k, 16);
+            close(got[0], want[0]);
+            close(got[1], want[1]);
+        }
+    }
+    // The power figures and sample sizes cited in src/stats.rs's own tests
+    // (power_matches_brute_force, sample_size_search); those at N = 300, 301
+    // and the cap of 500 are past MAX_N and come from scripts/stats-reference only.
+    let power = |n, p10, p01, want: f64| {
+        let got = reference::power(n, p10, p01);
+        assert!((got - want).abs() <= 1e-10, "power({n}, {p10}, {p01}) = {got}, cited {want}");
+    };
+    power(20, 0.25, 0.05, 0.195620828283);
+    power(16, 0.0625, 0.25, 0.093835826255);
+    power(5, 0.5, 0.1, 0.0);
+    power(6, 1.0, 0.0, 1.0);
+    assert_eq!(reference::targets_for_power(0.25, 0.05), Some(61));
+    assert_eq!(reference::targets_for_power(0.0625, 0.25), Some(74));
 }

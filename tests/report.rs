@@ -5,7 +5,8 @@
 mod common;
 
 use common::*;
-use posrecall::run::RunFile;
+use posrecall::run::{RunFile, TargetResult};
+use posrecall::score::LineStatus;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -206,10 +207,15 @@ fn html_shows_every_line_of_every_target_offline() {
             );
             assert_eq!(count("extra"), t.extra, "run {i} {} extra", t.name);
             assert_eq!(body.matches("class=\"l l-").count(), t.lines.len());
-            // Collapsible per target.
-            assert!(html.contains("<details"));
+            // Collapsible per target: this diff sits in the target's own
+            // <details>, whose summary names it.
+            let details = details_of(&html, &t.name, t.line);
+            assert!(details.contains(&open), "run {i} {}: its diff is outside its <details>", t.name);
         }
     }
+    // One <details> per target, none left over.
+    let sections = html.matches("<details class=\"target\">").count();
+    assert_eq!(sections, load(&r.a).targets.len(), "one <details> per target");
     // The legend names the four classes.
     for class in ["matched", "missing", "hallucinated", "extra"] {
         assert!(html.contains(&format!("k-{class}")), "legend lacks {class}");
@@ -244,6 +250,20 @@ fn html_shows_every_line_of_every_target_offline() {
         std::fs::read_to_string(r.dir.join("A.html")).unwrap(),
         single
     );
+}
+
+/// The `<details class="target">` element whose summary names the target
+/// `name` at `line`, up to its `</details>`; there must be exactly one.
+fn details_of<'a>(html: &'a str, name: &str, line: usize) -> &'a str {
+    let summary = format!("<summary><strong>{name}</strong> · line {line} ·");
+    let found: Vec<&str> = html
+        .split("<details class=\"target\">")
+        .skip(1)
+        .map(|d| &d[..d.find("</details>").expect("a closed <details>")])
+        .filter(|d| d.trim_start().starts_with(&summary))
+        .collect();
+    assert_eq!(found.len(), 1, "one <details> whose summary starts {summary:?}");
+    found[0]
 }
 
 #[test]
@@ -463,25 +483,11 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
         positions.windows(2).all(|w| w[0] < w[1]),
         "grid not by depth"
     );
-    // Quarter pass rates from summary.by_quarter.
-    for (q, (qa, qb)) in ra
-        .summary
-        .by_quarter
-        .iter()
-        .zip(&rb.summary.by_quarter)
-        .enumerate()
-    {
-        let label = format!("{:.2}-{:.2}", q as f64 / 4.0, (q + 1) as f64 / 4.0);
-        let line = table.lines().find(|l| l.starts_with(&label)).unwrap();
-        for t in [qa, qb] {
-            if t.count > 0 {
-                assert!(
-                    line.contains(&format!("{}/{}", t.passes, t.count)),
-                    "{line}"
-                );
-            }
-        }
-    }
+    // Pass rate by depth quarter: every quarter and every run, computed from
+    // the targets' depths; as many cells must have been checked as the run
+    // files' summaries say hold targets (not one skipped as empty).
+    let checked = check_quarter_rows(&text_table_after(&table, "Pass rate by depth quarter"), &[&ra, &rb]);
+    assert_eq!(checked, nonempty_quarters(&[&ra, &rb]), "{table}");
     // The same in Markdown; one run has none.
     let md = report_ok(&[s(&r.a), s(&r.b), OsStr::new("--format"), OsStr::new("md")]);
     for t in &ra.targets {
@@ -495,18 +501,201 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
     assert!(!one.contains("Per target"), "{one}");
 }
 
+/// The marker README.md ("Without colour ... each diff line carries a marker")
+/// documents for each line class.
+fn marker(status: LineStatus) -> char {
+    match status {
+        LineStatus::Matched => '=',
+        LineStatus::Missing => '-',
+        LineStatus::Hallucinated => '?',
+        LineStatus::Extra => '+',
+    }
+}
+
+/// The block of `section` (one run's `--diff` output) that is `t`'s diff:
+/// blocks are separated by blank lines, and a block's heading is its verdict
+/// and the target's name.
+fn diff_block<'a>(section: &'a str, t: &TargetResult) -> Vec<&'a str> {
+    let verdict = if t.pass { "PASS" } else { "FAIL" };
+    let heading = format!("{verdict} {} ", t.name);
+    let blocks: Vec<&str> = section
+        .split("\n\n")
+        .map(|b| b.trim_start_matches('\n'))
+        .filter(|b| b.starts_with(&heading))
+        .collect();
+    assert_eq!(blocks.len(), 1, "one block headed {heading:?} in\n{section}");
+    blocks[0].lines().collect()
+}
+
+/// Checks one run's `--diff` section against its run file, built from the
+/// file alone: the heading's facts, the teacher-forced line when the target
+/// has forced metrics, then every scored line, in order, as `  MARK TEXT`.
+fn check_diff_section(section: &str, run: &RunFile) {
+    let lines = run.manifest.params.lines;
+    for t in &run.targets {
+        let block = diff_block(section, t);
+        // The heading's fields are two spaces apart: `line 26` is not `line 260`.
+        let fields: Vec<&str> = block[0].split("  ").collect();
+        for fact in [
+            format!("line {}", t.line),
+            format!("depth {:.2}", t.depth),
+            format!("matched {}/{lines}", t.matched),
+            format!("missing {} (truncated {})", t.missing, t.truncated),
+            format!("hallucinated {}", t.hallucinated),
+            format!("extra {}", t.extra),
+        ] {
+            assert!(fields.contains(&fact.as_str()), "{}: no {fact:?} in {:?}", t.name, block[0]);
+        }
+        let mut body = &block[1..];
+        if let Some(f) = &t.forced {
+            let top1 = format!("top-1 {:.3}", f.top1_share);
+            assert!(
+                body[0].starts_with("  teacher-forced: ") && body[0].contains(&top1),
+                "{}: {:?}",
+                t.name,
+                body[0]
+            );
+            body = &body[1..];
+        }
+        let expected: Vec<String> = t
+            .lines
+            .iter()
+            .map(|l| {
+                assert!(l.text.chars().count() <= 160, "a line the terminal would clip");
+                format!("  {} {}", marker(l.status), l.text)
+            })
+            .collect();
+        assert_eq!(body, expected, "{}: diff lines", t.name);
+    }
+}
+
+/// The `== LABEL ==` sections of a `--diff` output, up to the aggregate
+/// table: (label, body) each. Headings are whole lines; diff lines start with
+/// two spaces, so an answer holding `==` cannot pose as one.
+fn diff_sections(out: &str) -> Vec<(String, String)> {
+    let end = out.find("\nrun ").expect("the aggregate table follows the diffs");
+    let mut sections: Vec<(String, String)> = Vec::new();
+    for line in out[..end].lines() {
+        if let Some(label) = line.strip_prefix("== ").and_then(|l| l.strip_suffix(" ==")) {
+            sections.push((label.to_string(), String::new()));
+        } else if let Some((_, body)) = sections.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    sections
+}
+
+/// The depth quarter of the kept text `depth` falls in: [0, .25), [.25, .5),
+/// [.5, .75), [.75, 1] (docs/METHOD.md, Aggregate).
+fn quarter_of(depth: f64) -> usize {
+    if depth < 0.25 {
+        0
+    } else if depth < 0.5 {
+        1
+    } else if depth < 0.75 {
+        2
+    } else {
+        3
+    }
+}
+
+/// (passes, targets) per depth quarter, counted from the run's targets.
+fn quarters_from_targets(run: &RunFile) -> [(usize, usize); 4] {
+    let mut q = [(0, 0); 4];
+    for t in &run.targets {
+        let cell = &mut q[quarter_of(t.depth)];
+        cell.0 += t.pass as usize;
+        cell.1 += 1;
+    }
+    q
+}
+
+/// How many (quarter, run) pairs hold targets, as the run files' summaries say.
+fn nonempty_quarters(runs: &[&RunFile]) -> usize {
+    runs.iter()
+        .map(|r| r.summary.by_quarter.iter().filter(|q| q.count > 0).count())
+        .sum()
+}
+
+/// Checks the rows of a pass-rate-by-quarter table (cells as text, no header)
+/// against quarters counted from the targets: the quarter's range, then per
+/// run `passes/count (pct%)`, or `-` where the quarter holds no target.
+/// Returns how many cells held targets, so a caller can tell nothing was skipped.
+fn check_quarter_rows(rows: &[Vec<String>], runs: &[&RunFile]) -> usize {
+    assert_eq!(rows.len(), 4, "four quarters: {rows:?}");
+    let mut checked = 0;
+    for (q, row) in rows.iter().enumerate() {
+        assert_eq!(row.len(), 1 + runs.len(), "quarter {q}: {row:?}");
+        assert_eq!(row[0], format!("{:.2}-{:.2}", q as f64 / 4.0, (q + 1) as f64 / 4.0));
+        for (cell, run) in row[1..].iter().zip(runs) {
+            let (passes, count) = quarters_from_targets(run)[q];
+            let summary = &run.summary.by_quarter[q];
+            assert_eq!((summary.passes, summary.count), (passes, count), "summary, quarter {q}");
+            if count == 0 {
+                assert_eq!(cell, "-", "quarter {q}");
+            } else {
+                let pct = 100.0 * passes as f64 / count as f64;
+                assert_eq!(*cell, format!("{passes}/{count} ({pct:.0}%)"), "quarter {q}");
+                checked += 1;
+            }
+        }
+    }
+    checked
+}
+
+/// The body rows of the aligned table under the line starting `caption` in a
+/// `--format table` report (after its header and rule), cells split at runs
+/// of two or more spaces.
+fn text_table_after(out: &str, caption: &str) -> Vec<Vec<String>> {
+    let at = out.find(caption).unwrap_or_else(|| panic!("no {caption:?} in\n{out}"));
+    out[at..]
+        .lines()
+        .skip(3)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn quarters_of_fixture_runs_and_empty_quarters() {
+    // The real runs above fail every target, one per quarter: these tell
+    // quarters and runs apart. a, b, c: 16 targets, 3 to 5 per quarter.
+    let r = runs();
+    let fixtures: Vec<PathBuf> = ["a.json", "b.json", "c.json"]
+        .iter()
+        .map(|f| fixture(&format!("compare/{f}")))
+        .collect();
+    let loaded: Vec<RunFile> = fixtures.iter().map(|p| load(p)).collect();
+    let args: Vec<&OsStr> = fixtures.iter().map(|p| s(p)).collect();
+    let table = report_ok(&args);
+    let rows = text_table_after(&table, "Pass rate by depth quarter");
+    let runs: Vec<&RunFile> = loaded.iter().collect();
+    assert_eq!(check_quarter_rows(&rows, &runs), nonempty_quarters(&runs));
+    assert_eq!(nonempty_quarters(&runs), 12);
+    // C holds two targets, in the second and third quarters: the others show `-`.
+    let c = load(&r.c);
+    let table = report_ok(&[s(&r.c), s(&r.c)]);
+    let rows = text_table_after(&table, "Pass rate by depth quarter");
+    assert_eq!(check_quarter_rows(&rows, &[&c, &c]), 4);
+    assert_eq!(nonempty_quarters(&[&c, &c]), 4, "C's targets moved: update this test");
+}
+
 #[test]
 fn diff_shows_every_target_of_every_run() {
     let r = runs();
     let out = report_ok(&[s(&r.a), s(&r.b), OsStr::new("--diff")]);
-    for (label, path) in [("A", &r.a), ("B", &r.b)] {
-        let run = load(path);
-        let section = &out[out.find(&format!("== {label} ==")).expect(label)..];
-        for t in &run.targets {
-            let diff =
-                posrecall::report::terminal::target_diff(t, run.manifest.params.lines, false);
-            assert!(section.contains(&diff), "{label}: {} diff missing", t.name);
-        }
+    let sections = diff_sections(&out);
+    let labels: Vec<&str> = sections.iter().map(|(label, _)| label.as_str()).collect();
+    assert_eq!(labels, ["A", "B"], "{out}");
+    for ((_, section), path) in sections.iter().zip([&r.a, &r.b]) {
+        check_diff_section(section, &load(path));
     }
     // The aggregate still follows.
     assert!(out.contains("prefill tok/s"));
@@ -517,6 +706,43 @@ fn diff_shows_every_target_of_every_run() {
         OsStr::new("--diff"),
     ]);
     assert!(md.contains("<details>") && md.contains("```text"), "{md}");
+}
+
+/// A run file with every line class: tests/fixtures/compare/a.json with a
+/// hallucinated and an extra line added to its first target (the real runs
+/// above have no extra lines).
+fn four_class_run(dir: &Path) -> PathBuf {
+    let mut v = read(&fixture("compare/a.json"));
+    let t = &mut v["targets"][0];
+    let lines = t["lines"].as_array_mut().unwrap();
+    lines.insert(6, serde_json::json!({"text": "  invented();", "status": "hallucinated"}));
+    lines.insert(7, serde_json::json!({"text": "  stmt10_baseFlatten;", "status": "extra"}));
+    t["hallucinated"] = 1.into();
+    t["extra"] = 1.into();
+    let path = dir.join("four.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn diff_marks_all_four_classes_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = four_class_run(dir.path());
+    let run = load(&path);
+    let out = report_ok(&[s(&path), OsStr::new("--diff")]);
+    // The legend names each marker with its class.
+    let legend = out.lines().next().unwrap();
+    for (mark, word) in [('=', "matched"), ('-', "missing"), ('?', "hallucinated"), ('+', "extra")] {
+        assert!(legend.contains(&format!("{mark} {word}")), "{legend}");
+    }
+    let sections = diff_sections(&out);
+    assert_eq!(sections.len(), 1);
+    check_diff_section(&sections[0].1, &run);
+    // Not vacuous: the checked target has a line of every class.
+    let statuses: Vec<LineStatus> = run.targets[0].lines.iter().map(|l| l.status).collect();
+    for s in [LineStatus::Matched, LineStatus::Missing, LineStatus::Hallucinated, LineStatus::Extra] {
+        assert!(statuses.contains(&s), "{s:?}");
+    }
 }
 
 #[test]
@@ -712,6 +938,291 @@ fn teacher_forced_metrics_in_every_format() {
     ] {
         assert!(!out.contains("top-1") && !out.contains("log-prob"), "{out}");
     }
+}
+
+/// The rows of the first `<table>` after `heading` in a page, each as its
+/// cells' text (`<th>` or `<td>`), header row first.
+fn html_table_after(html: &str, heading: &str) -> Vec<Vec<String>> {
+    let at = html.find(heading).unwrap_or_else(|| panic!("no {heading:?} in the page"));
+    let rest = &html[at..];
+    let table = &rest[rest.find("<table>").unwrap()..rest.find("</table>").unwrap()];
+    table
+        .split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row[..row.find("</tr>").unwrap()]
+                .split("<t")
+                .skip(1)
+                .map(|cell| {
+                    let content = &cell[cell.find('>').unwrap() + 1..];
+                    content[..content.find("</t").unwrap()].to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The value of attribute `name` in one SVG or HTML tag.
+fn attr<'a>(tag: &'a str, name: &str) -> &'a str {
+    // The name at the start of the tag's text or after a space (`x` is not `cx`).
+    let key = format!("{name}=\"");
+    let at = tag
+        .match_indices(&key)
+        .map(|(i, _)| i)
+        .find(|&i| i == 0 || tag[..i].ends_with(' '))
+        .unwrap_or_else(|| panic!("no {name} in {tag}"))
+        + key.len();
+    &tag[at..at + tag[at..].find('"').unwrap()]
+}
+
+/// A linear map from data to pixels through two ticks (value, pixel).
+struct Axis {
+    v0: f64,
+    px0: f64,
+    v1: f64,
+    px1: f64,
+}
+
+impl Axis {
+    /// Through the lowest and the highest of the ticks.
+    fn of(mut ticks: Vec<(f64, f64)>) -> Axis {
+        assert!(ticks.len() >= 2, "{ticks:?}");
+        ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let ((v0, px0), (v1, px1)) = (ticks[0], ticks[ticks.len() - 1]);
+        Axis { v0, px0, v1, px1 }
+    }
+
+    fn px(&self, v: f64) -> f64 {
+        self.px0 + (v - self.v0) * (self.px1 - self.px0) / (self.v1 - self.v0)
+    }
+}
+
+/// One chart of the page: its axes, read from the tick labels plotters
+/// writes (`text-anchor="middle"` under the x axis, `"end"` left of the y
+/// axis; each label's x or y is its tick's position), and its data points,
+/// the circles' centres, by fill colour (`#RRGGBB`).
+struct Chart {
+    x: Axis,
+    y: Axis,
+    points: HashMap<String, Vec<(f64, f64)>>,
+    /// The y of every point of the gray (#888888) pass-threshold lines.
+    threshold_ys: Vec<f64>,
+}
+
+fn chart(html: &str, id: &str) -> Chart {
+    let open = format!("<div class=\"chart\" id=\"{id}\">");
+    let svg = element(html, &open);
+    let svg = &svg[..svg.find("</svg>").expect("an SVG")];
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for text in svg.split("<text ").skip(1) {
+        let (tag, content) = text.split_once('>').unwrap();
+        let Ok(v) = content[..content.find("</text>").unwrap()].trim().parse::<f64>() else {
+            continue; // an axis title
+        };
+        let num = |k| attr(tag, k).parse::<f64>().unwrap();
+        match attr(tag, "text-anchor") {
+            "middle" => xs.push((v, num("x"))),
+            "end" => ys.push((v, num("y"))),
+            other => panic!("tick label anchored {other}"),
+        }
+    }
+    let mut points: HashMap<String, Vec<(f64, f64)>> = HashMap::new();
+    for c in svg.split("<circle ").skip(1) {
+        let num = |k| attr(c, k).parse::<f64>().unwrap();
+        points.entry(attr(c, "fill").to_ascii_uppercase()).or_default().push((num("cx"), num("cy")));
+    }
+    let threshold_ys = svg
+        .split("<polyline ")
+        .skip(1)
+        .filter(|l| attr(l, "stroke") == "#888888")
+        .flat_map(|l| attr(l, "points").split_whitespace().map(|p| p.split_once(',').unwrap().1.parse().unwrap()))
+        .collect();
+    Chart { x: Axis::of(xs), y: Axis::of(ys), points, threshold_ys }
+}
+
+/// The series colour of each label in the legend `<p class="legend">` that
+/// follows the chart `id`: `rgb(r,g,b)` swatches, as `#RRGGBB`.
+fn legend_colours(html: &str, id: &str) -> HashMap<String, String> {
+    let rest = &html[html.find(&format!("id=\"{id}\"")).unwrap()..];
+    let legend = &rest[rest.find("<p class=\"legend\">").unwrap()..];
+    let legend = &legend[..legend.find("</p>").unwrap()];
+    legend
+        .split("<span class=\"series\">")
+        .skip(1)
+        .filter(|s| s.contains("rgb("))
+        .map(|s| {
+            let rgb = &s[s.find("rgb(").unwrap() + 4..s.find(')').unwrap()];
+            let hex: String = rgb.split(',').map(|c| format!("{:02X}", c.trim().parse::<u8>().unwrap())).collect();
+            let label = &s[s.find("</span>").unwrap() + 7..s.rfind("</span>").unwrap()];
+            (label.to_string(), format!("#{hex}"))
+        })
+        .collect()
+}
+
+/// Asserts that the series of colour `colour` in `chart` is exactly the
+/// points `data` (depth, value), each within 2 pixels: plotters rounds to
+/// whole pixels, and a matched line is some 30 pixels, a depth of 0.01 some 9.
+fn check_series(chart: &Chart, colour: &str, data: &[(f64, f64)], what: &str) {
+    let key = |p: &(f64, f64)| ((p.0 * 10.0).round() as i64, (p.1 * 10.0).round() as i64);
+    let mut want: Vec<(f64, f64)> = data.iter().map(|&(d, v)| (chart.x.px(d), chart.y.px(v))).collect();
+    let mut got = chart.points.get(colour).cloned().unwrap_or_default();
+    want.sort_by_key(key);
+    got.sort_by_key(key);
+    assert_eq!(got.len(), want.len(), "{what}: points {got:?}, want {want:?}");
+    for (g, w) in got.iter().zip(&want) {
+        assert!(
+            (g.0 - w.0).abs() <= 2.0 && (g.1 - w.1).abs() <= 2.0,
+            "{what}: point at {g:?}, want {w:?} (all: {got:?} vs {want:?})"
+        );
+    }
+}
+
+/// The matched-lines chart holds, per run, one point per target at (depth,
+/// matched), in the run's legend colour, and the pass threshold line.
+fn check_matched_chart(html: &str, runs: &[(String, RunFile)]) {
+    let c = chart(html, "chart-matched");
+    let colours = legend_colours(html, "chart-matched");
+    assert_eq!(colours.len(), runs.len(), "{colours:?}");
+    for (label, run) in runs {
+        let data: Vec<(f64, f64)> = run.targets.iter().map(|t| (t.depth, t.matched as f64)).collect();
+        check_series(&c, &colours[label], &data, &format!("matched lines of {label}"));
+        let pass = c.y.px(run.manifest.params.pass as f64);
+        assert!(c.threshold_ys.iter().any(|y| (y - pass).abs() <= 2.0), "no threshold line at {pass}");
+    }
+    assert!(!c.threshold_ys.is_empty());
+    assert_eq!(c.points.len(), runs.len(), "one series per run: {:?}", c.points.keys());
+}
+
+/// The top-1 chart holds, per run with teacher-forced metrics, one point per
+/// target at (depth, top1_share); runs without them have no series.
+fn check_top1_chart(html: &str, runs: &[(String, RunFile)]) {
+    let c = chart(html, "chart-top1");
+    let colours = legend_colours(html, "chart-top1");
+    let forced: Vec<&(String, RunFile)> = runs.iter().filter(|(_, r)| r.targets[0].forced.is_some()).collect();
+    assert_eq!(colours.len(), forced.len(), "{colours:?}");
+    assert_eq!(c.points.len(), forced.len(), "{:?}", c.points.keys());
+    for (label, run) in forced {
+        let data: Vec<(f64, f64)> =
+            run.targets.iter().map(|t| (t.depth, t.forced.as_ref().unwrap().top1_share)).collect();
+        check_series(&c, &colours[label], &data, &format!("top-1 share of {label}"));
+    }
+}
+
+/// The grid cell README.md documents: matched lines, ✓ pass or ✗ fail, and
+/// after `·` the target's top-1 share when it has one (`12 ✓ · 0.93`).
+fn grid_cell(t: &TargetResult) -> String {
+    let mark = format!("{} {}", t.matched, if t.pass { "✓" } else { "✗" });
+    match &t.forced {
+        Some(f) => format!("{mark} · {:.2}", f.top1_share),
+        None => mark,
+    }
+}
+
+/// The per-target grid: a header of target, line, depth and exactly one
+/// column per run (its label), then one row per target by depth, each with
+/// one cell per run.
+fn check_grid(html: &str, runs: &[(String, RunFile)]) {
+    let rows = html_table_after(html, "<h2>Per target, by depth</h2>");
+    let mut header = vec!["target".to_string(), "line".into(), "depth".into()];
+    header.extend(runs.iter().map(|(label, _)| label.clone()));
+    assert_eq!(rows[0], header, "one column per run");
+    let mut by_depth: Vec<&TargetResult> = runs[0].1.targets.iter().collect();
+    by_depth.sort_by(|a, b| a.depth.total_cmp(&b.depth));
+    assert_eq!(rows.len(), 1 + by_depth.len(), "one row per target");
+    for (row, t) in rows[1..].iter().zip(by_depth) {
+        let mut want = vec![t.name.clone(), t.line.to_string(), format!("{:.2}", t.depth)];
+        for (_, run) in runs {
+            let same = run.targets.iter().find(|u| u.name == t.name).expect("same targets");
+            want.push(grid_cell(same));
+        }
+        assert_eq!(*row, want, "grid row of {}", t.name);
+    }
+}
+
+/// Every target's diff section has one column per run (`repeat(N, ...)` and
+/// N `<div class="col">`); returns how many sections there are.
+fn check_diff_columns(html: &str, runs: usize) -> usize {
+    let sections: Vec<&str> = html
+        .split("<details class=\"target\">")
+        .skip(1)
+        .map(|d| &d[..d.find("</details>").unwrap()])
+        .collect();
+    for d in &sections {
+        assert!(d.contains(&format!("grid-template-columns: repeat({runs}, ")), "{d}");
+        assert_eq!(d.matches("<div class=\"col\">").count(), runs, "{d}");
+    }
+    sections.len()
+}
+
+/// Labels (file stems, as `report` labels runs) and run files of `paths`.
+fn labelled(paths: &[PathBuf]) -> Vec<(String, RunFile)> {
+    paths
+        .iter()
+        .map(|p| (p.file_stem().unwrap().to_string_lossy().into_owned(), load(p)))
+        .collect()
+}
+
+fn html_of(paths: &[PathBuf]) -> String {
+    let mut args: Vec<&OsStr> = paths.iter().map(|p| s(p)).collect();
+    args.extend([OsStr::new("--format"), OsStr::new("html")]);
+    report_ok(&args)
+}
+
+#[test]
+fn html_charts_grid_and_quarters_match_the_run_files() {
+    let r = runs();
+    let compare = |f: &str| fixture(&format!("compare/{f}"));
+    for paths in [
+        vec![r.a.clone(), r.b.clone()],
+        vec![compare("a.json"), compare("b.json")],
+        vec![compare("a.json"), compare("b.json"), compare("c.json")],
+    ] {
+        let runs = labelled(&paths);
+        let html = html_of(&paths);
+        check_matched_chart(&html, &runs);
+        check_top1_chart(&html, &runs);
+        check_grid(&html, &runs);
+        let files: Vec<&RunFile> = runs.iter().map(|(_, r)| r).collect();
+        let quarters = html_table_after(&html, "<h2>Pass rate by depth quarter</h2>");
+        let checked = check_quarter_rows(&quarters[1..], &files);
+        assert_eq!(checked, nonempty_quarters(&files));
+        let targets = runs[0].1.targets.len();
+        assert_eq!(check_diff_columns(&html, runs.len()), targets);
+    }
+}
+
+#[test]
+fn runs_with_different_targets_get_no_grid_but_the_rest() {
+    // other_targets.json is b.json with its sixth target (memoize) renamed throttle.
+    let paths = [fixture("compare/a.json"), fixture("compare/other_targets.json")];
+    let runs = labelled(&paths);
+    let html = html_of(&paths);
+    assert!(!html.contains("<h2>Per target, by depth</h2>"), "a grid of different targets");
+    assert!(html.contains("No per-target grid: the runs were not asked about the same targets."));
+    // The rest of the page is there: both runs in the aggregate, both series in
+    // each chart, the quarters, and every target's diff.
+    let aggregate = html_table_after(&html, "<h2>Aggregate</h2>");
+    let labels: Vec<&str> = aggregate[1..].iter().map(|row| row[0].as_str()).collect();
+    assert_eq!(labels, ["a", "other_targets"]);
+    check_matched_chart(&html, &runs);
+    check_top1_chart(&html, &runs);
+    let files: Vec<&RunFile> = runs.iter().map(|(_, r)| r).collect();
+    let quarters = html_table_after(&html, "<h2>Pass rate by depth quarter</h2>");
+    assert_eq!(check_quarter_rows(&quarters[1..], &files), nonempty_quarters(&files));
+    // 15 shared targets, memoize in a only and throttle in other_targets only.
+    assert_eq!(check_diff_columns(&html, 2), 17);
+    assert_eq!(html.matches("not asked in this run").count(), 2);
+    for (i, (_, run)) in runs.iter().enumerate() {
+        for t in &run.targets {
+            let open = format!("<pre class=\"diff\" data-run=\"{i}\" data-target=\"{}\">", t.name);
+            assert!(details_of(&html, &t.name, t.line).contains(&open), "{i} {}", t.name);
+        }
+    }
+    // The terminal table says the same.
+    let args: Vec<&OsStr> = paths.iter().map(|p| s(p)).collect();
+    let table = report_ok(&args);
+    assert!(table.contains("(No per-target grid"), "{table}");
+    assert!(!table.contains("Per target, by depth"), "{table}");
 }
 
 
