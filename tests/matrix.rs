@@ -90,6 +90,12 @@ fn run_files(dir: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// Every entry of `dir`, dot-files too: a temporary file a writer left
+/// behind (`.NAME.json.tmp-PID`) is one, and `run_files` skips it.
+fn all_entries(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+}
+
 fn expected_files() -> BTreeSet<String> {
     RUNS.iter().map(|r| format!("{r}.json")).collect()
 }
@@ -157,6 +163,62 @@ fn stamp(p: &Path) -> (Vec<u8>, SystemTime) {
     (std::fs::read(p).unwrap(), std::fs::metadata(p).unwrap().modified().unwrap())
 }
 
+/// Every run of the uninterrupted sweep in `full` was asked about the same
+/// targets at its own KV types, although the models' contexts and
+/// tokenizers differ. Returns the run files by run.
+fn assert_every_run_shares_the_targets(full: &Path) -> BTreeMap<&'static str, Value> {
+    assert_eq!(all_entries(full), expected_files(), "the run files and nothing else (no temporary file)");
+    let runs: BTreeMap<&str, Value> = RUNS.iter().map(|r| (*r, read(&full.join(format!("{r}.json"))))).collect();
+    let first = &runs[RUNS[0]];
+    assert_eq!(target_list(first).len(), 2);
+    for (name, r) in &runs {
+        assert_eq!(target_list(r), target_list(first), "{name}");
+        assert_eq!(r["manifest"]["corpus"]["crop"], first["manifest"]["corpus"]["crop"], "{name}");
+        let (k, v) = name.split_once("__").unwrap().1.split_once('-').unwrap();
+        assert_eq!(r["manifest"]["context"]["type_k"], k);
+        assert_eq!(r["manifest"]["context"]["type_v"], v);
+        assert_eq!(r["targets"].as_array().unwrap().len(), 2);
+    }
+    let (s, g) = (&runs["smollm2__f16-f16"], &runs["gemma3__f16-f16"]);
+    assert_eq!(s["manifest"]["context"]["n_ctx"], 512);
+    assert_eq!(g["manifest"]["context"]["n_ctx"], 2048);
+    assert_ne!(s["manifest"]["model"]["sha256"], g["manifest"]["model"]["sha256"]);
+    assert_ne!(s["manifest"]["runtime"]["prefix_sha256"], g["manifest"]["runtime"]["prefix_sha256"]);
+    assert_eq!(s["manifest"]["model"]["build"], "Q4_1");
+    assert_eq!(g["manifest"]["params"]["probe"], "completion");
+    assert_eq!(s["manifest"]["corpus"]["crop"]["mode"], "lines");
+    runs
+}
+
+/// Runs the sweep into `out` and kills it with SIGTERM once its first run
+/// file is written; returns the run files it finished. Anything else it left
+/// can only be the temporary file of a run it was writing.
+fn sweep_killed_after_its_first_run(toml: &Path, out: &Path) -> BTreeSet<String> {
+    let mut child = matrix_cmd(toml, &["--out-dir", out.to_str().unwrap(), "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while run_files(out).is_empty() {
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before its first run file appeared");
+        assert!(Instant::now() < deadline, "no run file after 300 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+    let finished = run_files(out);
+    assert!(!finished.is_empty() && finished.len() < RUNS.len(), "{finished:?}");
+    assert!(finished.is_subset(&expected_files()), "{finished:?}");
+    for name in all_entries(out).difference(&finished) {
+        let temp = RUNS.iter().any(|r| *name == format!(".{r}.json.tmp-{}", child.id()));
+        assert!(temp, "the killed sweep left {name}, which is neither a run file nor its temporary file");
+    }
+    finished
+}
+
 #[test]
 fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill() {
     let _g = serial();
@@ -167,28 +229,8 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
     // An uninterrupted sweep.
     let full = dir.path().join("full");
     let stdout = ok(&matrix_cmd(&toml, &["--out-dir", full.to_str().unwrap()]).output().unwrap());
-    assert_eq!(run_files(&full), expected_files());
-    let runs: BTreeMap<&str, Value> = RUNS.iter().map(|r| (*r, read(&full.join(format!("{r}.json"))))).collect();
+    let runs = assert_every_run_shares_the_targets(&full);
     let first = &runs[RUNS[0]];
-    assert_eq!(target_list(first).len(), 2);
-    for (name, r) in &runs {
-        // Every run was asked about the same targets, in the same kept text.
-        assert_eq!(target_list(r), target_list(first), "{name}");
-        assert_eq!(r["manifest"]["corpus"]["crop"], first["manifest"]["corpus"]["crop"], "{name}");
-        let (k, v) = name.split_once("__").unwrap().1.split_once('-').unwrap();
-        assert_eq!(r["manifest"]["context"]["type_k"], k);
-        assert_eq!(r["manifest"]["context"]["type_v"], v);
-        assert_eq!(r["targets"].as_array().unwrap().len(), 2);
-    }
-    // ... although the models' contexts and tokenizers differ.
-    let (s, g) = (&runs["smollm2__f16-f16"], &runs["gemma3__f16-f16"]);
-    assert_eq!(s["manifest"]["context"]["n_ctx"], 512);
-    assert_eq!(g["manifest"]["context"]["n_ctx"], 2048);
-    assert_ne!(s["manifest"]["model"]["sha256"], g["manifest"]["model"]["sha256"]);
-    assert_ne!(s["manifest"]["runtime"]["prefix_sha256"], g["manifest"]["runtime"]["prefix_sha256"]);
-    assert_eq!(s["manifest"]["model"]["build"], "Q4_1");
-    assert_eq!(g["manifest"]["params"]["probe"], "completion");
-    assert_eq!(s["manifest"]["corpus"]["crop"]["mode"], "lines");
     // The aggregate table has every run.
     let baseline = recall_columns(&stdout);
     assert_eq!(baseline.keys().map(String::as_str).collect::<Vec<_>>(), RUNS);
@@ -197,26 +239,13 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
     // The same sweep, killed with SIGTERM once its first run file is written.
     let out = dir.path().join("resumed");
     std::fs::create_dir(&out).unwrap();
-    let mut child = matrix_cmd(&toml, &["--out-dir", out.to_str().unwrap(), "--quiet"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while run_files(&out).is_empty() {
-        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before its first run file appeared");
-        assert!(Instant::now() < deadline, "no run file after 300 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(kill.success());
-    let status = child.wait().unwrap();
-    assert_eq!(status.signal(), Some(15), "{status:?}");
-    let finished = run_files(&out);
-    assert!(!finished.is_empty() && finished.len() < RUNS.len(), "{finished:?}");
-    assert!(finished.is_subset(&expected_files()), "{finished:?}");
+    let finished = sweep_killed_after_its_first_run(&toml, &out);
     let before: BTreeMap<String, (Vec<u8>, SystemTime)> =
         finished.iter().map(|f| (f.clone(), stamp(&out.join(f)))).collect();
+    // A temporary file an earlier kill left mid-write (whatever its pid) is
+    // this shard's to remove; a dot-file of someone else is not.
+    std::fs::write(out.join(format!(".{}.json.tmp-4194000", RUNS[3])), "{\"half\": ").unwrap();
+    std::fs::write(out.join(".notes"), "kept").unwrap();
 
     // Resumed: the finished runs are skipped and their files untouched; the
     // rest are run; nothing is lost or duplicated.
@@ -228,7 +257,9 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
     }
     let skipped = stdout.matches("finished before, skipped").count();
     assert_eq!(skipped, finished.len(), "{stdout}");
-    assert_eq!(run_files(&out), expected_files());
+    let mut left = expected_files();
+    left.insert(".notes".into());
+    assert_eq!(all_entries(&out), left, "the run files, the foreign dot-file, and no temporary file");
     for r in RUNS {
         let resumed = read(&out.join(format!("{r}.json")));
         assert_eq!(target_list(&resumed), target_list(first), "{r}");
