@@ -1,6 +1,7 @@
 //! `posrecall matrix` end to end: a real sweep over SmolLM2 and Gemma 3 at two
 //! KV types, a sweep killed part way and resumed, shards (also from Slurm and
-//! Kubernetes environment variables), and bad sweep files.
+//! Kubernetes environment variables, and ignored without `--shard`), the
+//! `${POSRECALL_CACHE}` default in sweep paths, and bad sweep files.
 
 mod common;
 
@@ -274,20 +275,23 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
     eprintln!("whole test: {:.1} s", t0.elapsed().as_secs_f64());
 }
 
-/// `--list` output of a sweep: the run ids, one per line.
-fn list(toml: &Path, extra: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+/// `matrix --list` with `env` set: its command.
+fn list_cmd(toml: &Path, extra: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = matrix_cmd(toml, &[&["--list"][..], extra].concat());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let stdout = ok(&cmd.output().unwrap());
+    cmd
+}
+
+/// `--list` output of a sweep: the run ids, one per line.
+fn list(toml: &Path, extra: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    let stdout = ok(&list_cmd(toml, extra, env).output().unwrap());
     stdout.lines().map(|l| l.split('\t').next().unwrap().to_string()).collect()
 }
 
-#[test]
-fn shards_cover_every_run_exactly_once_and_scheduler_variables_pick_the_same_slices() {
-    let dir = tempfile::tempdir().unwrap();
-    // Three models, one with three KV configurations: seven runs.
+/// Three models, one with three KV configurations: a sweep of seven runs.
+fn seven_runs_toml(dir: &Path) -> PathBuf {
     let text = format!(
         r#"
 [corpus]
@@ -309,14 +313,20 @@ kv = ["q8_0", "f32"]
         smol = smollm2().file_name().unwrap().to_str().unwrap(),
         gemma = toml_path(&gemma3()),
     );
-    let toml = dir.path().join("models.toml");
+    let toml = dir.join("models.toml");
     std::fs::write(&toml, text).unwrap();
+    toml
+}
 
+const SEVEN_RUNS: [&str; 7] =
+    ["a__f16-f16", "a__q8_0-f16", "a__q8_0-q8_0", "b__f16-f16", "b__q4_0-q4_0", "c__f32-f32", "c__q8_0-q8_0"];
+
+#[test]
+fn shards_cover_every_run_exactly_once_and_scheduler_variables_pick_the_same_slices() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = seven_runs_toml(dir.path());
     let all = list(&toml, &[], &[]);
-    assert_eq!(
-        all,
-        ["a__f16-f16", "a__q8_0-f16", "a__q8_0-q8_0", "b__f16-f16", "b__q4_0-q4_0", "c__f32-f32", "c__q8_0-q8_0"]
-    );
+    assert_eq!(all, SEVEN_RUNS);
     for n in 1..=4usize {
         let mut seen: Vec<String> = Vec::new();
         for k in 1..=n {
@@ -350,6 +360,69 @@ kv = ["q8_0", "f32"]
     assert_one_error_line(&cmd.output().unwrap(), "JOB_COMPLETION_INDEX");
     assert_one_error_line(&matrix_cmd(&toml, &["--list", "--shard", "auto"]).output().unwrap(), "Slurm");
     assert_one_error_line(&matrix_cmd(&toml, &["--list", "--shard", "3/2"]).output().unwrap(), "3/2");
+}
+
+/// README: "Without `--shard` the environment is ignored", and a Slurm
+/// array's task count must be the N of `--shard N`.
+#[test]
+fn without_shard_the_environment_is_ignored_and_a_slurm_count_must_be_n() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = seven_runs_toml(dir.path());
+    let slurm = [("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_MIN", "0"), ("SLURM_ARRAY_TASK_COUNT", "4")];
+    let k8s = [("JOB_COMPLETION_INDEX", "2")];
+    // Values --shard would refuse are not even read without it.
+    let broken = [("JOB_COMPLETION_INDEX", "banana"), ("SLURM_ARRAY_TASK_ID", "7"), ("SLURM_ARRAY_TASK_COUNT", "0")];
+    for env in [&slurm[..], &k8s[..], &broken[..]] {
+        assert_eq!(list(&toml, &[], env), SEVEN_RUNS, "{env:?}");
+    }
+    // The same environments do pick a slice with --shard.
+    assert_eq!(list(&toml, &["--shard", "4"], &slurm), ["a__q8_0-f16", "c__f32-f32"]);
+    assert_eq!(list(&toml, &["--shard", "4"], &k8s), ["a__q8_0-q8_0", "c__q8_0-q8_0"]);
+
+    // Four array tasks cannot be three shards: some run would be run twice
+    // or never. One error line naming the variable, its value and N.
+    let o = list_cmd(&toml, &["--shard", "3"], &slurm).output().unwrap();
+    assert_one_error_line(&o, "--shard 3: the Slurm array has 4 tasks (SLURM_ARRAY_TASK_COUNT), not 3");
+    assert!(o.stdout.is_empty(), "no run is listed: {}", String::from_utf8_lossy(&o.stdout));
+}
+
+/// `${POSRECALL_CACHE}` in a sweep path is the variable when it is set, and
+/// the cache folder when it is unset or empty (here `$XDG_CACHE_HOME/posrecall`).
+#[test]
+fn posrecall_cache_in_a_path_is_the_variable_else_the_cache_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = smollm2();
+    let file = model.file_name().unwrap();
+    let given = dir.path().join("given");
+    let xdg = dir.path().join("xdg");
+    for models in [given.join("models"), xdg.join("posrecall").join("models")] {
+        std::fs::create_dir_all(&models).unwrap();
+        std::os::unix::fs::symlink(&model, models.join(file)).unwrap();
+    }
+    let toml = dir.path().join("models.toml");
+    let text = format!(
+        "[corpus]\npath = {}\n[[model]]\nname = \"m\"\npath = \"${{POSRECALL_CACHE}}/models/{}\"\nkv = [\"f16\"]\n",
+        toml_path(&fixture("dense.js")),
+        file.to_str().unwrap()
+    );
+    std::fs::write(&toml, text).unwrap();
+    // The model path `--list` prints (its fourth column).
+    let listed = |cache: Option<&Path>| -> PathBuf {
+        let mut cmd = matrix_cmd(&toml, &["--list"]);
+        cmd.env("XDG_CACHE_HOME", &xdg);
+        match cache {
+            Some(c) => cmd.env("POSRECALL_CACHE", c),
+            None => cmd.env_remove("POSRECALL_CACHE"),
+        };
+        let stdout = ok(&cmd.output().unwrap());
+        let line: Vec<&str> = stdout.trim_end().split('\t').collect();
+        assert_eq!(line.len(), 4, "one run: {stdout}");
+        PathBuf::from(line[3])
+    };
+    assert_eq!(listed(Some(&given)), given.join("models").join(file));
+    let default = xdg.join("posrecall").join("models").join(file);
+    assert_eq!(listed(None), default, "unset: the cache folder");
+    assert_eq!(listed(Some(Path::new(""))), default, "empty: the cache folder");
 }
 
 #[test]
