@@ -605,10 +605,28 @@ gpu_layers = 0
         assert_eq!(expand_vars("$A-$$-$", &env).unwrap(), "x-$-$");
         assert_eq!(expand_vars("a$/b", &env).unwrap(), "a$/b");
         assert!(expand_vars("$C", &env).unwrap_err().contains("C is not set"));
-        assert!(expand_vars("${A", &env).is_err());
-        assert!(expand_vars("${1A}", &env).is_err());
-        // POSRECALL_CACHE defaults to the cache folder.
-        assert!(process_env("POSRECALL_CACHE").is_some());
+        assert!(expand_vars("${A", &env).unwrap_err().contains("`${` without a closing `}` in `${A`"));
+        assert!(expand_vars("${1A}", &env).unwrap_err().contains("`${1A}` is not a variable name"));
+    }
+
+    /// `process_env` answers `POSRECALL_CACHE` with the cache folder (which is
+    /// `$POSRECALL_CACHE` when that is set, else the XDG or home default), so
+    /// a sweep file may name it with the variable unset; every other name is
+    /// the process environment as it is. (tests/matrix.rs runs the binary
+    /// with the variable set, empty and unset.)
+    #[test]
+    fn posrecall_cache_is_the_cache_folder_and_other_names_the_environment() {
+        let cache = crate::fsutil::cache_dir().to_string_lossy().into_owned();
+        assert_eq!(process_env("POSRECALL_CACHE").as_deref(), Some(cache.as_str()));
+        assert_eq!(expand_vars("${POSRECALL_CACHE}/models/m.gguf", &process_env).unwrap(), format!("{cache}/models/m.gguf"));
+        let text = "[[model]]\nname = \"m\"\npath = \"$POSRECALL_CACHE/models/m.gguf\"\nkv = [\"f16\"]\n";
+        let s = Sweep::parse(text, Path::new("/elsewhere/models.toml"), &process_env).unwrap();
+        assert_eq!(s.models[0].path, crate::fsutil::cache_dir().join("models").join("m.gguf"));
+        // No other variable has a default.
+        assert_eq!(process_env("PATH"), std::env::var("PATH").ok());
+        assert_eq!(process_env("POSRECALL_TEST_SURELY_UNSET_7f3a"), None);
+        let e = expand_vars("${POSRECALL_TEST_SURELY_UNSET_7f3a}/m.gguf", &process_env).unwrap_err();
+        assert!(e.contains("POSRECALL_TEST_SURELY_UNSET_7f3a is not set"), "{e}");
     }
 
     #[test]

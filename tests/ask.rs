@@ -1,6 +1,7 @@
 //! `posrecall ask` against a scripted OpenAI-compatible server on 127.0.0.1,
 //! without a model: the requests it sends, the responses file it writes, its
-//! retries, timeouts and failures, resuming, and the API key kept secret.
+//! retries, timeouts and failures, requests in flight at once, resuming, and
+//! the API key kept secret.
 //!
 //! The server is a few lines of std: one thread accepting connections, each
 //! request answered by a script and the connection closed.
@@ -61,6 +62,9 @@ enum Reply {
     Bytes(Vec<u8>),
     /// Read the request, then say nothing for this long.
     Stall(Duration),
+    /// This reply, sent after this long; meanwhile the server reads other
+    /// requests (so several can be in flight at once).
+    Late(Duration, Box<Reply>),
 }
 
 type Script = dyn Fn(&Req, usize) -> Reply + Send + Sync;
@@ -101,19 +105,29 @@ fn serve(stop_after: Option<usize>, script: impl Fn(&Req, usize) -> Reply + Send
             if stop_after == Some(n) {
                 listener = None;
             }
-            match reply {
-                Reply::Http(status, headers, body) => write_response(stream, status, &headers, body.as_bytes()),
-                Reply::Bytes(body) => write_response(stream, 200, &[], &body),
-                Reply::Stall(d) => {
-                    std::thread::spawn(move || {
-                        std::thread::sleep(d);
-                        drop(stream);
-                    });
-                }
-            }
+            send(stream, reply);
         }
     });
     Server { url, log }
+}
+
+fn send(stream: TcpStream, reply: Reply) {
+    match reply {
+        Reply::Http(status, headers, body) => write_response(stream, status, &headers, body.as_bytes()),
+        Reply::Bytes(body) => write_response(stream, 200, &[], &body),
+        Reply::Stall(d) => {
+            std::thread::spawn(move || {
+                std::thread::sleep(d);
+                drop(stream);
+            });
+        }
+        Reply::Late(d, reply) => {
+            std::thread::spawn(move || {
+                std::thread::sleep(d);
+                send(stream, *reply);
+            });
+        }
+    }
 }
 
 fn read_request(stream: &TcpStream) -> Option<Req> {
@@ -200,9 +214,10 @@ fn text(bytes: &[u8]) -> String {
 }
 
 
-/// Asserts failure and returns stderr.
+/// Asserts failure with exit status 1 (a bad file or server answer, not a
+/// malformed command line, a panic or a signal) and returns stderr.
 fn fails(o: &Output) -> String {
-    assert!(!o.status.success(), "posrecall should have failed:\nstderr: {}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "posrecall should have failed with status 1:\nstderr: {}", text(&o.stderr));
     text(&o.stderr)
 }
 
@@ -636,4 +651,161 @@ fn bad_urls_and_timeouts_are_refused_before_anything_is_asked() {
         assert!(!text(&o.stderr).contains("panicked"));
     }
     assert!(!out.exists(), "no responses file for a refused run");
+}
+
+// ---------------------------------------------------------------------------
+// The README's promises on failures, retries, the key and concurrency
+// ---------------------------------------------------------------------------
+
+/// The gaps between consecutive requests.
+fn gaps(server: &Server) -> Vec<Duration> {
+    server.requests().windows(2).map(|w| w[1].at - w[0].at).collect()
+}
+
+#[test]
+fn a_401_403_or_404_stops_the_run_at_once() {
+    let (dir, tpath, t) = targets(DENSE, 4);
+    let key_hint = "(an API key goes in an environment variable named by --api-key-env)";
+    let url_hint = "is --url the server's base URL, and does it serve --api chat?";
+    for (status, hint) in [(401, key_hint), (403, key_hint), (404, url_hint)] {
+        // The first request is answered, every later one refused.
+        let echo_all = echo(&t);
+        let server = serve(None, move |req, n| {
+            if n == 0 { echo_all(req, n) } else { Reply::Http(status, vec![], "{\"error\":\"no\"}".into()) }
+        });
+        let out = dir.path().join(format!("r{status}.jsonl"));
+        // Retries would be allowed: a refusal is not worth one.
+        let err = fails(&ask(&tpath, &out, &server.url, &["--retries", "4"]));
+        assert!(err.contains(&format!("HTTP {status}: ")), "{status}: {err}");
+        assert!(err.contains(hint), "{status}: {err}");
+        assert!(err.contains("stopped with 1 of 4 targets answered"), "{status}: {err}");
+        assert!(!err.contains("note:"), "{status}: no retry: {err}");
+        assert_eq!(server.requests().len(), 2, "{status}: the refused target was not retried, nothing else was asked");
+        assert_eq!(answered(&out), BTreeSet::from([server.asked()[0].clone()]), "{status}: the first answer is kept");
+    }
+}
+
+/// Tight lower bounds (a wait is never shorter than the backoff) and
+/// generous upper bounds (short of the next doubling, so that a longer
+/// policy fails too): whatever the machine's load, only a doubling passes.
+#[test]
+fn a_408_and_a_503_are_retried_with_a_backoff_that_doubles() {
+    let (dir, tpath, t) = targets(DENSE, 1);
+    let echo_all = echo(&t);
+    let server = serve(None, move |req, n| match n {
+        0 => Reply::Http(408, vec![], String::new()),
+        1 => Reply::Http(503, vec![], String::new()),
+        2 => Reply::Http(502, vec![], String::new()),
+        _ => echo_all(req, n),
+    });
+    let out = dir.path().join("r.jsonl");
+    let o = ask(&tpath, &out, &server.url, &["--retries", "3"]);
+    ok(&o);
+    let err = text(&o.stderr);
+    let name = &names(&t)[0];
+    for note in ["HTTP 408; retry 1/3 in 0.5 s", "HTTP 503; retry 2/3 in 1.0 s", "HTTP 502; retry 3/3 in 2.0 s"] {
+        assert!(err.contains(&format!("note: {name}: {note}")), "`{note}` not in: {err}");
+    }
+    let gaps = gaps(&server);
+    assert_eq!(gaps.len(), 3, "three failures, one answer");
+    for (gap, want_ms) in gaps.iter().zip([500u64, 1000, 2000]) {
+        let want = Duration::from_millis(want_ms);
+        // The client sleeps only after it has the answer, which the server
+        // sent after it logged the request: the gap holds the whole wait.
+        assert!(*gap >= want - Duration::from_millis(5), "waited {gap:?}, the backoff is {want:?}: {gaps:?}");
+        assert!(*gap < want * 2, "waited {gap:?}, the backoff is {want:?}: {gaps:?}");
+    }
+    assert_eq!(answered(&out).len(), 1);
+}
+
+#[test]
+fn a_503s_retry_after_is_honoured_and_a_408s_is_not() {
+    let (dir, tpath, t) = targets(DENSE, 1);
+    let echo_all = echo(&t);
+    let server = serve(None, move |req, n| match n {
+        0 => Reply::Http(408, vec![("Retry-After", "3".into())], String::new()),
+        1 => Reply::Http(503, vec![("Retry-After", "2".into())], String::new()),
+        _ => echo_all(req, n),
+    });
+    let out = dir.path().join("r.jsonl");
+    let o = ask(&tpath, &out, &server.url, &["--retries", "2"]);
+    ok(&o);
+    let err = text(&o.stderr);
+    assert!(err.contains("HTTP 408; retry 1/2 in 0.5 s"), "a 408's Retry-After is not a wait: {err}");
+    assert!(err.contains("HTTP 503; retry 2/2 in 2.0 s"), "a 503's Retry-After is (not the 1 s backoff): {err}");
+    let gaps = gaps(&server);
+    assert_eq!(gaps.len(), 2);
+    let ms = Duration::from_millis;
+    assert!(gaps[0] >= ms(495) && gaps[0] < ms(2500), "408: {gaps:?}");
+    assert!(gaps[1] >= ms(1995) && gaps[1] < ms(4000), "503 with Retry-After: 2: {gaps:?}");
+}
+
+#[test]
+fn retries_spent_on_a_5xx_fail_that_target_and_the_run_goes_on() {
+    let (dir, tpath, t) = targets(DENSE, 3);
+    let all = names(&t);
+    // The first target asked is the one that always fails.
+    let bad = all[0].clone();
+    let echo_all = echo(&t);
+    let bad_name = bad.clone();
+    let server = serve(None, move |req, n| {
+        if req.target() == bad_name { Reply::Http(500, vec![], "overloaded".into()) } else { echo_all(req, n) }
+    });
+    let out = dir.path().join("r.jsonl");
+    let err = fails(&ask(&tpath, &out, &server.url, &["--retries", "2"]));
+    assert!(err.contains(&format!("posrecall: {bad}: HTTP 500: \"overloaded\" (after 2 retries)")), "{err}");
+    assert!(err.contains("2 new answer(s) written"), "{err}");
+    assert!(err.contains("1 of 3 target(s) asked failed"), "{err}");
+    // One try and two retries, then the other targets, each once.
+    let asked = server.asked();
+    assert_eq!(asked[..3], [bad.clone(), bad.clone(), bad.clone()], "{asked:?}");
+    assert_eq!(asked[3..].iter().cloned().collect::<BTreeSet<_>>(), all[1..].iter().cloned().collect(), "{asked:?}");
+    assert_eq!(asked.len(), 5, "{asked:?}");
+    assert_eq!(answered(&out), all[1..].iter().cloned().collect());
+}
+
+#[test]
+fn the_api_key_is_redacted_in_fatal_errors_and_retry_notes() {
+    const KEY: &str = "sk-posrecall-fatal-4b7e19c2d8";
+    let (dir, tpath, _) = targets(DENSE, 2);
+    for (status, what) in [(401, "refused the request: HTTP 401"), (404, "answered HTTP 404")] {
+        // A 503, then the fatal status, both quoting the key back.
+        let server = serve(None, move |_, n| {
+            let body = json!({"error": {"message": format!("key {KEY} is not valid here")}}).to_string();
+            Reply::Http(if n == 0 { 503 } else { status }, vec![], body)
+        });
+        let out = dir.path().join(format!("r{status}.jsonl"));
+        let env = [("POSRECALL_TEST_KEY", KEY)];
+        let o = ask_env(&tpath, &out, &server.url, &["--api-key-env", "POSRECALL_TEST_KEY"], &env);
+        let err = fails(&o);
+        assert_eq!(server.requests().len(), 2, "{status}");
+        assert!(err.contains("HTTP 503") && err.contains("retry 1/4"), "the retry note: {err}");
+        assert!(err.contains(what), "{err}");
+        assert_eq!(err.matches("key [API key] is not valid here").count(), 2, "the note and the fatal error: {err}");
+        assert!(!err.contains(KEY) && !text(&o.stdout).contains(KEY), "the key leaked: {err}");
+        assert!(responses(&out).is_empty());
+    }
+}
+
+/// Two requests in flight, proven by arrival times alone: every answer
+/// comes `STALL` after its request, so a request that arrives less than
+/// `STALL` after another was sent before that one's answer existed.
+#[test]
+fn concurrency_2_keeps_two_requests_in_flight_and_no_more() {
+    const STALL: Duration = Duration::from_secs(2);
+    let (dir, tpath, t) = targets(DENSE, 4);
+    let echo_all = echo(&t);
+    let server = serve(None, move |req, n| Reply::Late(STALL, Box::new(echo_all(req, n))));
+    let out = dir.path().join("r.jsonl");
+    ok(&ask(&tpath, &out, &server.url, &["--concurrency", "2"]));
+    let at: Vec<Instant> = server.requests().iter().map(|r| r.at).collect();
+    assert_eq!(at.len(), 4);
+    let since = |a: usize, b: usize| at[b] - at[a];
+    // Two at once, in each wave.
+    assert!(since(0, 1) < STALL, "the second request waited for the first answer: {:?}", since(0, 1));
+    assert!(since(2, 3) < STALL, "the fourth request waited for the third answer: {:?}", since(2, 3));
+    // Never three: the third came after an answer, the fourth after two.
+    assert!(since(0, 2) >= STALL, "three requests in flight: {:?}", since(0, 2));
+    assert!(since(1, 3) >= STALL, "three requests in flight: {:?}", since(1, 3));
+    assert_eq!(answered(&out), names(&t).into_iter().collect());
 }

@@ -370,11 +370,12 @@ fn score_counts_missing_hallucinated_and_extra_in_the_run_file() {
 // Bad input
 // ---------------------------------------------------------------------------
 
-/// A failed run: non-zero exit, one `posrecall: error:` line, no panic, and
+/// A failed run: exit status `code` (README: 1 for a bad file, 2 for a
+/// malformed command line), one `posrecall: error:` line, no panic, and
 /// nothing left in `out_dir` (neither the output nor a temporary file).
-fn assert_clean_failure(o: &Output, out_dir: &Path, what: &str) -> String {
+fn assert_clean_failure(o: &Output, out_dir: &Path, code: i32, what: &str) -> String {
     let err = stderr(o);
-    assert!(!o.status.success(), "{what}: exit status {}", o.status);
+    assert_eq!(o.status.code(), Some(code), "{what}: exit status {}: {err}", o.status);
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "{what}: stderr should be one line:\n{err}");
     assert!(lines[0].starts_with("posrecall: error: "), "{what}: {err}");
@@ -384,30 +385,37 @@ fn assert_clean_failure(o: &Output, out_dir: &Path, what: &str) -> String {
     lines[0].to_string()
 }
 
-/// `targets FILE --json --emit-prompts OUT/prompts.jsonl ARGS`, expected to fail.
+/// `targets FILE --json --emit-prompts OUT/prompts.jsonl ARGS`, expected to
+/// fail with exit status 1 (a bad file).
 fn targets_fails(corpus: &Path, args: &[&str], what: &str) -> String {
+    targets_fails_with(corpus, args, 1, what)
+}
+
+/// [`targets_fails`] with exit status `code`.
+fn targets_fails_with(corpus: &Path, args: &[&str], code: i32, what: &str) -> String {
     let out = TempDir::new().unwrap();
     let prompts = out.path().join("prompts.jsonl");
     let mut all = vec!["targets", s(corpus), "--json", "--emit-prompts", s(&prompts)];
     all.extend_from_slice(args);
     let o = posrecall(&all);
     assert!(stdout(&o).trim().is_empty(), "{what}: nothing on stdout: {}", stdout(&o));
-    assert_clean_failure(&o, out.path(), what)
+    assert_clean_failure(&o, out.path(), code, what)
 }
 
-/// `score TARGETS RESPONSES --out OUT/run.json`, expected to fail.
+/// `score TARGETS RESPONSES --out OUT/run.json`, expected to fail (status 1).
 fn score_fails(targets: &Path, responses: &Path, what: &str) -> String {
     let out = TempDir::new().unwrap();
     let run = out.path().join("run.json");
     let o = posrecall(&["score", s(targets), s(responses), "--out", s(&run)]);
-    assert_clean_failure(&o, out.path(), what)
+    assert_clean_failure(&o, out.path(), 1, what)
 }
 
 #[test]
 fn missing_corpus_fails_cleanly() {
     let dir = TempDir::new().unwrap();
     let msg = targets_fails(&dir.path().join("nope.js"), &[], "missing corpus");
-    assert!(msg.contains("nope.js"), "{msg}");
+    assert!(msg.contains("cannot read corpus") && msg.contains("nope.js"), "{msg}");
+    assert!(msg.contains("No such file or directory"), "the reason: {msg}");
 }
 
 #[test]
@@ -416,7 +424,7 @@ fn binary_corpus_fails_cleanly() {
     let path = dir.path().join("binary.js");
     std::fs::write(&path, b"function f() {\n\x00\x01\x02\xff\xfe\n}\n").unwrap();
     let msg = targets_fails(&path, &[], "binary corpus");
-    assert!(msg.contains("binary"), "{msg}");
+    assert!(msg.contains("binary.js is a binary file, not source code"), "{msg}");
 }
 
 #[test]
@@ -425,7 +433,7 @@ fn empty_corpus_fails_cleanly() {
     let path = dir.path().join("empty.js");
     std::fs::write(&path, b"").unwrap();
     let msg = targets_fails(&path, &[], "empty corpus");
-    assert!(msg.contains("empty"), "{msg}");
+    assert!(msg.contains("corpus") && msg.contains("empty.js is empty"), "{msg}");
 }
 
 #[test]
@@ -434,7 +442,10 @@ fn corpus_without_eligible_function_fails_cleanly() {
     let path = dir.path().join("small.js");
     std::fs::write(&path, "function a() {\n  return 1;\n}\nvar b = () => {\n  return 2;\n};\n").unwrap();
     let msg = targets_fails(&path, &[], "no eligible function");
-    assert!(msg.contains("only 0 eligible"), "{msg}");
+    assert!(msg.contains("only 0 eligible") && msg.contains("but --count is 16"), "{msg}");
+    // What eligible means, and the flags that fix it.
+    assert!(msg.contains("at least 20 lines after its opening brace"), "{msg}");
+    assert!(msg.contains("lower --count or --lines, or choose a --crop-lines range"), "{msg}");
 }
 
 #[test]
@@ -442,20 +453,23 @@ fn too_few_functions_says_how_many_there_are() {
     let (_dir, path) = corpus(5);
     let msg = targets_fails(&path, &["--count", "6"], "too few functions");
     assert!(msg.contains("only 5 eligible") && msg.contains("--count is 6"), "{msg}");
+    assert!(msg.contains("lower --count or --lines"), "the hint: {msg}");
 }
 
 #[test]
 fn crop_lines_beyond_the_end_fails_cleanly() {
     let (_dir, path) = corpus(5);
     let msg = targets_fails(&path, &["--count", "1", "--crop-lines", "10:9999"], "--crop-lines beyond the end");
-    assert!(msg.contains("--crop-lines") && msg.contains("120 lines"), "{msg}");
+    assert!(msg.contains("--crop-lines 10:9999 goes past the end of the corpus (120 lines)"), "{msg}");
 }
 
 #[test]
 fn count_zero_fails_cleanly() {
     let (_dir, path) = corpus(5);
-    let msg = targets_fails(&path, &["--count", "0"], "--count 0");
-    assert!(msg.contains("--count"), "{msg}");
+    // A value out of range is a malformed command line: exit status 2.
+    let msg = targets_fails_with(&path, &["--count", "0"], 2, "--count 0");
+    assert!(msg.contains("invalid value '0' for '--count"), "{msg}");
+    assert!(msg.contains("0 is not in 1..=10000"), "the range: {msg}");
 }
 
 #[test]
@@ -466,10 +480,13 @@ fn malformed_targets_json_fails_cleanly() {
     std::fs::write(&tpath, "{\"targets\": [").unwrap();
     std::fs::write(&rpath, "").unwrap();
     let msg = score_fails(&tpath, &rpath, "malformed targets JSON");
-    assert!(msg.contains("targets.json"), "{msg}");
+    assert!(msg.contains("targets.json is not a posrecall targets file"), "{msg}");
+    assert!(msg.contains("EOF while parsing a list"), "the parser's reason: {msg}");
     // Valid JSON of the wrong shape too.
     std::fs::write(&tpath, "{\"targets\": 3}").unwrap();
-    score_fails(&tpath, &rpath, "targets JSON of the wrong shape");
+    let msg = score_fails(&tpath, &rpath, "targets JSON of the wrong shape");
+    assert!(msg.contains("targets.json is not a posrecall targets file"), "{msg}");
+    assert!(msg.contains("invalid type: integer `3`, expected a sequence"), "the reason: {msg}");
 }
 
 /// A valid targets file (4 targets) in `dir`.
@@ -491,7 +508,8 @@ fn malformed_responses_line_fails_cleanly() {
     let good = serde_json::json!({"name": name, "response": "x"}).to_string();
     std::fs::write(&rpath, format!("{good}\n{{\"name\": \"fn01\", \"response\": \n")).unwrap();
     let msg = score_fails(&tpath, &rpath, "malformed responses line");
-    assert!(msg.contains("line 2"), "the message names the bad line: {msg}");
+    assert!(msg.contains("responses.jsonl line 2"), "the message names the bad line: {msg}");
+    assert!(msg.contains("expected {\"name\": ..., \"response\": ...}"), "what a line holds: {msg}");
 }
 
 #[test]
@@ -501,12 +519,15 @@ fn response_naming_an_unknown_target_fails_cleanly() {
     let rpath = dir.path().join("responses.jsonl");
     write_responses(&rpath, &[("noSuchFunction".into(), "return 1;".into())]);
     let msg = score_fails(&tpath, &rpath, "unknown target");
-    assert!(msg.contains("noSuchFunction"), "{msg}");
+    assert!(msg.contains("answers `noSuchFunction`, which is not a target in"), "{msg}");
+    assert!(msg.contains("targets.json"), "{msg}");
 }
 
 #[test]
 fn missing_responses_file_fails_cleanly() {
     let dir = TempDir::new().unwrap();
     let (tpath, _) = good_targets(dir.path());
-    score_fails(&tpath, &dir.path().join("absent.jsonl"), "missing responses file");
+    let msg = score_fails(&tpath, &dir.path().join("absent.jsonl"), "missing responses file");
+    assert!(msg.contains("cannot read responses") && msg.contains("absent.jsonl"), "{msg}");
+    assert!(msg.contains("No such file or directory"), "the reason: {msg}");
 }

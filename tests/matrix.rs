@@ -1,6 +1,7 @@
 //! `posrecall matrix` end to end: a real sweep over SmolLM2 and Gemma 3 at two
 //! KV types, a sweep killed part way and resumed, shards (also from Slurm and
-//! Kubernetes environment variables), and bad sweep files.
+//! Kubernetes environment variables, and ignored without `--shard`), the
+//! `${POSRECALL_CACHE}` default in sweep paths, and bad sweep files.
 
 mod common;
 
@@ -90,6 +91,12 @@ fn run_files(dir: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// Every entry of `dir`, dot-files too: a temporary file a writer left
+/// behind (`.NAME.json.tmp-PID`) is one, and `run_files` skips it.
+fn all_entries(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+}
+
 fn expected_files() -> BTreeSet<String> {
     RUNS.iter().map(|r| format!("{r}.json")).collect()
 }
@@ -157,6 +164,62 @@ fn stamp(p: &Path) -> (Vec<u8>, SystemTime) {
     (std::fs::read(p).unwrap(), std::fs::metadata(p).unwrap().modified().unwrap())
 }
 
+/// Every run of the uninterrupted sweep in `full` was asked about the same
+/// targets at its own KV types, although the models' contexts and
+/// tokenizers differ. Returns the run files by run.
+fn assert_every_run_shares_the_targets(full: &Path) -> BTreeMap<&'static str, Value> {
+    assert_eq!(all_entries(full), expected_files(), "the run files and nothing else (no temporary file)");
+    let runs: BTreeMap<&str, Value> = RUNS.iter().map(|r| (*r, read(&full.join(format!("{r}.json"))))).collect();
+    let first = &runs[RUNS[0]];
+    assert_eq!(target_list(first).len(), 2);
+    for (name, r) in &runs {
+        assert_eq!(target_list(r), target_list(first), "{name}");
+        assert_eq!(r["manifest"]["corpus"]["crop"], first["manifest"]["corpus"]["crop"], "{name}");
+        let (k, v) = name.split_once("__").unwrap().1.split_once('-').unwrap();
+        assert_eq!(r["manifest"]["context"]["type_k"], k);
+        assert_eq!(r["manifest"]["context"]["type_v"], v);
+        assert_eq!(r["targets"].as_array().unwrap().len(), 2);
+    }
+    let (s, g) = (&runs["smollm2__f16-f16"], &runs["gemma3__f16-f16"]);
+    assert_eq!(s["manifest"]["context"]["n_ctx"], 512);
+    assert_eq!(g["manifest"]["context"]["n_ctx"], 2048);
+    assert_ne!(s["manifest"]["model"]["sha256"], g["manifest"]["model"]["sha256"]);
+    assert_ne!(s["manifest"]["runtime"]["prefix_sha256"], g["manifest"]["runtime"]["prefix_sha256"]);
+    assert_eq!(s["manifest"]["model"]["build"], "Q4_1");
+    assert_eq!(g["manifest"]["params"]["probe"], "completion");
+    assert_eq!(s["manifest"]["corpus"]["crop"]["mode"], "lines");
+    runs
+}
+
+/// Runs the sweep into `out` and kills it with SIGTERM once its first run
+/// file is written; returns the run files it finished. Anything else it left
+/// can only be the temporary file of a run it was writing.
+fn sweep_killed_after_its_first_run(toml: &Path, out: &Path) -> BTreeSet<String> {
+    let mut child = matrix_cmd(toml, &["--out-dir", out.to_str().unwrap(), "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while run_files(out).is_empty() {
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before its first run file appeared");
+        assert!(Instant::now() < deadline, "no run file after 300 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+    let finished = run_files(out);
+    assert!(!finished.is_empty() && finished.len() < RUNS.len(), "{finished:?}");
+    assert!(finished.is_subset(&expected_files()), "{finished:?}");
+    for name in all_entries(out).difference(&finished) {
+        let temp = RUNS.iter().any(|r| *name == format!(".{r}.json.tmp-{}", child.id()));
+        assert!(temp, "the killed sweep left {name}, which is neither a run file nor its temporary file");
+    }
+    finished
+}
+
 #[test]
 fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill() {
     let _g = serial();
@@ -167,28 +230,8 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
     // An uninterrupted sweep.
     let full = dir.path().join("full");
     let stdout = ok(&matrix_cmd(&toml, &["--out-dir", full.to_str().unwrap()]).output().unwrap());
-    assert_eq!(run_files(&full), expected_files());
-    let runs: BTreeMap<&str, Value> = RUNS.iter().map(|r| (*r, read(&full.join(format!("{r}.json"))))).collect();
+    let runs = assert_every_run_shares_the_targets(&full);
     let first = &runs[RUNS[0]];
-    assert_eq!(target_list(first).len(), 2);
-    for (name, r) in &runs {
-        // Every run was asked about the same targets, in the same kept text.
-        assert_eq!(target_list(r), target_list(first), "{name}");
-        assert_eq!(r["manifest"]["corpus"]["crop"], first["manifest"]["corpus"]["crop"], "{name}");
-        let (k, v) = name.split_once("__").unwrap().1.split_once('-').unwrap();
-        assert_eq!(r["manifest"]["context"]["type_k"], k);
-        assert_eq!(r["manifest"]["context"]["type_v"], v);
-        assert_eq!(r["targets"].as_array().unwrap().len(), 2);
-    }
-    // ... although the models' contexts and tokenizers differ.
-    let (s, g) = (&runs["smollm2__f16-f16"], &runs["gemma3__f16-f16"]);
-    assert_eq!(s["manifest"]["context"]["n_ctx"], 512);
-    assert_eq!(g["manifest"]["context"]["n_ctx"], 2048);
-    assert_ne!(s["manifest"]["model"]["sha256"], g["manifest"]["model"]["sha256"]);
-    assert_ne!(s["manifest"]["runtime"]["prefix_sha256"], g["manifest"]["runtime"]["prefix_sha256"]);
-    assert_eq!(s["manifest"]["model"]["build"], "Q4_1");
-    assert_eq!(g["manifest"]["params"]["probe"], "completion");
-    assert_eq!(s["manifest"]["corpus"]["crop"]["mode"], "lines");
     // The aggregate table has every run.
     let baseline = recall_columns(&stdout);
     assert_eq!(baseline.keys().map(String::as_str).collect::<Vec<_>>(), RUNS);
@@ -197,26 +240,13 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
     // The same sweep, killed with SIGTERM once its first run file is written.
     let out = dir.path().join("resumed");
     std::fs::create_dir(&out).unwrap();
-    let mut child = matrix_cmd(&toml, &["--out-dir", out.to_str().unwrap(), "--quiet"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while run_files(&out).is_empty() {
-        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before its first run file appeared");
-        assert!(Instant::now() < deadline, "no run file after 300 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(kill.success());
-    let status = child.wait().unwrap();
-    assert_eq!(status.signal(), Some(15), "{status:?}");
-    let finished = run_files(&out);
-    assert!(!finished.is_empty() && finished.len() < RUNS.len(), "{finished:?}");
-    assert!(finished.is_subset(&expected_files()), "{finished:?}");
+    let finished = sweep_killed_after_its_first_run(&toml, &out);
     let before: BTreeMap<String, (Vec<u8>, SystemTime)> =
         finished.iter().map(|f| (f.clone(), stamp(&out.join(f)))).collect();
+    // A temporary file an earlier kill left mid-write (whatever its pid) is
+    // this shard's to remove; a dot-file of someone else is not.
+    std::fs::write(out.join(format!(".{}.json.tmp-4194000", RUNS[3])), "{\"half\": ").unwrap();
+    std::fs::write(out.join(".notes"), "kept").unwrap();
 
     // Resumed: the finished runs are skipped and their files untouched; the
     // rest are run; nothing is lost or duplicated.
@@ -228,7 +258,9 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
     }
     let skipped = stdout.matches("finished before, skipped").count();
     assert_eq!(skipped, finished.len(), "{stdout}");
-    assert_eq!(run_files(&out), expected_files());
+    let mut left = expected_files();
+    left.insert(".notes".into());
+    assert_eq!(all_entries(&out), left, "the run files, the foreign dot-file, and no temporary file");
     for r in RUNS {
         let resumed = read(&out.join(format!("{r}.json")));
         assert_eq!(target_list(&resumed), target_list(first), "{r}");
@@ -243,20 +275,23 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
     eprintln!("whole test: {:.1} s", t0.elapsed().as_secs_f64());
 }
 
-/// `--list` output of a sweep: the run ids, one per line.
-fn list(toml: &Path, extra: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+/// `matrix --list` with `env` set: its command.
+fn list_cmd(toml: &Path, extra: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = matrix_cmd(toml, &[&["--list"][..], extra].concat());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let stdout = ok(&cmd.output().unwrap());
+    cmd
+}
+
+/// `--list` output of a sweep: the run ids, one per line.
+fn list(toml: &Path, extra: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    let stdout = ok(&list_cmd(toml, extra, env).output().unwrap());
     stdout.lines().map(|l| l.split('\t').next().unwrap().to_string()).collect()
 }
 
-#[test]
-fn shards_cover_every_run_exactly_once_and_scheduler_variables_pick_the_same_slices() {
-    let dir = tempfile::tempdir().unwrap();
-    // Three models, one with three KV configurations: seven runs.
+/// Three models, one with three KV configurations: a sweep of seven runs.
+fn seven_runs_toml(dir: &Path) -> PathBuf {
     let text = format!(
         r#"
 [corpus]
@@ -278,14 +313,20 @@ kv = ["q8_0", "f32"]
         smol = smollm2().file_name().unwrap().to_str().unwrap(),
         gemma = toml_path(&gemma3()),
     );
-    let toml = dir.path().join("models.toml");
+    let toml = dir.join("models.toml");
     std::fs::write(&toml, text).unwrap();
+    toml
+}
 
+const SEVEN_RUNS: [&str; 7] =
+    ["a__f16-f16", "a__q8_0-f16", "a__q8_0-q8_0", "b__f16-f16", "b__q4_0-q4_0", "c__f32-f32", "c__q8_0-q8_0"];
+
+#[test]
+fn shards_cover_every_run_exactly_once_and_scheduler_variables_pick_the_same_slices() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = seven_runs_toml(dir.path());
     let all = list(&toml, &[], &[]);
-    assert_eq!(
-        all,
-        ["a__f16-f16", "a__q8_0-f16", "a__q8_0-q8_0", "b__f16-f16", "b__q4_0-q4_0", "c__f32-f32", "c__q8_0-q8_0"]
-    );
+    assert_eq!(all, SEVEN_RUNS);
     for n in 1..=4usize {
         let mut seen: Vec<String> = Vec::new();
         for k in 1..=n {
@@ -319,6 +360,69 @@ kv = ["q8_0", "f32"]
     assert_one_error_line(&cmd.output().unwrap(), "JOB_COMPLETION_INDEX");
     assert_one_error_line(&matrix_cmd(&toml, &["--list", "--shard", "auto"]).output().unwrap(), "Slurm");
     assert_one_error_line(&matrix_cmd(&toml, &["--list", "--shard", "3/2"]).output().unwrap(), "3/2");
+}
+
+/// README: "Without `--shard` the environment is ignored", and a Slurm
+/// array's task count must be the N of `--shard N`.
+#[test]
+fn without_shard_the_environment_is_ignored_and_a_slurm_count_must_be_n() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = seven_runs_toml(dir.path());
+    let slurm = [("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_MIN", "0"), ("SLURM_ARRAY_TASK_COUNT", "4")];
+    let k8s = [("JOB_COMPLETION_INDEX", "2")];
+    // Values --shard would refuse are not even read without it.
+    let broken = [("JOB_COMPLETION_INDEX", "banana"), ("SLURM_ARRAY_TASK_ID", "7"), ("SLURM_ARRAY_TASK_COUNT", "0")];
+    for env in [&slurm[..], &k8s[..], &broken[..]] {
+        assert_eq!(list(&toml, &[], env), SEVEN_RUNS, "{env:?}");
+    }
+    // The same environments do pick a slice with --shard.
+    assert_eq!(list(&toml, &["--shard", "4"], &slurm), ["a__q8_0-f16", "c__f32-f32"]);
+    assert_eq!(list(&toml, &["--shard", "4"], &k8s), ["a__q8_0-q8_0", "c__q8_0-q8_0"]);
+
+    // Four array tasks cannot be three shards: some run would be run twice
+    // or never. One error line naming the variable, its value and N.
+    let o = list_cmd(&toml, &["--shard", "3"], &slurm).output().unwrap();
+    assert_one_error_line(&o, "--shard 3: the Slurm array has 4 tasks (SLURM_ARRAY_TASK_COUNT), not 3");
+    assert!(o.stdout.is_empty(), "no run is listed: {}", String::from_utf8_lossy(&o.stdout));
+}
+
+/// `${POSRECALL_CACHE}` in a sweep path is the variable when it is set, and
+/// the cache folder when it is unset or empty (here `$XDG_CACHE_HOME/posrecall`).
+#[test]
+fn posrecall_cache_in_a_path_is_the_variable_else_the_cache_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = smollm2();
+    let file = model.file_name().unwrap();
+    let given = dir.path().join("given");
+    let xdg = dir.path().join("xdg");
+    for models in [given.join("models"), xdg.join("posrecall").join("models")] {
+        std::fs::create_dir_all(&models).unwrap();
+        std::os::unix::fs::symlink(&model, models.join(file)).unwrap();
+    }
+    let toml = dir.path().join("models.toml");
+    let text = format!(
+        "[corpus]\npath = {}\n[[model]]\nname = \"m\"\npath = \"${{POSRECALL_CACHE}}/models/{}\"\nkv = [\"f16\"]\n",
+        toml_path(&fixture("dense.js")),
+        file.to_str().unwrap()
+    );
+    std::fs::write(&toml, text).unwrap();
+    // The model path `--list` prints (its fourth column).
+    let listed = |cache: Option<&Path>| -> PathBuf {
+        let mut cmd = matrix_cmd(&toml, &["--list"]);
+        cmd.env("XDG_CACHE_HOME", &xdg);
+        match cache {
+            Some(c) => cmd.env("POSRECALL_CACHE", c),
+            None => cmd.env_remove("POSRECALL_CACHE"),
+        };
+        let stdout = ok(&cmd.output().unwrap());
+        let line: Vec<&str> = stdout.trim_end().split('\t').collect();
+        assert_eq!(line.len(), 4, "one run: {stdout}");
+        PathBuf::from(line[3])
+    };
+    assert_eq!(listed(Some(&given)), given.join("models").join(file));
+    let default = xdg.join("posrecall").join("models").join(file);
+    assert_eq!(listed(None), default, "unset: the cache folder");
+    assert_eq!(listed(Some(Path::new(""))), default, "empty: the cache folder");
 }
 
 #[test]

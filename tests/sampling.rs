@@ -172,7 +172,12 @@ fn fewer_candidates_than_count_is_an_error_saying_how_many() {
 #[test]
 fn count_zero_is_an_error() {
     let (corpus, parsed) = functions(3);
-    assert!(select(&corpus, &parsed, 0, corpus.line_count() - 1, &opts(0, 1)).is_err());
+    let err = select(&corpus, &parsed, 0, corpus.line_count() - 1, &opts(0, 1))
+        .expect_err("a count of 0 asks for nothing");
+    assert_eq!((err.found, err.wanted), (3, 0));
+    let msg = err.to_string();
+    assert!(msg.contains("but the count asked for is 0"), "{msg}");
+    assert!(!msg.contains("--"), "the library names no flag: {msg}");
 }
 
 /// Byte offset where 0-based line `i` starts, computed from the text alone.

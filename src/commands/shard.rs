@@ -129,22 +129,41 @@ mod tests {
         move |k: &str| map.get(k).cloned()
     }
 
+    /// The error `r` holds (it must hold one), as one line.
+    fn error<T: std::fmt::Debug>(r: Result<T, impl std::fmt::Display>) -> String {
+        match r {
+            Ok(v) => panic!("expected an error, got {v:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     #[test]
     fn shard_syntax_and_environment() {
         assert_eq!("2/3".parse::<ShardArg>().unwrap(), ShardArg::Given { k: 2, n: 3 });
         assert_eq!("4".parse::<ShardArg>().unwrap(), ShardArg::Count(4));
         assert_eq!("auto".parse::<ShardArg>().unwrap(), ShardArg::Auto);
-        for bad in ["0/2", "3/2", "x", "1/0", "0", ""] {
-            assert!(bad.parse::<ShardArg>().is_err(), "{bad}");
+        for (bad, why) in [
+            ("0/2", "`0` is not a positive whole number"),
+            ("3/2", "shard 3/2: K must be between 1 and N"),
+            ("x", "expected K/N, N or auto: `x` is not a positive whole number"),
+            ("1/0", "`0` is not a positive whole number"),
+            ("0", "expected K/N, N or auto"),
+            ("", "expected K/N, N or auto"),
+        ] {
+            let e = error(bad.parse::<ShardArg>());
+            assert!(e.contains(why), "{bad}: {e}");
         }
         let none = env_of(&[]);
         assert_eq!(ShardArg::Given { k: 1, n: 2 }.resolve(&none).unwrap(), Shard { k: 1, n: 2 });
-        assert!(ShardArg::Count(2).resolve(&none).is_err());
-        assert!(ShardArg::Auto.resolve(&none).is_err());
+        let e = error(ShardArg::Count(2).resolve(&none));
+        assert!(e.contains("neither is set; give --shard K/2"), "{e}");
+        let e = error(ShardArg::Auto.resolve(&none));
+        assert!(e.contains("--shard auto needs a Slurm job array"), "{e}");
 
         let k8s = env_of(&[("JOB_COMPLETION_INDEX", "1")]);
         assert_eq!(ShardArg::Count(3).resolve(&k8s).unwrap(), Shard { k: 2, n: 3 });
-        assert!(ShardArg::Count(1).resolve(&k8s).is_err());
+        let e = error(ShardArg::Count(1).resolve(&k8s));
+        assert!(e.contains("JOB_COMPLETION_INDEX=1 is not between 0 and 0"), "{e}");
 
         let slurm = env_of(&[
             ("SLURM_ARRAY_TASK_ID", "11"),
@@ -153,7 +172,8 @@ mod tests {
         ]);
         assert_eq!(ShardArg::Auto.resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
         assert_eq!(ShardArg::Count(4).resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
-        assert!(ShardArg::Count(3).resolve(&slurm).is_err());
+        let e = error(ShardArg::Count(3).resolve(&slurm));
+        assert!(e.contains("the Slurm array has 4 tasks (SLURM_ARRAY_TASK_COUNT), not 3"), "{e}");
         // An explicit K/N wins over the environment.
         assert_eq!(ShardArg::Given { k: 1, n: 4 }.resolve(&slurm).unwrap(), Shard { k: 1, n: 4 });
     }

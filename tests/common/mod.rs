@@ -13,7 +13,7 @@ use posrecall::targets::TargetSpec;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Model tests share two cores: one at a time keeps timings and runtime sane.
 static MODEL_LOCK: Mutex<()> = Mutex::new(());
@@ -22,22 +22,52 @@ pub fn serial() -> MutexGuard<'static, ()> {
     MODEL_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn model(file: &str) -> PathBuf {
-    let p = posrecall::fsutil::cache_dir().join("models").join(file);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models (the tests use real models)",
-        p.display()
-    );
-    p
+/// A model file in the cache, checked once per test process against the
+/// sha256 `scripts/fetch-models` pins in `var` (hashing 250 MB takes a
+/// second or two, so the result is kept in `checked`). Another file under
+/// the same name (a partial download, another quantisation) would make every
+/// model test measure something else.
+fn model(file: &str, var: &str, checked: &'static OnceLock<Result<PathBuf, String>>) -> PathBuf {
+    let verified = checked.get_or_init(|| {
+        let p = posrecall::fsutil::cache_dir().join("models").join(file);
+        if !p.exists() {
+            return Err(format!("{} is missing: run scripts/fetch-models (the tests use real models)", p.display()));
+        }
+        let want = pinned_sha256(var);
+        let got = posrecall::fsutil::file_sha256(&p).map_err(|e| format!("{e:#}"))?;
+        if got != want {
+            return Err(format!(
+                "{} has sha256 {got}, not the {want} that scripts/fetch-models pins ({var}): \
+                 run scripts/fetch-models, which downloads it again",
+                p.display()
+            ));
+        }
+        Ok(p)
+    });
+    verified.clone().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The sha256 assigned to `var` in `scripts/fetch-models` (`VAR=<64 hex>`),
+/// read at test time so that the script stays the one place it is pinned.
+fn pinned_sha256(var: &str) -> String {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-models");
+    let text = std::fs::read_to_string(&script).unwrap_or_else(|e| panic!("cannot read {}: {e}", script.display()));
+    let prefix = format!("{var}=");
+    let value = text.lines().find_map(|l| l.trim().strip_prefix(&prefix)).map(str::trim);
+    match value {
+        Some(v) if v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()) => v.to_ascii_lowercase(),
+        _ => panic!("{} pins no sha256 as {var}=<64 hex digits>", script.display()),
+    }
 }
 
 pub fn smollm2() -> PathBuf {
-    model("SmolLM2-135M-Instruct.Q4_1.gguf")
+    static CHECKED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    model("SmolLM2-135M-Instruct.Q4_1.gguf", "SMOL_SHA", &CHECKED)
 }
 
 pub fn gemma3() -> PathBuf {
-    model("gemma-3-270m-q4_k_m.gguf")
+    static CHECKED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    model("gemma-3-270m-q4_k_m.gguf", "GEMMA_SHA", &CHECKED)
 }
 
 pub fn fixture(name: &str) -> PathBuf {
