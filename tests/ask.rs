@@ -787,6 +787,21 @@ fn the_api_key_is_redacted_in_fatal_errors_and_retry_notes() {
     }
 }
 
+#[test]
+fn a_key_that_crosses_the_cut_of_a_long_error_body_is_still_redacted() {
+    // The message quotes the body's first 200 characters; the key starts at
+    // character 190, so a cut made before redacting would print its start.
+    const KEY: &str = "sk-posrecall-partial-0123456789abcdef";
+    let (dir, tpath, _) = targets(DENSE, 1);
+    let server = serve(None, move |_, _| Reply::Http(401, vec![], format!("{} key {KEY}", "x".repeat(185))));
+    let out = dir.path().join("r.jsonl");
+    let env = [("POSRECALL_TEST_KEY", KEY)];
+    let o = ask_env(&tpath, &out, &server.url, &["--api-key-env", "POSRECALL_TEST_KEY"], &env);
+    let err = fails(&o);
+    assert!(err.contains("refused the request: HTTP 401"), "{err}");
+    assert!(!err.contains(&KEY[..5]), "the key's start leaked: {err}");
+}
+
 /// Two requests in flight, proven by arrival times alone: every answer
 /// comes `STALL` after its request, so a request that arrives less than
 /// `STALL` after another was sent before that one's answer existed.

@@ -195,7 +195,9 @@ impl Asker {
             Ok(b) => b,
             Err(e) => return self.transport_error(e),
         };
-        let text = String::from_utf8_lossy(&bytes);
+        // Redacted before anything cuts it short: a key that crossed the cut
+        // would no longer be whole, and its start would be printed.
+        let text = self.redact(String::from_utf8_lossy(&bytes).into_owned());
         let endpoint = self.endpoint.clone();
         match status {
             200..=299 => match parse_answer(&text, self.api) {
