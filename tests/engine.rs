@@ -141,18 +141,4 @@ fn gemma3_sliding_window_restore_equals_fresh_context() {
     // 1024 cells here instead of the whole context, and cells that fall out of
     // the window are dropped: removing the question's tokens afterwards could
     // not give the prefix state back, restoring the saved state does.)
-
-    // And the window-only cache was really in use: the saved state of the
-    // same prefix is much smaller than with whole sequences kept (five of
-    // every six Gemma 3 layers hold only their window).
-    let snapshot_bytes = |swa_full: bool| {
-        let mut s = Session::new(&m, &context(p.n_ctx, KvType::F16, swa_full)).unwrap();
-        s.prefill(&p.prefix_tokens, |_| {}).unwrap();
-        s.snapshot().unwrap()
-    };
-    let (window, whole) = (snapshot_bytes(false), snapshot_bytes(true));
-    assert!(
-        (window as f64) < 0.8 * whole as f64,
-        "window-only state {window} bytes is not smaller than the whole-sequence state {whole}"
-    );
 }
