@@ -204,9 +204,7 @@ fn slots(
     if requested <= 1 {
         return Ok((1, None));
     }
-    if requested > MAX_SEQUENCES - 1 {
-        return Err(DecodeError::TooManySequences { requested });
-    }
+    // More than llama.cpp's limit was refused by `DecodeOptions::validate`.
     if model.recurrent_or_hybrid {
         return Ok((1, Some("the model's recurrent or hybrid memory cannot share one prefix between sequences".into())));
     }

@@ -15,9 +15,9 @@ use std::io::Write;
 /// Answer tokens per expected line when no cap is given.
 const TOKENS_PER_LINE: usize = 40;
 
-/// The flags as the library's options (all but the generation cap, which
-/// depends on the targets file), checked before anything is asked.
-fn options(args: &AskArgs) -> Result<AskOptions> {
+/// The flags as the library's options, checked before anything is asked;
+/// `lines` (the targets file's LINES) sizes the default generation cap.
+fn options(args: &AskArgs, lines: usize) -> Result<AskOptions> {
     let extra = match args.extra.as_deref() {
         None => serde_json::Map::new(),
         Some(text) => match serde_json::from_str::<Value>(text) {
@@ -44,7 +44,7 @@ fn options(args: &AskArgs) -> Result<AskOptions> {
         endpoint,
         model: args.model.clone(),
         api: args.api,
-        max_tokens: 1,
+        max_tokens: args.max_new_tokens.unwrap_or(TOKENS_PER_LINE * lines).max(1),
         extra,
         key,
         retries: args.retries,
@@ -68,9 +68,8 @@ fn server_message(e: &ServerError, api: ask::ApiKind) -> String {
 }
 
 pub fn run(args: &AskArgs) -> Result<()> {
-    let mut opts = options(args)?;
     let file = TargetsFile::load(&args.targets)?;
-    opts.max_tokens = args.max_new_tokens.unwrap_or(TOKENS_PER_LINE * file.params.lines).max(1);
+    let opts = options(args, file.params.lines)?;
     let recorded = std::path::PathBuf::from(&file.corpus.path);
     let corpus = args.corpus.as_deref().unwrap_or(&recorded);
     check_output("--out", &args.out, &[&args.targets, corpus])?;
