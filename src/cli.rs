@@ -327,6 +327,9 @@ pub struct BenchArgs {
     /// Also ask every question with no file in the context: what the model recalls from memory.
     #[arg(long)]
     pub closed_book: bool,
+    /// Ask only these of the sampled targets (comma-separated names); each answer is the one a full run gives.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub only: Vec<String>,
     /// Write the run file (JSON) here.
     #[arg(long, short)]
     pub out: Option<PathBuf>,

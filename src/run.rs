@@ -143,6 +143,9 @@ pub struct Params {
     /// The teacher-forced pass was skipped (`--no-forced`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_forced: bool,
+    /// Only these of the sampled targets were asked (`--only`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<Vec<String>>,
 }
 
 impl Params {
@@ -161,6 +164,7 @@ impl Params {
             parallel: None,
             fixed_tokens: None,
             no_forced: false,
+            only: None,
         }
     }
 }

@@ -81,6 +81,18 @@ fn run_file_is_complete_and_runs_are_deterministic() {
     let generated: u64 = targets.iter().map(|t| t["generated_tokens"].as_u64().unwrap()).sum();
     assert_eq!(t["generated_tokens"].as_u64().unwrap(), generated);
     assert!(generated > 0);
+
+    // `--only` re-asks one function from a state no other question touched:
+    // the same answer, forced pass and scores as in the full run.
+    let name = targets[2]["name"].as_str().unwrap();
+    let c = dir.path().join("c.json");
+    ok(&bench(&smollm2(), &[SMALL, &["--only", name]].concat(), Some(&c)));
+    let rc = read(&c);
+    assert_eq!(rc["targets"].as_array().unwrap().len(), 1);
+    assert_eq!(rc["targets"][0], targets[2]);
+    assert_eq!(rc["manifest"]["params"]["only"], serde_json::json!([name]));
+    assert_eq!(rc["manifest"]["context"], m["context"], "the context is sized as for the full run");
+    assert!(m["params"].get("only").is_none());
 }
 
 #[test]
@@ -185,6 +197,28 @@ fn bad_input_fails_cleanly() {
         &bench(&m, &["--count", "40", "--lines", "10"], Some(&out)),
         &out_dir,
         "eligible",
+    );
+    // `--only` names sampled targets: a name that is nowhere, and an eligible
+    // function the sampler did not pick (lines 1:150 hold more than 4).
+    fn only(name: &str) -> Vec<&str> {
+        [SMALL, &["--only", name]].concat()
+    }
+    assert_clean_failure(
+        &bench(&m, &only("noSuchFunction"), Some(&out)),
+        &out_dir,
+        "no eligible function in the kept lines is named `noSuchFunction` (sampled: ",
+    );
+    let names = |count: &str| -> Vec<String> {
+        let listed = ok(&posrecall(&["targets", s(&fixture("dense.js")), "--lines", "8", "--crop-lines", "1:150", "--count", count]));
+        listed.lines().skip(2).map(|l| l.split_whitespace().next().unwrap().to_string()).collect()
+    };
+    let (all, four) = (names("7"), names("4"));
+    assert_eq!((all.len(), four.len()), (7, 4));
+    let unsampled = all.iter().find(|n| !four.contains(n)).unwrap();
+    assert_clean_failure(
+        &bench(&m, &only(unsampled), Some(&out)),
+        &out_dir,
+        &format!("`{unsampled}` is eligible but not among the 4 sampled targets; --only names sampled targets"),
     );
 }
 

@@ -335,6 +335,8 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
         vec!["bench", missing, "--fixed-tokens", "5", "--max-new-tokens", "5"],
         vec!["bench", missing, "--kv-memory", "lots"],
         vec!["bench", missing, "--corpus", missing],
+        vec!["bench", missing, "--only", ""],
+        vec!["bench", missing, "--only", "a,,b"],
         vec!["matrix"],
         vec!["matrix", missing],
         vec!["matrix", text],

@@ -29,6 +29,10 @@ pub struct PlanOptions {
     pub max_prefix_tokens: Option<usize>,
     /// The answer budget; `None`: 20 tokens per line of the expected window.
     pub max_new_tokens: Option<usize>,
+    /// Ask only these of the sampled targets (empty: all of them). The
+    /// targets are sampled and the context sized as without it, so each
+    /// answer is the one a full run gives.
+    pub only: Vec<String>,
 }
 
 /// A run that cannot be planned. The messages name no command-line flag;
@@ -52,6 +56,10 @@ pub enum PlanError {
     ContextTooSmall { prefix: usize, longest: usize, max_new: usize, needed: usize, n_ctx: u32 },
     #[error("{} has no chat template", .0.display())]
     NoChatTemplate(PathBuf),
+    #[error("`{name}` is eligible but not among the {count} sampled targets")]
+    NotSampled { name: String, count: usize },
+    #[error("no eligible function in the kept lines is named `{name}` (sampled: {sampled})")]
+    UnknownTarget { name: String, sampled: String },
 }
 
 /// Everything decided before decoding.
@@ -71,6 +79,8 @@ pub struct Plan {
     pub n_ctx: u32,
     /// Whether prefix + question tokens equal the whole prompt's tokens exactly.
     pub boundary_exact: bool,
+    /// The names the targets were narrowed to ([`PlanOptions::only`]).
+    pub only: Vec<String>,
 }
 
 /// How many tokens the frame, the questions and the answers need, whatever
@@ -115,6 +125,9 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     if needed > n_ctx as usize {
         return Err(PlanError::ContextTooSmall { prefix: prefix_tokens.len(), longest, max_new, needed, n_ctx }.into());
     }
+    let (selected, queries) = keep_only(selected, queries, &o.only, || {
+        targets::eligible(corpus, &src.parsed, first, last, &topts)
+    })?;
     Ok(Plan {
         crop: Crop::of(corpus, mode, first, last),
         frame,
@@ -126,7 +139,36 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         per_sequence,
         n_ctx,
         boundary_exact,
+        only: o.only.clone(),
     })
+}
+
+/// The sampled targets (and their questions) named in `only`, in sampled
+/// order; all of them when `only` is empty. A name that is not sampled is an
+/// error that says whether it is eligible at all (`eligible` lists the kept
+/// range's eligible functions).
+fn keep_only(
+    targets: Vec<Target>,
+    queries: Vec<Vec<Token>>,
+    only: &[String],
+    eligible: impl FnOnce() -> Vec<Target>,
+) -> Result<(Vec<Target>, Vec<Vec<Token>>), PlanError> {
+    if only.is_empty() {
+        return Ok((targets, queries));
+    }
+    if let Some(name) = only.iter().find(|n| !targets.iter().any(|t| &t.name == *n)) {
+        let name = name.clone();
+        if eligible().iter().any(|t| t.name == name) {
+            return Err(PlanError::NotSampled { name, count: targets.len() });
+        }
+        const SHOWN: usize = 8;
+        let mut sampled: Vec<&str> = targets.iter().take(SHOWN).map(|t| t.name.as_str()).collect();
+        if targets.len() > SHOWN {
+            sampled.push("…");
+        }
+        return Err(PlanError::UnknownTarget { name, sampled: sampled.join(", ") });
+    }
+    Ok(targets.into_iter().zip(queries).filter(|(t, _)| only.contains(&t.name)).unzip())
 }
 
 /// The answer budget, the context cap, and the tokens left for the file.

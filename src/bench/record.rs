@@ -78,6 +78,7 @@ impl RunSpec<'_> {
             parallel: decoding.parallel().then_some(decoding.slots),
             fixed_tokens: decoding.fixed_tokens,
             no_forced: decoding.no_forced,
+            only: (!self.plan.only.is_empty()).then(|| self.plan.only.clone()),
             ..Params::of(self.target)
         }
     }

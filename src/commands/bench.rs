@@ -19,6 +19,9 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
     if args.max_new_tokens == Some(0) {
         bail!("--max-new-tokens must be at least 1");
     }
+    if args.only.iter().any(|n| n.trim().is_empty()) {
+        bail!("--only takes function names separated by commas; one of them is empty");
+    }
     let decode = args.decode.options(args.forced_only, args.no_forced);
     let opts = BenchOptions {
         plan: PlanOptions {
@@ -28,6 +31,7 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
             ctx: args.ctx,
             max_prefix_tokens: args.max_prefix_tokens,
             max_new_tokens: decode.fixed_tokens.or(args.max_new_tokens),
+            only: args.only.clone(),
         },
         context: ContextSettings {
             kv: (args.kv_k.unwrap_or(args.kv), args.kv_v.unwrap_or(args.kv)),

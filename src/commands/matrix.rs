@@ -55,6 +55,7 @@ impl Matrix<'_> {
             ctx: m.ctx,
             max_prefix_tokens: self.sweep.max_prefix_tokens,
             max_new_tokens: self.sweep.max_new_tokens,
+            only: Vec::new(),
         }
     }
 

@@ -142,6 +142,8 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
             }
             PlanError::ContextTooSmall { .. } => "use a larger --ctx or a smaller --max-new-tokens",
             PlanError::NoChatTemplate(_) => "use --probe completion (or auto)",
+            PlanError::NotSampled { .. } => "--only names sampled targets; raise --count or change --seed",
+            PlanError::UnknownTarget { .. } => "--only names sampled targets (`posrecall targets` lists them)",
         };
         return anyhow!("{p}; {fix}");
     }
