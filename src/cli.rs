@@ -327,6 +327,15 @@ pub struct BenchArgs {
     /// Also ask every question with no file in the context: what the model recalls from memory.
     #[arg(long)]
     pub closed_book: bool,
+    /// Keep this run's next-token distributions on the forced tokens in FILE (and FILE.sha256), as a reference for later runs.
+    #[arg(long, value_name = "FILE")]
+    pub save_reference: Option<PathBuf>,
+    /// Tokens kept per forced position by --save-reference (the rest is kept as one mass).
+    #[arg(long, value_name = "K", default_value_t = crate::reference::DEFAULT_TOP_K, value_parser = ranged(1, crate::reference::MAX_TOP_K))]
+    pub reference_top_k: usize,
+    /// Measure the forced pass against a reference file: KL divergence, same top-1, Δp per token.
+    #[arg(long, value_name = "FILE")]
+    pub reference: Option<PathBuf>,
     /// Ask only these of the sampled targets (comma-separated names); each answer is the one a full run gives.
     #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
     pub only: Vec<String>,

@@ -56,6 +56,32 @@ pub struct Forced {
     pub lines_exact: Vec<bool>,
     /// Positions whose two best logits are within [`NEAR_TIE_EPS`].
     pub near_ties: usize,
+    /// The code-fence line fed before the expected lines, unscored (empty: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scaffold: String,
+    /// Divergence from a reference run's distributions (`bench --reference`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kld: Option<crate::kld::Kld>,
+    /// What the file in the context adds to the forced pass (`bench --closed-book`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_gain: Option<ContextGain>,
+}
+
+/// The forced pass with the file minus the same pass without it: what the
+/// context adds, sampling-free (positive: the file helps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextGain {
+    pub top1_share: f64,
+    pub mean_logprob: f64,
+}
+
+impl ContextGain {
+    pub fn between(with_file: &Forced, without: &Forced) -> ContextGain {
+        ContextGain {
+            top1_share: with_file.top1_share - without.top1_share,
+            mean_logprob: with_file.mean_logprob - without.mean_logprob,
+        }
+    }
 }
 
 impl Forced {
@@ -103,6 +129,9 @@ impl Forced {
             first_divergence,
             lines_exact,
             near_ties,
+            scaffold: String::new(),
+            kld: None,
+            context_gain: None,
         }
     }
 }
@@ -116,6 +145,15 @@ pub struct ForcedSummary {
     /// Share of all expected lines that greedy decoding would reproduce exactly.
     pub lines_exact_share: f64,
     pub near_ties: usize,
+    /// Divergence from the reference over every forced token (`bench --reference`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kld: Option<crate::kld::KldSummary>,
+    /// The same per depth quarter ([0, .25), [.25, .5), [.5, .75), [.75, 1]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kld_by_quarter: Option<[Option<crate::kld::KldSummary>; 4]>,
+    /// Mean over targets of what the file adds (`bench --closed-book`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_gain: Option<ContextGain>,
 }
 
 impl ForcedSummary {
@@ -133,6 +171,16 @@ impl ForcedSummary {
             mean_logprob: all.iter().map(|f| f.mean_logprob).sum::<f64>() / n,
             lines_exact_share: if lines == 0 { 0.0 } else { exact as f64 / lines as f64 },
             near_ties: all.iter().map(|f| f.near_ties).sum(),
+            kld: crate::kld::KldSummary::of(all.iter().filter_map(|f| f.kld.as_ref())),
+            kld_by_quarter: None,
+            context_gain: {
+                let gains: Vec<ContextGain> = all.iter().filter_map(|f| f.context_gain).collect();
+                let n = gains.len() as f64;
+                (!gains.is_empty()).then(|| ContextGain {
+                    top1_share: gains.iter().map(|g| g.top1_share).sum::<f64>() / n,
+                    mean_logprob: gains.iter().map(|g| g.mean_logprob).sum::<f64>() / n,
+                })
+            },
         })
     }
 }

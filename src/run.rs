@@ -46,6 +46,25 @@ pub struct Manifest {
     /// Where answers scored by `score` came from (`score --url`, `--model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<External>,
+    /// The reference the forced pass was measured against (`bench --reference`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<ReferenceInfo>,
+}
+
+/// The reference run behind `forced.kld`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceInfo {
+    pub path: String,
+    /// sha256 of the reference file.
+    pub sha256: String,
+    /// The reference run's build label and model file sha256.
+    pub build: String,
+    pub model_sha256: String,
+    /// Its KV-cache types.
+    pub type_k: crate::engine::config::KvType,
+    pub type_v: crate::engine::config::KvType,
+    /// Tokens it stored per forced position.
+    pub top_k: usize,
 }
 
 /// The server and model behind a `score` run's answers (`posrecall ask`).
@@ -397,6 +416,13 @@ impl Summary {
             s.by_quarter[q].add(r);
         }
         s.forced = ForcedSummary::of(results.iter().filter_map(|r| r.forced.as_ref()));
+        if let Some(f) = s.forced.as_mut().filter(|f| f.kld.is_some()) {
+            let quarter = |q: usize| {
+                let in_q = results.iter().filter(|r| ((r.depth * 4.0) as usize).min(3) == q);
+                crate::kld::KldSummary::of(in_q.filter_map(|r| r.forced.as_ref()?.kld.as_ref()))
+            };
+            f.kld_by_quarter = Some([quarter(0), quarter(1), quarter(2), quarter(3)]);
+        }
         if results.iter().any(|r| r.closed_book.is_some()) {
             let mut c = ClosedBookSummary::default();
             for r in results {

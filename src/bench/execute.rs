@@ -10,7 +10,9 @@ use crate::engine::config::ContextConfig;
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Generation, Limit, Session};
-use crate::forced::{Forced, TokenReading};
+use crate::forced::{ContextGain, Forced, TokenReading};
+use crate::kld::{Kld, Reader, TopK};
+use crate::reference::{Mismatch, RefTarget, Reference};
 use crate::progress::{self, ms};
 use crate::prompt;
 use crate::run::{ClosedBook, SequentialCheck, TargetResult, Timings};
@@ -24,6 +26,9 @@ use std::time::Instant;
 pub struct Executed {
     pub results: Vec<TargetResult>,
     pub timings: Timings,
+    /// Per target, the forced text and its stored distributions
+    /// ([`ExecOptions::save_top_k`]).
+    pub saved: Option<Vec<(RefTarget, Vec<TopK>)>>,
 }
 
 /// How [`execute`] runs, beyond the plan.
@@ -38,6 +43,11 @@ pub struct ExecOptions<'a> {
     /// own; `on_result` then runs outside them and may update the display's
     /// bars, but must not print.
     pub multi: Option<&'a MultiProgress>,
+    /// Keep the top K of every forced token's distribution, for a reference.
+    pub save_top_k: Option<usize>,
+    /// Measure the forced pass against this reference (checked with
+    /// [`check_reference`] first).
+    pub reference: Option<&'a Reference>,
 }
 
 /// What every pass shares.
@@ -97,7 +107,9 @@ pub fn execute(
         true => answer_in_parallel(&run, &mut session, &mut timings)?,
         false => vec![None; plan.targets.len()],
     };
-    let (mut results, answered_tokens) = per_target(&run, &mut session, &mut answers, &mut timings, &mut on_result)?;
+    let mut saved = exec.save_top_k.map(|_| Vec::new());
+    let (mut results, answered_tokens) =
+        per_target(&run, &mut session, &mut answers, &mut timings, &mut saved, &mut on_result)?;
     if decoding.parallel() && decoding.check_sequential {
         let t = Instant::now();
         session = check_sequential(&run, session, cfg, &mut results, &answered_tokens)?;
@@ -106,7 +118,21 @@ pub fn execute(
     if exec.closed_book {
         closed_book_pass(&run, &mut session, &mut results)?;
     }
-    Ok(Executed { results, timings })
+    Ok(Executed { results, timings, saved })
+}
+
+/// Checks, before any decoding, that `reference` measures this plan: every
+/// target is in it, and its forced text (the reference's scaffold, then the
+/// expected lines) tokenizes here to the reference's tokens.
+pub fn check_reference(model: &Model, plan: &Plan, reference: &Reference) -> Result<(), Mismatch> {
+    for target in &plan.targets {
+        let (r, _) = reference.target(&target.name)?;
+        let tokens = ForcedText::new(model, target, r.scaffold.clone()).tokens;
+        if tokens.iter().map(|t| t.0).ne(r.tokens.iter().copied()) {
+            return Err(Mismatch::Tokens(target.name.clone()));
+        }
+    }
+    Ok(())
 }
 
 /// Loads the evaluated prefix from the prefix cache, else evaluates it (and
@@ -172,6 +198,7 @@ fn per_target(
     session: &mut Session,
     answers: &mut [Option<Generation>],
     timings: &mut Timings,
+    saved: &mut Option<Vec<(RefTarget, Vec<TopK>)>>,
     on_result: &mut impl FnMut(&TargetResult),
 ) -> Result<(Vec<TargetResult>, Vec<Vec<Token>>)> {
     let (plan, decoding) = (run.plan, run.exec.decoding);
@@ -201,7 +228,11 @@ fn per_target(
                 false => session.restore()?,
             }
             let greedy_text = answer.as_ref().map(|g| g.text.as_str());
-            forced = Some(forced_pass(run, session, target, query, greedy_text)?);
+            let (f, kept) = forced_pass(run, session, target, query, greedy_text)?;
+            forced = Some(f);
+            if let (Some(all), Some(kept)) = (saved.as_mut(), kept) {
+                all.push(kept);
+            }
             timings.forced_ms.push(ms(t));
         }
         let text = answer.as_ref().map(|g| g.text.clone()).unwrap_or_default();
@@ -297,6 +328,14 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
         let g = session.generate(&tokens, plan.max_new_tokens, |text| run.enough(target, text))?;
         let s = score::score_raw(&g.text, &target.header, &target.expected, &target.extra_window, opts);
         r.context_matched = Some(r.matched as i64 - s.matched as i64);
+        if let Some(with_file) = r.forced.as_mut() {
+            // The same forced text with no file before it: what the context adds.
+            let text = ForcedText::new(run.model, target, with_file.scaffold.clone());
+            session.start_empty();
+            let readings = session.force(&tokens, &text.tokens)?;
+            let without = Forced::from_readings(&text.readings(readings), target.expected.len());
+            with_file.context_gain = Some(ContextGain::between(with_file, &without));
+        }
         r.closed_book = Some(ClosedBook {
             response: g.text,
             prompt_tokens: tokens.len(),
@@ -313,31 +352,94 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
     Ok(())
 }
 
+/// The text a forced pass feeds after a question: the scaffold (a code-fence
+/// line, or nothing), then the expected lines; only tokens that start after
+/// the scaffold are scored.
+struct ForcedText {
+    scaffold: String,
+    tokens: Vec<Token>,
+    /// Per token: the 0-based expected line it starts on, `None` in the scaffold.
+    lines: Vec<Option<usize>>,
+}
+
+impl ForcedText {
+    fn new(model: &Model, target: &Target, scaffold: String) -> ForcedText {
+        let body = prompt::forced_body(target);
+        let tokens = model.tokenize_plain(&format!("{scaffold}{body}"));
+        let body_bytes = body.as_bytes();
+        let lines = token_starts(model, &tokens)
+            .into_iter()
+            .map(|start| {
+                let at = start.checked_sub(scaffold.len())?.min(body_bytes.len());
+                Some(body_bytes[..at].iter().filter(|&&b| b == b'\n').count())
+            })
+            .collect();
+        ForcedText { scaffold, tokens, lines }
+    }
+
+    /// The scored readings of a forced pass over [`ForcedText::tokens`].
+    fn readings(&self, readings: Vec<(Token, f32, f32)>) -> Vec<TokenReading> {
+        self.tokens
+            .iter()
+            .zip(&self.lines)
+            .zip(readings)
+            .filter_map(|((tok, line), (top1, gap, logprob))| {
+                Some(TokenReading { token: tok.0, top1: top1.0, logprob, top_gap: gap, line: (*line)? })
+            })
+            .collect()
+    }
+}
+
 /// Feeds the target's expected lines after its question (behind the scaffold
-/// a chat model's own answer opened with) and reads how the model rated them.
-fn forced_pass(run: &Run, session: &mut Session, target: &Target, query: &[Token], greedy_answer: Option<&str>) -> Result<Forced> {
-    let scaffold = prompt::forced_scaffold(run.plan.frame.kind, greedy_answer);
-    let body = prompt::forced_body(target);
-    let tokens = run.model.tokenize_plain(&format!("{scaffold}{body}"));
-    let starts = token_starts(run.model, &tokens);
-    let readings = session.force(query, &tokens)?;
-    let body_bytes = body.as_bytes();
-    let scored: Vec<TokenReading> = tokens
-        .iter()
-        .zip(&starts)
-        .zip(readings)
-        // Tokens that start inside the scaffold are not scored.
-        .filter(|((_, start), _)| **start >= scaffold.len())
-        .map(|((tok, start), (top1, gap, logprob))| {
-            let at = (start - scaffold.len()).min(body_bytes.len());
-            TokenReading {
-                token: tok.0,
-                top1: top1.0,
-                logprob,
-                top_gap: gap,
-                line: body_bytes[..at].iter().filter(|&&b| b == b'\n').count(),
-            }
-        })
-        .collect();
-    Ok(Forced::from_readings(&scored, target.expected.len()))
+/// a chat model's own answer opened with, or the reference's) and reads how
+/// the model rated them; with a reference, also how far its distributions
+/// are from the reference's, and when saving one, its own top K per token.
+fn forced_pass(
+    run: &Run,
+    session: &mut Session,
+    target: &Target,
+    query: &[Token],
+    greedy_answer: Option<&str>,
+) -> Result<(Forced, Option<(RefTarget, Vec<TopK>)>)> {
+    let stored = match run.exec.reference {
+        Some(r) => Some(r.target(&target.name)?),
+        None => None,
+    };
+    let scaffold = match stored {
+        Some((r, _)) => r.scaffold.clone(),
+        None => prompt::forced_scaffold(run.plan.frame.kind, greedy_answer),
+    };
+    let text = ForcedText::new(run.model, target, scaffold);
+    let mut reader = Reader::default();
+    let (mut kept, mut compared) = (Vec::new(), Vec::new());
+    let mut scored_index = 0usize;
+    let readings = session.force_with(query, &text.tokens, |i, logits| {
+        if text.lines[i].is_none() {
+            return;
+        }
+        if let Some(k) = run.exec.save_top_k {
+            kept.push(reader.top_k(logits, k));
+        }
+        if let Some(entry) = stored.and_then(|(_, e)| e.get(scored_index)) {
+            compared.push(reader.compare(entry, logits));
+        }
+        scored_index += 1;
+    })?;
+    let scored = text.readings(readings);
+    let mut forced = Forced::from_readings(&scored, target.expected.len());
+    forced.scaffold = text.scaffold.clone();
+    if stored.is_some() {
+        let lines: Vec<usize> = scored.iter().map(|r| r.line).collect();
+        forced.kld = Some(Kld::of(&compared, &lines, target.expected.len()));
+    }
+    let kept = run.exec.save_top_k.map(|_| {
+        let r = RefTarget {
+            name: target.name.clone(),
+            scaffold: text.scaffold,
+            tokens: text.tokens.iter().map(|t| t.0).collect(),
+            scored: kept.len(),
+        };
+        (r, kept)
+    });
+    Ok((forced, kept))
 }

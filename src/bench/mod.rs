@@ -19,7 +19,7 @@ pub const MAX_NEW_TOKENS: usize = 131_072;
 pub const MAX_THREADS: usize = 1_024;
 
 pub use decoding::{DecodeError, DecodeOptions, Decoding, MemoryLimit};
-pub use execute::{ExecOptions, Executed, execute};
+pub use execute::{ExecOptions, Executed, check_reference, execute};
 pub use plan::{Plan, PlanError, PlanOptions, plan};
 pub use record::RunSpec;
 

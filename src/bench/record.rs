@@ -9,7 +9,9 @@ use crate::crop::Crop;
 use crate::engine::config::{ContextConfig, ContextKey};
 use crate::engine::model::Model;
 use crate::fsutil::sha256_hex;
-use crate::run::{CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, Params, RunFile, Runtime, Summary};
+use crate::kld::TopK;
+use crate::reference::{self, Header, Identity, RefTarget, Reference};
+use crate::run::{CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, Params, ReferenceInfo, RunFile, Runtime, Summary};
 use crate::targets::TargetSpec;
 use serde::Serialize;
 
@@ -24,6 +26,8 @@ pub struct RunSpec<'a> {
     pub build: Option<&'a str>,
     pub target: &'a TargetSpec,
     pub decoding: &'a Decoding,
+    /// The reference the forced pass is measured against.
+    pub reference: Option<&'a Reference>,
 }
 
 /// Everything that decides an evaluated prefix state; its sha256 names the
@@ -49,7 +53,47 @@ impl RunSpec<'_> {
             params: self.params(),
             runtime: self.runtime(),
             external: None,
+            reference: self.reference.map(|r| ReferenceInfo {
+                path: r.path.display().to_string(),
+                sha256: r.sha256.clone(),
+                build: r.header.source.build.clone(),
+                model_sha256: r.header.source.model_sha256.clone(),
+                type_k: r.header.source.context.type_k,
+                type_v: r.header.source.context.type_v,
+                top_k: r.header.top_k,
+            }),
         }
+    }
+
+    /// What a reference made by this run, or compared with it, must share.
+    pub fn reference_identity(&self) -> Identity {
+        let (n_vocab, vocab_sha256) = self.model.vocab_fingerprint();
+        Identity {
+            n_vocab,
+            vocab_sha256,
+            corpus_sha256: self.src.file_sha256.clone(),
+            crop: self.plan.crop.clone(),
+            prefix_sha256: sha256_hex(self.plan.prefix_text.as_bytes()),
+            probe: self.plan.frame.kind.as_str().to_string(),
+            lines: self.target.lines,
+        }
+    }
+
+    /// Writes this run's forced distributions as a reference file.
+    pub fn save_reference(&self, path: &std::path::Path, top_k: usize, saved: &[(RefTarget, Vec<TopK>)]) -> anyhow::Result<()> {
+        let header = Header {
+            format: reference::FORMAT,
+            top_k: saved.iter().flat_map(|(_, e)| e.first()).next().map_or(top_k, |e| e.ids.len()),
+            identity: self.reference_identity(),
+            source: reference::Source {
+                model_sha256: self.model.sha256.clone(),
+                build: self.model_info().build,
+                context: self.cfg.clone(),
+            },
+            targets: saved.iter().map(|(t, _)| t.clone()).collect(),
+        };
+        let entries: Vec<Vec<TopK>> = saved.iter().map(|(_, e)| e.clone()).collect();
+        reference::save(path, &header, &entries)
     }
 
     fn model_info(&self) -> ModelInfo {

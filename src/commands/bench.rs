@@ -8,7 +8,8 @@ use crate::engine::model;
 use crate::engine::prefix_cache::PrefixCache;
 use crate::progress::ms;
 use crate::report::terminal;
-use anyhow::{Result, bail};
+use crate::reference::Reference;
+use anyhow::{Result, anyhow, bail};
 use std::time::Instant;
 
 /// The flags as the library's options, checked before any model work.
@@ -18,6 +19,9 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
     }
     if args.max_new_tokens == Some(0) {
         bail!("--max-new-tokens must be at least 1");
+    }
+    if args.no_forced && (args.reference.is_some() || args.save_reference.is_some()) {
+        bail!("--reference and --save-reference work on the teacher-forced pass; drop --no-forced");
     }
     if args.only.iter().any(|n| n.trim().is_empty()) {
         bail!("--only takes function names separated by commas; one of them is empty");
@@ -63,6 +67,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         inputs.extend(args.out.as_deref());
         check_output("--html", html, &inputs)?;
     }
+    if let Some(save) = &args.save_reference {
+        let mut inputs = vec![args.model.as_path(), corpus.as_path()];
+        inputs.extend(args.out.as_deref());
+        inputs.extend(args.html.as_deref());
+        inputs.extend(args.reference.as_deref());
+        check_output("--save-reference", save, &inputs)?;
+    }
+    // A reference is read and verified before the model is loaded.
+    let reference = args.reference.as_deref().map(Reference::load).transpose()?;
     let src = Source::open_with(&corpus, opts.plan.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
@@ -77,7 +90,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         build: opts.build.as_deref(),
         target: &opts.plan.target,
         decoding: &prepared.decoding,
+        reference: reference.as_ref(),
     };
+    if let Some(r) = &reference {
+        let shown = r.path.display();
+        r.header.identity.check(&spec.reference_identity()).map_err(|e| anyhow!("--reference {shown}: {e}"))?;
+        bench::check_reference(&model, &prepared.plan, r).map_err(|e| anyhow!("--reference {shown}: {e}"))?;
+    }
 
     let color = terminal::stdout_wants_color();
     // A failed write to stdout does not lose the run: the diffs stop, the
@@ -93,6 +112,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         closed_book: opts.closed_book,
         show_progress: !args.quiet,
         multi: None,
+        save_top_k: args.save_reference.as_ref().map(|_| args.reference_top_k),
+        reference: reference.as_ref(),
     };
     let score_opts = opts.plan.target.score_options();
     let executed = bench::execute(&model, &prepared.plan, &prepared.cfg, &score_opts, &exec, |r| {
@@ -100,6 +121,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             stdout = outln!("{}", terminal::target_diff(r, score_opts.lines, color));
         }
     })?;
+    if let (Some(path), Some(saved)) = (&args.save_reference, &executed.saved) {
+        spec.save_reference(path, args.reference_top_k, saved)?;
+    }
     let run = spec.run_file(executed, ms(started));
     if let Some(out) = &args.out {
         run.save(out)?;

@@ -85,6 +85,7 @@ impl Matrix<'_> {
             build: self.sweep.models[r.model].build.as_deref(),
             target: &self.sweep.target,
             decoding: &run.1,
+            reference: None,
         }
     }
 }
@@ -294,6 +295,8 @@ fn run_one(
         closed_book: m.sweep.closed_book,
         show_progress: !m.args.quiet,
         multi: Some(multi),
+        save_top_k: None,
+        reference: None,
     };
     let opts = m.sweep.target.score_options();
     let executed = bench::execute(model, &p.plan, &decided.0, &opts, &exec, |_| overall.inc(1))

@@ -95,6 +95,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
                 url: args.url.clone(),
                 model: args.model.clone(),
             }),
+            reference: None,
         },
         summary: Summary::of(&results),
         targets: results,

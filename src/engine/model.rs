@@ -262,6 +262,22 @@ impl Model {
             .collect()
     }
 
+    /// The vocabulary's size and a sha256 over every token's text in id order
+    /// (special tokens rendered): two models with the same fingerprint give
+    /// the same ids to the same text, so their distributions compare.
+    pub fn vocab_fingerprint(&self) -> (usize, String) {
+        let n = self.model.n_vocab().max(0);
+        let vocab = self.model.vocab();
+        let (mut all, mut piece) = (Vec::new(), Vec::new());
+        for id in 0..n {
+            piece.clear();
+            vocab.token_to_piece_into(llama_cpp_2::token::LlamaToken(id), &mut piece, true, None);
+            all.extend_from_slice(&(piece.len() as u32).to_le_bytes());
+            all.extend_from_slice(&piece);
+        }
+        (n as usize, crate::fsutil::sha256_hex(&all))
+    }
+
     /// llama.cpp's built-in chat renderer, used only when Jinja rendering fails.
     pub fn render_builtin(&self, content: &str) -> Result<String> {
         use llama_cpp_2::model::LlamaChatMessage;

@@ -342,6 +342,17 @@ impl<'m> Session<'m> {
         query: &[LlamaToken],
         forced: &[LlamaToken],
     ) -> Result<Vec<(LlamaToken, f32, f32)>> {
+        self.force_with(query, forced, |_, _| {})
+    }
+
+    /// [`Session::force`], also handing `each(i, logits)` the whole
+    /// distribution before forced token `i` (for comparisons with a reference).
+    pub fn force_with(
+        &mut self,
+        query: &[LlamaToken],
+        forced: &[LlamaToken],
+        mut each: impl FnMut(usize, &[f32]),
+    ) -> Result<Vec<(LlamaToken, f32, f32)>> {
         if query.is_empty() || forced.is_empty() {
             bail!("teacher forcing needs a question and forced text");
         }
@@ -366,6 +377,7 @@ impl<'m> Session<'m> {
                     let logits = self.ctx.get_logits_ith(j as i32);
                     let next = seq[i + 1].0 as usize;
                     let (best, gap, logprob) = crate::forced::read_logits(logits, next);
+                    each(i - first_logit, logits);
                     out.push((LlamaToken(best as i32), gap, logprob));
                 }
             }

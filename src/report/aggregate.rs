@@ -186,6 +186,10 @@ pub struct Row {
     /// in the context, and matched − that, what only the context explains.
     pub closed_book_matched: Option<usize>,
     pub context_matched: Option<i64>,
+    /// Divergence from the run's reference (`bench --reference`), and the
+    /// reference's build and KV types (`build k/v`).
+    pub kld: Option<crate::kld::KldSummary>,
+    pub reference: Option<String>,
 }
 
 impl Row {
@@ -247,6 +251,8 @@ impl Row {
             lines_exact_share: forced.map(|f| f.lines_exact_share),
             closed_book_matched: r.run.summary.closed_book.as_ref().map(|c| c.matched),
             context_matched: r.run.summary.closed_book.as_ref().map(|c| c.context_matched),
+            kld: forced.and_then(|f| f.kld.clone()),
+            reference: m.reference.as_ref().map(|x| format!("{} {}/{}", x.build, x.type_k, x.type_v)),
         }
     }
 

@@ -70,6 +70,12 @@ pub struct Row {
     pub top1_share_b: Option<f64>,
     /// top1_share_b − top1_share_a, when both are present.
     pub top1_share_delta: Option<f64>,
+    /// Mean KL divergence from the runs' shared reference (`forced.kld.mean`),
+    /// when both runs were measured against the same reference file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kld_a: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kld_b: Option<f64>,
 }
 
 /// Pass flips and the exact McNemar test on them.
@@ -118,6 +124,9 @@ pub struct Comparison {
     pub wilcoxon_matched: Wilcoxon,
     /// On top1_share_delta over the targets with teacher-forced metrics in both runs.
     pub wilcoxon_top1_share: Option<Wilcoxon>,
+    /// On kld_b − kld_a, when both runs were measured against the same reference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wilcoxon_kld: Option<Wilcoxon>,
     pub power: PowerResult,
     pub verdict: String,
     /// Differences in how the two runs decoded, which the reader should weigh.
@@ -200,6 +209,7 @@ pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result
     };
     let deltas: Vec<f64> = rows.iter().map(|r| r.delta as f64).collect();
     let top1_deltas: Vec<f64> = rows.iter().filter_map(|r| r.top1_share_delta).collect();
+    let kld_deltas: Vec<f64> = rows.iter().filter_map(|r| Some(r.kld_b? - r.kld_a?)).collect();
     let mut c = Comparison {
         format: COMPARE_FORMAT,
         a: side(&rows, a, a_path, |r| (r.pass_a, r.matched_a, r.top1_share_a)),
@@ -211,6 +221,7 @@ pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result
         mcnemar,
         wilcoxon_matched: stats::wilcoxon_signed_rank(&deltas),
         wilcoxon_top1_share: (!top1_deltas.is_empty()).then(|| stats::wilcoxon_signed_rank(&top1_deltas)),
+        wilcoxon_kld: (!kld_deltas.is_empty()).then(|| stats::wilcoxon_signed_rank(&kld_deltas)),
         power: power(a_only, b_only, n),
         targets: rows,
         verdict: String::new(),
@@ -223,6 +234,12 @@ pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result
 /// One row per target, paired by position (the pairing check made sure
 /// they are the same targets), ordered by depth.
 fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
+    // Divergences compare only when both runs measured them against one reference.
+    let reference = |r: &RunFile| r.manifest.reference.as_ref().map(|x| x.sha256.clone());
+    let same_reference = reference(a).is_some() && reference(a) == reference(b);
+    let kld = |t: &crate::run::TargetResult| {
+        same_reference.then(|| t.forced.as_ref()?.kld.as_ref().map(|k| k.mean)).flatten()
+    };
     let mut rows: Vec<Row> = a
         .targets
         .iter()
@@ -247,6 +264,8 @@ fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
                 top1_share_a: fa,
                 top1_share_b: fb,
                 top1_share_delta: fa.zip(fb).map(|(p, q)| q - p),
+                kld_a: kld(x),
+                kld_b: kld(y),
             }
         })
         .collect();
@@ -388,7 +407,36 @@ fn verdict(c: &Comparison) -> String {
     let mut out = passes_verdict(c);
     matched_verdict(c, &mut out);
     top1_verdict(c, &mut out);
+    kld_verdict(c, &mut out);
     out
+}
+
+/// The verdict on the divergence from the shared reference: which run's
+/// distributions are farther from it, target by target.
+fn kld_verdict(c: &Comparison, out: &mut String) {
+    let Some(w) = &c.wilcoxon_kld else { return };
+    let mean = |pick: fn(&Row) -> Option<f64>| {
+        let v: Vec<f64> = c.targets.iter().filter_map(pick).collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let (ka, kb) = (mean(|r| r.kld_a), mean(|r| r.kld_b));
+    if w.n == 0 {
+        out.push_str(" KL divergence from the reference is the same on every target.");
+        return;
+    }
+    let who = if kb > ka {
+        "B is farther from the reference"
+    } else if kb < ka {
+        "A is farther from the reference"
+    } else {
+        "equal means"
+    };
+    let _ = write!(
+        out,
+        " KL divergence: {who} (mean per target A {ka:.5}, B {kb:.5} nats per token); Wilcoxon signed-rank p = {}, {} at α = {ALPHA}.",
+        fmt_p(w.p),
+        significance(w.p)
+    );
 }
 
 /// The verdict on passes: which run passes more, the flips, McNemar, power.

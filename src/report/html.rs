@@ -135,9 +135,21 @@ fn page(runs: &[LoadedRun]) -> Result<String> {
         out.push_str("<h2>Teacher-forced top-1 share by depth</h2>\n");
         out.push_str("<p class=\"caption\">Per target, the share of its expected tokens the model ranked first when fed the expected lines (1 = greedy decoding from the true prefix reproduces them exactly).</p>\n");
         out.push_str("<div class=\"chart\" id=\"chart-top1\">\n");
-        out.push_str(&top1_chart(runs)?);
+        let top1 = |t: &TargetResult| t.forced.as_ref().map(|f| f.top1_share);
+        out.push_str(&depth_chart(runs, top1, "top-1 share", 1.0)?);
         out.push_str("</div>\n<p class=\"legend\">");
         out.push_str(&legend(runs, has_forced));
+        out.push_str("</p>\n");
+    }
+    if runs.iter().any(has_kld) {
+        out.push_str("<h2>KL divergence from the reference by depth</h2>\n");
+        out.push_str("<p class=\"caption\">Per target, the mean KL divergence (nats per forced token) of the run's next-token distributions from those of the reference run it was measured against; 0 = the same distributions.</p>\n");
+        out.push_str("<div class=\"chart\" id=\"chart-kld\">\n");
+        let kld = |t: &TargetResult| Some(t.forced.as_ref()?.kld.as_ref()?.mean);
+        let top = runs.iter().flat_map(|r| r.run.targets.iter().filter_map(kld)).fold(0.0, f64::max);
+        out.push_str(&depth_chart(runs, kld, "mean KLD (nats per token)", if top > 0.0 { top } else { 1.0 })?);
+        out.push_str("</div>\n<p class=\"legend\">");
+        out.push_str(&legend(runs, has_kld));
         out.push_str("</p>\n");
     }
 
@@ -186,6 +198,11 @@ fn page(runs: &[LoadedRun]) -> Result<String> {
 /// Whether any target of the run has teacher-forced metrics.
 fn has_forced(r: &LoadedRun) -> bool {
     r.run.targets.iter().any(|t| t.forced.is_some())
+}
+
+/// Whether any target of the run was measured against a reference.
+fn has_kld(r: &LoadedRun) -> bool {
+    r.run.targets.iter().any(|t| t.forced.as_ref().is_some_and(|f| f.kld.is_some()))
 }
 
 /// A colour swatch and the label of each run `include` keeps, coloured by
@@ -336,10 +353,10 @@ fn chart(runs: &[LoadedRun]) -> Result<String> {
     Ok(svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1))
 }
 
-/// Teacher-forced top-1 share (y, 0..1) against depth (x), one series per
-/// run with forced metrics (coloured by the run's position), each point a
-/// target that has them.
-fn top1_chart(runs: &[LoadedRun]) -> Result<String> {
+/// A per-target value (y, 0..`top`; the top-1 share, the KL divergence)
+/// against depth (x), one series per run that has it (coloured by the run's
+/// position), each point a target that has it.
+fn depth_chart(runs: &[LoadedRun], value: impl Fn(&TargetResult) -> Option<f64>, y_desc: &str, top: f64) -> Result<String> {
     use plotters::prelude::*;
     let series: Vec<(usize, Vec<(f64, f64)>)> = runs
         .iter()
@@ -349,7 +366,7 @@ fn top1_chart(runs: &[LoadedRun]) -> Result<String> {
                 .run
                 .targets
                 .iter()
-                .filter_map(|t| t.forced.as_ref().map(|f| (t.depth, f.top1_share)))
+                .filter_map(|t| Some((t.depth, value(t)?)))
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             (!pts.is_empty()).then_some((i, pts))
@@ -363,19 +380,21 @@ fn top1_chart(runs: &[LoadedRun]) -> Result<String> {
             .margin(14)
             .x_label_area_size(44)
             .y_label_area_size(56)
-            .build_cartesian_2d(0f64..1f64, -0.03f64..1.03f64)?;
+            .build_cartesian_2d(0f64..1f64, -0.03 * top..1.03 * top)?;
         chart
             .configure_mesh()
             .x_desc("depth in the kept text (0 = start, 1 = end)")
-            .y_desc("top-1 share")
+            .y_desc(y_desc)
             .x_labels(11)
             .y_labels(11)
             .x_label_formatter(&|x| format!("{x:.1}"))
             .y_label_formatter(&|y| {
-                if *y < 0.0 || *y > 1.0 {
+                if *y < 0.0 || *y > top {
                     String::new()
-                } else {
+                } else if top >= 1.0 {
                     format!("{y:.1}")
+                } else {
+                    format!("{y:.1e}")
                 }
             })
             .max_light_lines(1)

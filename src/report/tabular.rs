@@ -22,6 +22,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 pub fn aggregate(rows: &[Row]) -> Tabular {
     let forced = rows.iter().any(Row::has_forced);
     let closed = rows.iter().any(Row::has_closed_book);
+    let kld = rows.iter().any(|r| r.kld.is_some());
     let mut header = strings(&[
         "run",
         "model",
@@ -46,6 +47,10 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
     if closed {
         header.extend(strings(&["closed-book matched", "context matched"]));
         numeric.extend([true, true]);
+    }
+    if kld {
+        header.extend(strings(&["KLD mean", "KLD p99", "same top-1", "reference"]));
+        numeric.extend([true, true, true, false]);
     }
     Tabular {
         header,
@@ -78,6 +83,15 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
                     row.extend([
                         r.closed_book_matched.map(|v| v.to_string()).unwrap_or_default(),
                         r.context_matched.map(|v| v.to_string()).unwrap_or_default(),
+                    ]);
+                }
+                if kld {
+                    let k = r.kld.as_ref();
+                    row.extend([
+                        opt(k.map(|k| k.mean), |v| format!("{v:.5}")),
+                        opt(k.map(|k| k.p99), |v| format!("{v:.4}")),
+                        opt(k.map(|k| k.same_top1), |v| format!("{:.1}%", 100.0 * v)),
+                        r.reference.clone().unwrap_or_default(),
                     ]);
                 }
                 row

@@ -109,6 +109,25 @@ pub fn summary(s: &Summary) -> String {
             100.0 * f.lines_exact_share,
             f.near_ties
         );
+        if let Some(k) = &f.kld {
+            let _ = writeln!(
+                out,
+                "against the reference: KLD mean {:.5}, p99 {:.4}, max {:.4}, same top-1 {:.1}%, mean Δp {:+.4} ({} tokens)",
+                k.mean,
+                k.p99,
+                k.max,
+                100.0 * k.same_top1,
+                k.mean_delta_p,
+                k.tokens
+            );
+        }
+        if let Some(g) = &f.context_gain {
+            let _ = writeln!(
+                out,
+                "the file adds (forced, with − without): top-1 share {:+.3}, mean log-prob {:+.3}",
+                g.top1_share, g.mean_logprob
+            );
+        }
     }
     for (i, q) in s.by_quarter.iter().enumerate() {
         if q.count > 0 {

@@ -1,0 +1,327 @@
+//! Reference files: a run's next-token distributions on the forced tokens,
+//! kept so that later runs can be measured against them (`bench
+//! --save-reference FILE`, `bench --reference FILE`; docs/METHOD.md §4d).
+//!
+//! A reference file is `POSRECALL-REFERENCE\n`, the header's length as a
+//! little-endian u64, the header (JSON), then per target and per scored forced
+//! token the reference's top K: K token ids (u32), their K log-probabilities
+//! (f32), and the mass of every other token (f32), all little-endian. A
+//! sidecar `FILE.sha256` holds the file's sha256, as for the prefix cache:
+//! both are written atomically and the file is verified before it is read.
+
+use crate::crop::Crop;
+use crate::engine::config::ContextConfig;
+use crate::fsutil::{sha256_hex, write_atomic};
+use crate::kld::TopK;
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8] = b"POSRECALL-REFERENCE\n";
+/// The format written; others are refused.
+pub const FORMAT: u32 = 1;
+/// Tokens kept per forced position unless asked otherwise: on SmolLM2 the
+/// divergence over the top 256 came within 2% of the whole vocabulary's
+/// (docs/METHOD.md §4d has the measurement).
+pub const DEFAULT_TOP_K: usize = 256;
+/// The most tokens kept per position (the largest vocabularies are ~260K).
+pub const MAX_TOP_K: usize = 1 << 20;
+
+/// Everything that must be the same for two runs' forced tokens to be the
+/// same tokens after the same text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Identity {
+    pub n_vocab: usize,
+    /// sha256 over every token's text, in id order.
+    pub vocab_sha256: String,
+    pub corpus_sha256: String,
+    pub crop: Crop,
+    /// sha256 of the evaluated prefix text (template, file, boundary).
+    pub prefix_sha256: String,
+    pub probe: String,
+    pub lines: usize,
+}
+
+/// The reference run's model and context, for the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    pub model_sha256: String,
+    /// The build label (file name unless `--build`).
+    pub build: String,
+    pub context: ContextConfig,
+}
+
+/// One target's forced text as the reference fed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefTarget {
+    pub name: String,
+    /// The code-fence line the forced text opened with (may be empty); a
+    /// compared run feeds the same, whatever its own answer opened with.
+    pub scaffold: String,
+    /// Every forced token id, scaffold included.
+    pub tokens: Vec<i32>,
+    /// How many of them are scored (and have a stored distribution).
+    pub scored: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub format: u32,
+    /// Tokens stored per position (at most the vocabulary).
+    pub top_k: usize,
+    pub identity: Identity,
+    pub source: Source,
+    pub targets: Vec<RefTarget>,
+}
+
+/// A reference: the header and, per target, the stored distributions.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    pub header: Header,
+    pub path: PathBuf,
+    pub sha256: String,
+    pub entries: Vec<Vec<TopK>>,
+}
+
+/// Why a reference cannot measure this run. The messages name no flag.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Mismatch {
+    #[error("it was made with another vocabulary ({theirs} tokens, against {ours} here): another model family")]
+    Vocabulary { theirs: usize, ours: usize },
+    #[error("it was made with another vocabulary of the same size (the token texts differ)")]
+    VocabularyText,
+    #[error("it was made on another corpus (sha256 {theirs}…, this run's is {ours}…)")]
+    Corpus { theirs: String, ours: String },
+    #[error("it kept other lines of the corpus ({theirs}, this run keeps {ours})")]
+    Crop { theirs: String, ours: String },
+    #[error("it used the {theirs} probe, this run the {ours} probe")]
+    Probe { theirs: String, ours: String },
+    #[error("its prompt prefix differs (another chat template, renaming or prompt boundary)")]
+    Prefix,
+    #[error("it asked for {theirs} lines per target, this run for {ours}")]
+    Lines { theirs: usize, ours: usize },
+    #[error("it has no target named `{0}` (another target set or seed)")]
+    MissingTarget(String),
+    #[error("the forced text of `{0}` tokenizes differently here")]
+    Tokens(String),
+}
+
+impl Identity {
+    /// The first way `self` (the reference's) differs from `ours`.
+    pub fn check(&self, ours: &Identity) -> Result<(), Mismatch> {
+        if self.n_vocab != ours.n_vocab {
+            return Err(Mismatch::Vocabulary { theirs: self.n_vocab, ours: ours.n_vocab });
+        }
+        if self.vocab_sha256 != ours.vocab_sha256 {
+            return Err(Mismatch::VocabularyText);
+        }
+        if self.corpus_sha256 != ours.corpus_sha256 {
+            let short = |s: &str| s.chars().take(12).collect::<String>();
+            return Err(Mismatch::Corpus { theirs: short(&self.corpus_sha256), ours: short(&ours.corpus_sha256) });
+        }
+        let lines = |c: &Crop| format!("lines {}..{}", c.first_line, c.last_line);
+        if (self.crop.first_line, self.crop.last_line, &self.crop.sha256)
+            != (ours.crop.first_line, ours.crop.last_line, &ours.crop.sha256)
+        {
+            return Err(Mismatch::Crop { theirs: lines(&self.crop), ours: lines(&ours.crop) });
+        }
+        if self.probe != ours.probe {
+            return Err(Mismatch::Probe { theirs: self.probe.clone(), ours: ours.probe.clone() });
+        }
+        if self.lines != ours.lines {
+            return Err(Mismatch::Lines { theirs: self.lines, ours: ours.lines });
+        }
+        if self.prefix_sha256 != ours.prefix_sha256 {
+            return Err(Mismatch::Prefix);
+        }
+        Ok(())
+    }
+}
+
+/// A reference file that is not one, or not whole.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("reference {0}: no checksum file {0}.sha256 beside it")]
+    NoSidecar(String),
+    #[error("reference {0}: its sha256 does not match {0}.sha256 (corrupt or truncated)")]
+    Checksum(String),
+    #[error("reference {path}: {why}")]
+    Malformed { path: String, why: String },
+}
+
+impl Reference {
+    /// Reads and verifies `path` (its sidecar, its header, its size).
+    pub fn load(path: &Path) -> Result<Reference> {
+        let shown = path.display().to_string();
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read reference {shown}"))?;
+        let want = std::fs::read_to_string(sidecar(path)).map_err(|_| ReadError::NoSidecar(shown.clone()))?;
+        let sha256 = sha256_hex(&bytes);
+        if want.trim() != sha256 {
+            return Err(ReadError::Checksum(shown).into());
+        }
+        let malformed = |why: &str| ReadError::Malformed { path: shown.clone(), why: why.to_string() };
+        let rest = bytes.strip_prefix(MAGIC).ok_or_else(|| malformed("not a posrecall reference file"))?;
+        let (len, rest) = rest.split_first_chunk::<8>().ok_or_else(|| malformed("no header"))?;
+        let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|_| malformed("header too long"))?;
+        if len > rest.len() {
+            return Err(malformed("the header is cut short").into());
+        }
+        let header: Header =
+            serde_json::from_slice(&rest[..len]).map_err(|e| malformed(&format!("bad header ({e})")))?;
+        if header.format != FORMAT {
+            return Err(malformed(&format!("format {} (this posrecall reads format {FORMAT})", header.format)).into());
+        }
+        let k = header.top_k;
+        let record = k.checked_mul(8).and_then(|b| b.checked_add(4)).ok_or_else(|| malformed("bad top_k"))?;
+        let scored: usize = header.targets.iter().map(|t| t.scored).sum();
+        let body = &rest[len..];
+        if k == 0 || scored.checked_mul(record) != Some(body.len()) {
+            return Err(malformed("its size does not match its header").into());
+        }
+        let mut records = body.chunks_exact(record).map(|r| decode(r, k));
+        let entries = header.targets.iter().map(|t| records.by_ref().take(t.scored).collect()).collect();
+        Ok(Reference { header, path: path.to_path_buf(), sha256, entries })
+    }
+
+    /// The stored distributions for target `name` after checking that this
+    /// run feeds the same tokens (`tokens`: its forced token ids with the
+    /// reference's scaffold). Returns the reference's scaffold too.
+    pub fn target(&self, name: &str) -> Result<(&RefTarget, &[TopK]), Mismatch> {
+        let i = self
+            .header
+            .targets
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| Mismatch::MissingTarget(name.to_string()))?;
+        Ok((&self.header.targets[i], &self.entries[i]))
+    }
+}
+
+fn decode(record: &[u8], k: usize) -> TopK {
+    let word = |i: usize| <[u8; 4]>::try_from(&record[4 * i..4 * i + 4]).unwrap_or_default();
+    TopK {
+        ids: (0..k).map(|i| u32::from_le_bytes(word(i))).collect(),
+        logprobs: (k..2 * k).map(|i| f32::from_le_bytes(word(i))).collect(),
+        rest: f32::from_le_bytes(word(2 * k)),
+    }
+}
+
+/// The sidecar holding a reference's sha256.
+pub fn sidecar(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".sha256");
+    PathBuf::from(s)
+}
+
+/// Writes a reference and its sidecar, each atomically (the file first, so a
+/// crash never leaves a sidecar that vouches for a missing file).
+pub fn save(path: &Path, header: &Header, entries: &[Vec<TopK>]) -> Result<()> {
+    let json = serde_json::to_vec(header)?;
+    let k = header.top_k;
+    let scored: usize = entries.iter().map(Vec::len).sum();
+    let mut bytes = Vec::with_capacity(MAGIC.len() + 8 + json.len() + scored * (8 * k + 4));
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&json);
+    for e in entries.iter().flatten() {
+        if e.ids.len() != k || e.logprobs.len() != k {
+            bail!("a stored distribution has {} tokens, not {k}", e.ids.len());
+        }
+        e.ids.iter().for_each(|i| bytes.extend_from_slice(&i.to_le_bytes()));
+        e.logprobs.iter().for_each(|l| bytes.extend_from_slice(&l.to_le_bytes()));
+        bytes.extend_from_slice(&e.rest.to_le_bytes());
+    }
+    write_atomic(path, &bytes)?;
+    write_atomic(&sidecar(path), format!("{}\n", sha256_hex(&bytes)).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crop::CropMode;
+    use crate::engine::config::{CtxSize, FlashAttn, KvType};
+
+    fn header(k: usize, scored: &[usize]) -> Header {
+        Header {
+            format: FORMAT,
+            top_k: k,
+            identity: Identity {
+                n_vocab: 10,
+                vocab_sha256: "v".into(),
+                corpus_sha256: "c".repeat(64),
+                crop: Crop { mode: CropMode::Head, first_line: 1, last_line: 9, sha256: "k".into() },
+                prefix_sha256: "p".into(),
+                probe: "chat".into(),
+                lines: 20,
+            },
+            source: Source {
+                model_sha256: "m".into(),
+                build: "b".into(),
+                context: ContextConfig::sequential(
+                    CtxSize::MIN,
+                    (KvType::F16, KvType::F16),
+                    FlashAttn::Auto,
+                    false,
+                    None,
+                    0,
+                ),
+            },
+            targets: scored
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| RefTarget { name: format!("t{i}"), scaffold: String::new(), tokens: vec![1; n], scored: n })
+                .collect(),
+        }
+    }
+
+    fn entry(x: u32) -> TopK {
+        TopK { ids: vec![x, x + 1], logprobs: vec![-0.5, -1.5], rest: 0.1 }
+    }
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ref.bin");
+        let h = header(2, &[2, 1]);
+        let entries = vec![vec![entry(1), entry(3)], vec![entry(5)]];
+        save(&path, &h, &entries).unwrap();
+        let r = Reference::load(&path).unwrap();
+        assert_eq!(r.header, h);
+        assert_eq!(r.entries, entries);
+        let (t, e) = r.target("t1").unwrap();
+        assert_eq!((t.scored, e.len()), (1, 1));
+        assert_eq!(r.target("nope").unwrap_err(), Mismatch::MissingTarget("nope".into()));
+
+        // One flipped byte: the checksum refuses it.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = Reference::load(&path).unwrap_err().to_string();
+        assert!(e.contains("does not match") && e.contains("corrupt or truncated"), "{e}");
+        std::fs::remove_file(sidecar(&path)).unwrap();
+        assert!(Reference::load(&path).unwrap_err().to_string().contains("no checksum file"));
+    }
+
+    #[test]
+    fn identity_names_the_first_difference() {
+        let a = header(2, &[1]).identity;
+        let mut b = a.clone();
+        assert_eq!(a.check(&b), Ok(()));
+        b.crop.last_line = 8;
+        assert_eq!(
+            a.check(&b).unwrap_err().to_string(),
+            "it kept other lines of the corpus (lines 1..9, this run keeps lines 1..8)"
+        );
+        b = a.clone();
+        b.n_vocab = 11;
+        assert!(matches!(a.check(&b), Err(Mismatch::Vocabulary { theirs: 10, ours: 11 })));
+        b = a.clone();
+        b.prefix_sha256 = "q".into();
+        assert_eq!(a.check(&b), Err(Mismatch::Prefix));
+        // The crop mode alone does not matter: the same lines are the same text.
+        b = a.clone();
+        b.crop.mode = CropMode::Lines;
+        assert_eq!(a.check(&b), Ok(()));
+    }
+}

@@ -1,0 +1,195 @@
+//! KL divergence against a reference run (`bench --save-reference`,
+//! `--reference`) and the context's own contribution (`--closed-book`), on
+//! the real SmolLM2 and Gemma 3 models.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// 4 targets of 8 lines in lines 1..150 of dense.js, forced pass only.
+const SMALL: &[&str] = &["--count", "4", "--lines", "8", "--crop-lines", "1:150", "--forced-only"];
+
+fn bench(model: &Path, corpus: &str, extra: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("bench")
+        .arg(model)
+        .args(["--corpus", &fixture(corpus).display().to_string(), "--threads", "2", "--quiet"])
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn kld(run: &Value, i: usize) -> &Value {
+    &run["targets"][i]["forced"]["kld"]
+}
+
+fn tokens(v: &Value) -> Vec<f64> {
+    v["tokens"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+}
+
+#[test]
+fn reference_divergence_is_zero_for_itself_and_grows_with_coarser_kv() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let m = smollm2();
+    ok(&bench(&m, "dense.js", &[SMALL, &["--kv", "f16", "--save-reference", &p("ref"), "--out", &p("base.json")]].concat()));
+    assert!(dir.path().join("ref.sha256").exists());
+    let base = read(&dir.path().join("base.json"));
+    assert!(base["targets"][0]["forced"].get("kld").is_none(), "a saving run compares with nothing");
+
+    // The same command and settings: exactly zero at every token.
+    ok(&bench(&m, "dense.js", &[SMALL, &["--kv", "f16", "--reference", &p("ref"), "--out", &p("same.json")]].concat()));
+    let same = read(&dir.path().join("same.json"));
+    let mut forced_tokens = 0;
+    for i in 0..4 {
+        let k = kld(&same, i);
+        let t = tokens(k);
+        assert_eq!(t.len(), same["targets"][i]["forced"]["tokens"].as_u64().unwrap() as usize);
+        assert!(t.iter().all(|&x| x == 0.0), "{}: {t:?}", same["targets"][i]["name"]);
+        assert_eq!((k["mean"].as_f64(), k["max"].as_f64()), (Some(0.0), Some(0.0)));
+        assert_eq!(k["same_top1"].as_f64(), Some(1.0));
+        assert_eq!(k["mean_delta_p"].as_f64(), Some(0.0));
+        forced_tokens += t.len();
+        // The forced readings themselves are the reference run's.
+        assert_eq!(same["targets"][i]["forced"]["mean_logprob"], base["targets"][i]["forced"]["mean_logprob"]);
+    }
+    let summary = &same["summary"]["forced"]["kld"];
+    assert_eq!(summary["tokens"].as_u64().unwrap() as usize, forced_tokens);
+    assert_eq!(summary["mean"].as_f64(), Some(0.0));
+    let reference = &same["manifest"]["reference"];
+    assert_eq!(reference["type_k"], "f16");
+    assert_eq!(reference["top_k"], 256);
+    assert_eq!(reference["sha256"].as_str().unwrap(), std::fs::read_to_string(p("ref.sha256")).unwrap().trim());
+
+    // Coarser KV types move the distributions, q4_0 more than q8_0.
+    let mut means = Vec::new();
+    for kv in ["q8_0", "q4_0"] {
+        let out = p(&format!("{kv}.json"));
+        ok(&bench(&m, "dense.js", &[SMALL, &["--kv", kv, "--reference", &p("ref"), "--out", &out]].concat()));
+        let r = read(Path::new(&out));
+        let s = &r["summary"]["forced"]["kld"];
+        let mean = s["mean"].as_f64().unwrap();
+        assert!(mean > 0.0, "{kv}: {s}");
+        assert!(s["p99"].as_f64().unwrap() >= mean && s["max"].as_f64().unwrap() >= s["p99"].as_f64().unwrap());
+        // Per line: the mean over its tokens, and the target mean is their token-weighted mean.
+        for i in 0..4 {
+            let k = kld(&r, i);
+            assert_eq!(k["line_mean"].as_array().unwrap().len(), 8);
+            let t = tokens(k);
+            assert!((t.iter().sum::<f64>() / t.len() as f64 - k["mean"].as_f64().unwrap()).abs() < 1e-6);
+        }
+        let quarters = r["summary"]["forced"]["kld_by_quarter"].as_array().unwrap();
+        assert_eq!(quarters.iter().filter(|q| !q.is_null()).count(), 4, "one target per quarter");
+        means.push(mean);
+    }
+    assert!(means[1] > means[0], "q4_0 {} should diverge more than q8_0 {}", means[1], means[0]);
+
+    // Reports: the table's KLD columns, the chart, and the paired test.
+    let (q8, q4) = (p("q8_0.json"), p("q4_0.json"));
+    let table = ok(&posrecall(&["report", &q8, &q4]));
+    for col in ["KLD mean", "KLD p99", "same top-1", "reference"] {
+        assert!(table.contains(col), "{col} missing from:\n{table}");
+    }
+    assert!(table.contains(&format!("{:.5}", means[1])), "{table}");
+    let html = dir.path().join("r.html");
+    ok(&posrecall(&["report", &q8, &q4, "--format", "html", "--out", s(&html)]));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("id=\"chart-kld\""));
+    let verdict = ok(&posrecall(&["compare", &q8, &q4]));
+    assert!(verdict.contains("KL divergence: B is farther from the reference"), "{verdict}");
+    let json: Value = serde_json::from_str(&ok(&posrecall(&["compare", &q8, &q4, "--json"]))).unwrap();
+    assert_eq!(json["wilcoxon_kld"]["n"], 4);
+    // Runs measured against different references are not compared on KLD.
+    let base_json = p("base.json");
+    let v: Value = serde_json::from_str(&ok(&posrecall(&["compare", &base_json, &q4, "--json"]))).unwrap();
+    assert!(v.get("wilcoxon_kld").is_none());
+}
+
+#[test]
+fn the_stored_top_k_bounds_the_full_vocabulary_divergence() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let m = smollm2();
+    let one = [SMALL, &["--only", "escapeHtml"]].concat();
+    // The whole vocabulary (49,152 tokens) at every position: the exact divergence.
+    ok(&bench(&m, "dense.js", &[&one[..], &["--kv", "f16", "--save-reference", &p("full"), "--reference-top-k", "1000000"]].concat()));
+    ok(&bench(&m, "dense.js", &[&one[..], &["--kv", "f16", "--save-reference", &p("top")]].concat()));
+    ok(&bench(&m, "dense.js", &[&one[..], &["--kv", "q4_0", "--reference", &p("full"), "--out", &p("exact.json")]].concat()));
+    ok(&bench(&m, "dense.js", &[&one[..], &["--kv", "q4_0", "--reference", &p("top"), "--out", &p("bound.json")]].concat()));
+    let exact = read(&dir.path().join("exact.json"));
+    let bound = read(&dir.path().join("bound.json"));
+    assert_eq!(exact["manifest"]["reference"]["top_k"], 49152);
+    let (e, b) = (tokens(kld(&exact, 0)), tokens(kld(&bound, 0)));
+    assert_eq!(e.len(), b.len());
+    for (i, (x, y)) in e.iter().zip(&b).enumerate() {
+        assert!(y <= &(x + 1e-6), "token {i}: the top-256 figure {y} is above the exact {x}");
+    }
+    let (em, bm) = (kld(&exact, 0)["mean"].as_f64().unwrap(), kld(&bound, 0)["mean"].as_f64().unwrap());
+    assert!(em > 0.0 && (em - bm) / em < 0.05, "exact {em}, top-256 {bm}: the bound should be within 5%");
+}
+
+#[test]
+fn a_reference_for_other_settings_or_damaged_is_refused() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let m = smollm2();
+    let only = [SMALL, &["--only", "escapeHtml"]].concat();
+    ok(&bench(&m, "dense.js", &[&only[..], &["--kv", "f16", "--save-reference", &p("ref")]].concat()));
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("run.json").display().to_string();
+    let reference = p("ref");
+    let refuse = |model: &Path, extra: &[&str], needle: &str| {
+        let args = [extra, &["--reference", &reference, "--out", &out]].concat();
+        assert_clean_failure(&bench(model, "dense.js", &args), &out_dir, needle);
+    };
+    fn with<'a>(crop: &'a str, lines: &'a str) -> [&'a str; 7] {
+        ["--count", "4", "--lines", lines, "--crop-lines", crop, "--forced-only"]
+    }
+    refuse(&m, &with("1:140", "8"), "it kept other lines of the corpus (lines 1..150, this run keeps lines 1..140)");
+    refuse(&m, &with("1:150", "9"), "it asked for 8 lines per target, this run for 9");
+    refuse(&m, SMALL, "has no target named `");
+    refuse(&m, &[&only[..], &["--probe", "completion"]].concat(), "it used the chat probe, this run the completion probe");
+    refuse(&gemma3(), &only, "another vocabulary (49152 tokens, against 262144 here)");
+    refuse(&m, &["--count", "4", "--lines", "8", "--only", "escapeHtml", "--no-forced"], "drop --no-forced");
+
+    // One flipped byte, then no sidecar: refused before the model is loaded.
+    let mut bytes = std::fs::read(p("ref")).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(p("ref"), &bytes).unwrap();
+    refuse(&m, &only, "does not match");
+    std::fs::remove_file(p("ref.sha256")).unwrap();
+    refuse(&m, &only, "no checksum file");
+    // Not a reference at all, with a checksum that vouches for it.
+    std::fs::write(p("ref"), "{}\n").unwrap();
+    std::fs::write(p("ref.sha256"), format!("{}\n", posrecall::fsutil::sha256_hex(b"{}\n"))).unwrap();
+    refuse(&m, &only, "not a posrecall reference file");
+}
+
+#[test]
+fn the_file_in_context_raises_the_forced_pass_on_invented_code() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let args = ["--count", "4", "--lines", "8", "--forced-only", "--closed-book", "--kv", "f16", "--out", out.to_str().unwrap()];
+    ok(&bench(&smollm2(), "distinct.js", &args));
+    let r = read(&out);
+    let mut gains = Vec::new();
+    for t in r["targets"].as_array().unwrap() {
+        let g = &t["forced"]["context_gain"];
+        gains.push(g["mean_logprob"].as_f64().unwrap());
+        assert!(g["top1_share"].as_f64().unwrap() > 0.0, "{}: {g}", t["name"]);
+    }
+    let s = &r["summary"]["forced"]["context_gain"];
+    let mean = gains.iter().sum::<f64>() / gains.len() as f64;
+    assert!((s["mean_logprob"].as_f64().unwrap() - mean).abs() < 1e-9);
+    // Invented identifiers and numbers: only the file can make them likely.
+    assert!(mean > 1.0, "the file should add over a nat per token on average: {gains:?}");
+}
