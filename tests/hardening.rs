@@ -280,7 +280,7 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
     let binary = dir.join("bin.js");
     std::fs::write(&binary, [0u8, 159, 146, 150, 0, 1]).unwrap();
     let missing = dir.join("absent");
-    let (t, r, text, binary, missing) = (s(&t), s(&r), s(&text), s(&binary), s(&missing));
+    let (t, r, text, binary, missing, folder) = (s(&t), s(&r), s(&text), s(&binary), s(&missing), s(dir));
     let dense = fixture("dense.js");
     let dense = s(&dense);
     let numbers = ["-1", "0", "1e9", "NaN", "", "18446744073709551616", "٣"];
@@ -335,6 +335,12 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
         vec!["bench", missing, "--fixed-tokens", "5", "--max-new-tokens", "5"],
         vec!["bench", missing, "--kv-memory", "lots"],
         vec!["bench", missing, "--corpus", missing],
+        vec!["bench", missing, "--reference", missing],
+        vec!["bench", missing, "--reference", text],
+        vec!["bench", missing, "--reference", binary],
+        vec!["bench", missing, "--reference", text, "--no-forced"],
+        vec!["bench", missing, "--save-reference", folder],
+        vec!["bench", missing, "--save-reference", missing, "--reference", missing],
         vec!["bench", missing, "--only", ""],
         vec!["bench", missing, "--only", "a,,b"],
         vec!["matrix"],
@@ -348,7 +354,7 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
             cases.push(vec!["targets", dense, flag, n]);
         }
     }
-    for flag in ["--threads", "--ctx", "--max-new-tokens", "--max-prefix-tokens", "--parallel", "--fixed-tokens", "--gpu-layers"] {
+    for flag in ["--threads", "--ctx", "--max-new-tokens", "--max-prefix-tokens", "--parallel", "--fixed-tokens", "--gpu-layers", "--reference-top-k"] {
         for n in numbers {
             cases.push(vec!["bench", missing, flag, n]);
         }
