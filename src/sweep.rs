@@ -64,6 +64,7 @@ struct RawModel {
     gpu_layers: Option<u32>,
     ctx: Option<toml::Value>,
     probe: Option<String>,
+    reference: Option<String>,
 }
 
 // ---------------------------------------------------------------------------
@@ -82,6 +83,10 @@ pub struct ModelEntry {
     pub gpu_layers: Option<u32>,
     pub ctx: CtxSize,
     pub probe: Probe,
+    /// The KV configuration (one of `kv`) whose run is the reference of the
+    /// model's other runs (`reference = "f16"`): it saves its forced
+    /// distributions and they are measured against them.
+    pub reference: Option<(KvType, KvType)>,
 }
 
 /// A whole `models.toml`, checked.
@@ -121,6 +126,20 @@ impl SweepRun {
     pub fn file(&self, dir: &Path) -> PathBuf {
         dir.join(format!("{}.json", self.id))
     }
+
+    /// The reference file this run writes when it is its model's reference run.
+    pub fn reference_file(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.ref", self.id))
+    }
+}
+
+/// What a run of a model with a reference does with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReferenceRole {
+    /// This run is the reference: it saves its distributions.
+    Saves,
+    /// This run is measured against the reference run with this id.
+    MeasuredAgainst(String),
 }
 
 /// How variables in paths are looked up: the process environment, with
@@ -283,6 +302,15 @@ impl Sweep {
         })
     }
 
+    /// The run's part in its model's reference, if the model has one.
+    pub fn reference_role(&self, run: &SweepRun) -> Option<ReferenceRole> {
+        let (k, v) = self.models[run.model].reference?;
+        Some(match (run.kv_k, run.kv_v) == (k, v) {
+            true => ReferenceRole::Saves,
+            false => ReferenceRole::MeasuredAgainst(format!("{}__{}-{}", self.models[run.model].name, k.as_str(), v.as_str())),
+        })
+    }
+
     /// Every (model × KV) run, sorted by id (the order shards are cut in).
     pub fn runs(&self) -> Vec<SweepRun> {
         let mut runs: Vec<SweepRun> = self
@@ -420,6 +448,16 @@ impl Reader<'_> {
             None => Probe::Auto,
             Some(s) => choice(s, &Probe::ALL, Probe::as_str, "a probe").map_err(|e| self.err(&format!("{who}: probe"), e))?,
         };
+        let reference = match m.reference.as_deref() {
+            None => None,
+            Some(s) => {
+                let pair = kv_pair(s).map_err(|e| self.err(&format!("{who}: reference"), e))?;
+                if !kv.contains(&pair) {
+                    bail!("{file}: {who}: reference: `{s}` is not one of its kv entries; the reference is one of the model's own runs");
+                }
+                Some(pair)
+            }
+        };
         Ok(ModelEntry {
             name: m.name.clone(),
             path,
@@ -428,6 +466,7 @@ impl Reader<'_> {
             gpu_layers: m.gpu_layers,
             ctx,
             probe,
+            reference,
         })
     }
 }

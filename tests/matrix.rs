@@ -539,3 +539,49 @@ fn a_parallel_sweep_records_its_decoding_and_resumes_only_like_with_like() {
         assert_eq!(read(&out.join(f))["manifest"]["params"]["decode_mode"], "sequential", "{f}");
     }
 }
+
+#[test]
+fn a_model_reference_run_measures_its_other_kv_types() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // The reference is listed last: it still runs first.
+    let text = format!(
+        "[corpus]\npath = {}\ncrop = \"densest\"\n[params]\ncount = 2\nlines = 6\nmax_new_tokens = 16\nthreads = 2\n\
+         [[model]]\nname = \"smollm2\"\npath = {}\nkv = [\"q8_0\", \"f16\"]\nreference = \"f16\"\nctx = 512\n",
+        toml_path(&fixture("dense.js")),
+        toml_path(&smollm2()),
+    );
+    let toml = dir.path().join("models.toml");
+    std::fs::write(&toml, &text).unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+
+    // Alone, the shard that owns only the q8_0 run has no reference to read.
+    let shard = matrix_cmd(&toml, &["--out-dir", o, "--shard", "2/2"]).output().unwrap();
+    assert_one_error_line(&shard, "run smollm2__q8_0-q8_0: its reference run smollm2__f16-f16 has not written");
+
+    let stdout = ok(&matrix_cmd(&toml, &["--out-dir", o]).output().unwrap());
+    let reference = read(&out.join("smollm2__f16-f16.json"));
+    let measured = read(&out.join("smollm2__q8_0-q8_0.json"));
+    assert!(out.join("smollm2__f16-f16.ref").exists() && out.join("smollm2__f16-f16.ref.sha256").exists());
+    assert!(reference["manifest"].get("reference").is_none());
+    assert_eq!(measured["manifest"]["reference"]["type_k"], "f16");
+    assert_eq!(measured["manifest"]["reference"]["path"], out.join("smollm2__f16-f16.ref").to_str().unwrap());
+    for t in measured["targets"].as_array().unwrap() {
+        let k = &t["forced"]["kld"];
+        assert!(k["mean"].as_f64().unwrap() >= 0.0 && k["tokens"].as_array().unwrap().len() > 10, "{k}");
+    }
+    assert!(stdout.contains("KLD mean") && stdout.contains("Q4_1.gguf f16/f16"), "{stdout}");
+
+    // A reference run without its reference file is not finished: --resume reruns it.
+    std::fs::remove_file(out.join("smollm2__f16-f16.ref")).unwrap();
+    let stdout = ok(&matrix_cmd(&toml, &["--out-dir", o, "--resume"]).output().unwrap());
+    assert!(stdout.contains("smollm2__q8_0-q8_0: finished before, skipped"), "{stdout}");
+    assert!(!stdout.contains("smollm2__f16-f16: finished before"), "{stdout}");
+    assert!(out.join("smollm2__f16-f16.ref").exists());
+
+    // The reference must be one of the model's own runs.
+    std::fs::write(&toml, text.replace("reference = \"f16\"", "reference = \"q4_0\"")).unwrap();
+    let bad = matrix_cmd(&toml, &["--out-dir", o]).output().unwrap();
+    assert_one_error_line(&bad, "model `smollm2`: reference: `q4_0` is not one of its kv entries");
+}

@@ -19,8 +19,9 @@ use crate::engine::prefix_cache::PrefixCache;
 use crate::progress::{self, ms};
 use crate::report::aggregate::LoadedRun;
 use crate::report::export::{self, Format, Options};
+use crate::reference::Reference;
 use crate::run::RunFile;
-use crate::sweep::{ModelEntry, Shard, Sweep, SweepRun, is_finished};
+use crate::sweep::{ModelEntry, ReferenceRole, Shard, Sweep, SweepRun, is_finished};
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
 use std::time::Instant;
@@ -213,7 +214,7 @@ fn pending_runs<'r>(m: &'r Matrix, planned: &[Planned], src: &Source) -> Result<
             let model = p.model.as_ref().ok_or_else(|| anyhow!("model not loaded"))?;
             let decided = m.decide(r, p, model, false)?;
             match RunFile::load(&out) {
-                Ok(existing) if keeps(m, &existing, &m.spec(r, p, model, src, &decided), &targets) => {
+                Ok(existing) if keeps(m, r, &existing, &m.spec(r, p, model, src, &decided), &targets) => {
                     if !m.args.quiet {
                         outln!("{}: finished before, skipped", r.id)?;
                     }
@@ -231,11 +232,40 @@ fn pending_runs<'r>(m: &'r Matrix, planned: &[Planned], src: &Source) -> Result<
     Ok(pending)
 }
 
-/// Whether a finished run file may stand for the run `spec` describes.
-fn keeps(m: &Matrix, existing: &RunFile, spec: &RunSpec, targets: &[(String, usize)]) -> bool {
+/// Whether a finished run file may stand for the run `spec` describes: a
+/// reference run also needs its reference file, a measured run a record of
+/// its reference.
+fn keeps(m: &Matrix, r: &SweepRun, existing: &RunFile, spec: &RunSpec, targets: &[(String, usize)]) -> bool {
+    let reference_kept = match m.sweep.reference_role(r) {
+        None => true,
+        Some(ReferenceRole::Saves) => Reference::load(&r.reference_file(&m.args.out_dir)).is_ok(),
+        Some(ReferenceRole::MeasuredAgainst(_)) => existing.manifest.reference.is_some(),
+    };
     is_finished(existing, &spec.manifest(), targets)
+        && reference_kept
         && (!m.sweep.closed_book || existing.summary.closed_book.is_some())
         && (!spec.decoding.check_sequential || existing.summary.sequential.is_some())
+}
+
+/// The reference a run is measured against: the file its model's reference
+/// run wrote in the output folder, checked against this run.
+fn reference_for(m: &Matrix, r: &SweepRun, spec: &RunSpec, model: &Model, plan: &Plan) -> Result<Option<Reference>> {
+    let Some(ReferenceRole::MeasuredAgainst(id)) = m.sweep.reference_role(r) else {
+        return Ok(None);
+    };
+    let path = m.args.out_dir.join(format!("{id}.ref"));
+    if !path.exists() {
+        bail!(
+            "run {}: its reference run {id} has not written {} yet (with --shard, run the shard that owns {id} first)",
+            r.id,
+            path.display()
+        );
+    }
+    let reference = Reference::load(&path).with_context(|| format!("run {}", r.id))?;
+    let mismatch = |e: crate::reference::Mismatch| anyhow!("run {}: reference {}: {e}", r.id, path.display());
+    reference.header.identity.check(&spec.reference_identity()).map_err(mismatch)?;
+    bench::check_reference(model, plan, &reference).map_err(mismatch)?;
+    Ok(Some(reference))
 }
 
 /// Runs the pending runs, model by model: each model is loaded once for all
@@ -250,7 +280,8 @@ fn run_pending(m: &Matrix, planned: &mut [Planned], src: &Source, cache: Option<
     overall.set_style(progress::style("   sweep [{bar:30}] {pos}/{len} targets  ETA {eta}  {msg}"));
     for (i, e) in m.sweep.models.iter().enumerate() {
         let mut runs: Vec<&SweepRun> = pending.iter().copied().filter(|r| r.model == i).collect();
-        runs.sort_by_key(|r| e.kv.iter().position(|&kv| kv == (r.kv_k, r.kv_v)));
+        // The model's reference run first: the others are measured against it.
+        runs.sort_by_key(|r| (m.sweep.reference_role(r) != Some(ReferenceRole::Saves), e.kv.iter().position(|&kv| kv == (r.kv_k, r.kv_v))));
         let p = &mut planned[i];
         if runs.is_empty() {
             p.model = None;
@@ -288,19 +319,26 @@ fn run_one(
 ) -> Result<()> {
     let started = Instant::now();
     let decided = multi.suspend(|| m.decide(r, p, model, true)).with_context(|| format!("run {}", r.id))?;
-    let spec = m.spec(r, p, model, src, &decided);
+    let mut spec = m.spec(r, p, model, src, &decided);
+    let reference = reference_for(m, r, &spec, model, &p.plan)?;
+    spec.reference = reference.as_ref();
+    let saves = m.sweep.reference_role(r) == Some(ReferenceRole::Saves);
     let exec = ExecOptions {
         decoding: &decided.1,
         prefix_cache: cache.map(|c| (c, spec.prefix_cache_key())),
         closed_book: m.sweep.closed_book,
         show_progress: !m.args.quiet,
         multi: Some(multi),
-        save_top_k: None,
-        reference: None,
+        save_top_k: saves.then_some(crate::reference::DEFAULT_TOP_K),
+        reference: reference.as_ref(),
     };
     let opts = m.sweep.target.score_options();
     let executed = bench::execute(model, &p.plan, &decided.0, &opts, &exec, |_| overall.inc(1))
         .with_context(|| format!("run {}", r.id))?;
+    // The reference file before the run file: a finished reference run always has it.
+    if let Some(saved) = &executed.saved {
+        spec.save_reference(&r.reference_file(&m.args.out_dir), crate::reference::DEFAULT_TOP_K, saved)?;
+    }
     let run = spec.run_file(executed, ms(started));
     run.save(&r.file(&m.args.out_dir))?;
     if !m.args.quiet {
