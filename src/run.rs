@@ -503,6 +503,10 @@ pub struct Timings {
     /// Answering every question again one at a time (`--check-sequential`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_ms: Option<f64>,
+    /// Of `forced_ms`, the time spent keeping the top K of each distribution
+    /// (`--save-reference`) or comparing with the reference's (`--reference`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_ms: Option<f64>,
     pub generated_tokens: usize,
     pub total_ms: f64,
 }

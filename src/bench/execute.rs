@@ -228,8 +228,11 @@ fn per_target(
                 false => session.restore()?,
             }
             let greedy_text = answer.as_ref().map(|g| g.text.as_str());
-            let (f, kept) = forced_pass(run, session, target, query, greedy_text)?;
+            let (f, kept, reference_ms) = forced_pass(run, session, target, query, greedy_text)?;
             forced = Some(f);
+            if run.exec.save_top_k.is_some() || run.exec.reference.is_some() {
+                *timings.reference_ms.get_or_insert(0.0) += reference_ms;
+            }
             if let (Some(all), Some(kept)) = (saved.as_mut(), kept) {
                 all.push(kept);
             }
@@ -400,7 +403,7 @@ fn forced_pass(
     target: &Target,
     query: &[Token],
     greedy_answer: Option<&str>,
-) -> Result<(Forced, Option<(RefTarget, Vec<TopK>)>)> {
+) -> Result<(Forced, Option<(RefTarget, Vec<TopK>)>, f64)> {
     let stored = match run.exec.reference {
         Some(r) => Some(r.target(&target.name)?),
         None => None,
@@ -413,10 +416,12 @@ fn forced_pass(
     let mut reader = Reader::default();
     let (mut kept, mut compared) = (Vec::new(), Vec::new());
     let mut scored_index = 0usize;
+    let mut reference_ms = 0.0;
     let readings = session.force_with(query, &text.tokens, |i, logits| {
         if text.lines[i].is_none() {
             return;
         }
+        let t = Instant::now();
         if let Some(k) = run.exec.save_top_k {
             kept.push(reader.top_k(logits, k));
         }
@@ -424,6 +429,7 @@ fn forced_pass(
             compared.push(reader.compare(entry, logits));
         }
         scored_index += 1;
+        reference_ms += ms(t);
     })?;
     let scored = text.readings(readings);
     let mut forced = Forced::from_readings(&scored, target.expected.len());
@@ -441,5 +447,5 @@ fn forced_pass(
         };
         (r, kept)
     });
-    Ok((forced, kept))
+    Ok((forced, kept, reference_ms))
 }
