@@ -48,9 +48,12 @@ SEED = {"qwen35": 3501, "qwen35moe": 3502}
 
 
 def copy_tokenizer(reader, writer):
-    """Every tokenizer.* key of the real model, with its value type."""
+    """The real model's tokenizer.* keys, with their value types."""
     for key, field in reader.fields.items():
-        if not key.startswith("tokenizer."):
+        # No chat template: the completion probe ends on each target's own
+        # header, which a random model's answer depends on far more than on
+        # a chat turn's closing tokens, the same for every question.
+        if not key.startswith("tokenizer.") or key == "tokenizer.chat_template":
             continue
         vtype = field.types[0]
         if vtype == GGUFValueType.ARRAY:
