@@ -263,6 +263,11 @@ pub struct DecodeArgs {
     /// free memory where the cache lives]. A larger N is refused, naming the largest that fits.
     #[arg(long, value_name = "SIZE")]
     pub kv_memory: Option<bytesize::ByteSize>,
+    /// How each question's changes to the prefix state are undone: lean removes the
+    /// question's cells and writes back only the sliding-window and recurrent state;
+    /// full writes the whole saved state back (both exact; run file: runtime.restore).
+    #[arg(long, value_name = "HOW", default_value = "lean")]
+    pub restore: crate::engine::config::RestoreMode,
 }
 
 #[derive(Debug, Args)]

@@ -109,9 +109,33 @@ fn gemma3_sliding_window_restore_equals_fresh_context() {
         "prefix of {} tokens must be several sliding windows of {window}",
         p.prefix_tokens.len()
     );
+    // The lean snapshot is the sliding-window layers' part (their window's
+    // cells), smaller than the full one, which adds every prefix cell of the
+    // global layers.
     assert_restore_equivalence(&m, &p, &context(p.n_ctx, KvType::F16, false), free(24));
-    // (With --swa-full off llama.cpp sizes the sliding-window layers' cache to
-    // 1024 cells here instead of the whole context, and cells that fall out of
-    // the window are dropped: removing the question's tokens afterwards could
-    // not give the prefix state back, restoring the saved state does.)
+}
+
+/// With `--swa-full off` the sliding-window layers really keep only their
+/// window: after a prefix of several windows their cache no longer holds
+/// position 0, and the whole context's state is smaller than with the
+/// full-size cache. (A sequence's snapshot is the same size either way:
+/// llama.cpp writes only the cells still inside the window.)
+#[test]
+fn gemma3_window_only_cache_forgets_old_positions() {
+    let _g = serial();
+    let m = model::load(&gemma3(), 0).unwrap();
+    let src = Source::open(&fixture("dense.js")).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(3, 10, None), 24, Probe::Auto)).unwrap();
+    let mut seen = Vec::new();
+    for swa_full in [false, true] {
+        let mut s = posrecall::engine::session::Session::new(&m, &context(p.n_ctx, KvType::F16, swa_full)).unwrap();
+        s.prefill(&p.prefix_tokens, |_| {}).unwrap();
+        // For a sliding-window cache llama.cpp answers from the window layers.
+        let oldest = s.ctx.kv_cache_seq_pos_min(0);
+        seen.push((oldest, s.ctx.get_state_size(), s.snapshot().unwrap()));
+    }
+    let [(oldest_window, state_window, _), (oldest_full, state_full, _)] = seen[..] else { unreachable!() };
+    assert!(oldest_window > 0, "the window-only cache still holds position {oldest_window}");
+    assert_eq!(oldest_full, 0, "the full-size cache lost position 0");
+    assert!(state_window < state_full, "context state {state_window} bytes (window) vs {state_full} (full)");
 }

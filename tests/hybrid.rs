@@ -22,8 +22,8 @@ use std::process::Command;
 
 const TOKENS: usize = 12;
 
-/// Restored snapshots answer as fresh contexts do (f16 and q8_0 attention
-/// cache), and a context emptied for a closed-book question answers as a
+/// Restored snapshots (lean and full) answer as fresh contexts do (f16 and
+/// q8_0 attention cache), and a context emptied for a closed-book question answers as a
 /// context that never held anything.
 #[test]
 fn hybrid_restore_equals_fresh_context_and_empties_cleanly() {
@@ -47,7 +47,7 @@ fn hybrid_restore_equals_fresh_context_and_empties_cleanly() {
         s.snapshot().unwrap();
         s.restore().unwrap();
         let with_file = s.generate_with(&p.queries[0], fixed(TOKENS), |_| false).unwrap();
-        s.start_empty();
+        s.start_empty().unwrap();
         let emptied = s.generate_with(&p.queries[0], fixed(TOKENS), |_| false).unwrap();
         let mut never = Session::new(&m, &cfg).unwrap();
         let blank = never.generate_with(&p.queries[0], fixed(TOKENS), |_| false).unwrap();

@@ -2,7 +2,7 @@
 //! the shared prefix, decided per model before any decoding.
 
 use super::plan::Plan;
-use crate::engine::config::{ContextConfig, KvType};
+use crate::engine::config::{ContextConfig, KvType, RestoreMode};
 use crate::engine::model::Model;
 
 /// llama.cpp's limit on sequences in one context; one holds the prefix.
@@ -23,6 +23,8 @@ pub struct DecodeOptions {
     /// The most bytes the parallel KV cache may take; `None`: 90% of the free
     /// memory where it lives.
     pub kv_memory: Option<u64>,
+    /// How each question's changes to the prefix state are undone.
+    pub restore: RestoreMode,
     /// Skip generation; only the teacher-forced pass.
     pub forced_only: bool,
     /// Skip the teacher-forced pass.
@@ -36,6 +38,7 @@ impl Default for DecodeOptions {
             check_sequential: false,
             fixed_tokens: None,
             kv_memory: None,
+            restore: RestoreMode::default(),
             forced_only: false,
             no_forced: false,
         }
@@ -119,6 +122,7 @@ impl DecodeOptions {
             fallback,
             swa_full,
             fixed_tokens: self.fixed_tokens,
+            restore: self.restore,
         })
     }
 }
@@ -141,6 +145,8 @@ pub struct Decoding {
     pub check_sequential: bool,
     /// Generate exactly this many tokens per answer.
     pub fixed_tokens: Option<usize>,
+    /// How each question's changes to the prefix state are undone.
+    pub restore: RestoreMode,
 }
 
 impl Decoding {

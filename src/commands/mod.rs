@@ -54,6 +54,7 @@ impl DecodeArgs {
             check_sequential: self.check_sequential,
             fixed_tokens: self.fixed_tokens.map(|t| t as usize),
             kv_memory: self.kv_memory.map(|b| b.as_u64()),
+            restore: self.restore,
             forced_only,
             no_forced,
         }

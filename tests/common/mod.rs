@@ -197,35 +197,47 @@ pub fn fixed(n: usize) -> posrecall::engine::session::Limit {
     posrecall::engine::session::Limit { max_new: n, fixed: true }
 }
 
-/// Answers `plan`'s targets from restored snapshots, then each one again from
-/// a fresh context that evaluated the same prefix in the same chunks and never
-/// restored anything; the greedy outputs must be byte-identical. Returns the
-/// answers.
+/// Answers `plan`'s targets from restored snapshots, restoring both ways
+/// (lean and full), then each one again from a fresh context that evaluated
+/// the same prefix in the same chunks and never restored anything; the greedy
+/// outputs must be byte-identical. Returns the snapshot bytes, lean and full.
 pub fn assert_restore_equivalence(
     m: &posrecall::engine::model::Model,
     p: &posrecall::bench::Plan,
     cfg: &ContextConfig,
     limit: posrecall::engine::session::Limit,
-) -> Vec<posrecall::engine::session::Generation> {
+) -> (usize, usize) {
+    use posrecall::engine::config::RestoreMode;
     use posrecall::engine::session::Session;
-    let mut restored = Vec::new();
-    let mut s = Session::new(m, cfg).unwrap();
-    s.prefill(&p.prefix_tokens, |_| {}).unwrap();
-    assert!(s.snapshot().unwrap() > 0);
-    for q in &p.queries {
-        s.restore().unwrap();
-        restored.push(s.generate_with(q, limit, |_| false).unwrap());
-    }
-    drop(s);
-    for ((t, q), r) in p.targets.iter().zip(&p.queries).zip(&restored) {
+    let mut fresh_answers = Vec::new();
+    for (t, q) in p.targets.iter().zip(&p.queries) {
         let mut fresh = Session::new(m, cfg).unwrap();
         fresh.prefill(&p.prefix_tokens, |_| {}).unwrap();
         let f = fresh.generate_with(q, limit, |_| false).unwrap();
         assert!(!f.tokens.is_empty(), "{}: nothing generated", t.name);
-        assert_eq!(r.tokens, f.tokens, "{} ({}): restored answer differs from a fresh context", t.name, cfg.type_k.as_str());
-        assert_eq!(r.text, f.text);
+        fresh_answers.push(f);
     }
     // The answers really differ between targets: the question matters.
-    assert!(restored.windows(2).any(|w| w[0].text != w[1].text), "all answers identical");
-    restored
+    assert!(fresh_answers.windows(2).any(|w| w[0].text != w[1].text), "all answers identical");
+    let mut bytes = Vec::new();
+    for mode in [RestoreMode::Lean, RestoreMode::Full] {
+        let mut s = Session::new(m, cfg).unwrap();
+        s.set_restore_mode(mode);
+        s.prefill(&p.prefix_tokens, |_| {}).unwrap();
+        bytes.push(s.snapshot().unwrap());
+        for ((t, q), f) in p.targets.iter().zip(&p.queries).zip(&fresh_answers) {
+            s.restore().unwrap();
+            let r = s.generate_with(q, limit, |_| false).unwrap();
+            assert_eq!(
+                r.tokens, f.tokens,
+                "{} ({}, {mode} restore): restored answer differs from a fresh context",
+                t.name,
+                cfg.type_k.as_str()
+            );
+            assert_eq!(r.text, f.text);
+        }
+    }
+    assert!(bytes[1] > 0, "a full snapshot holds the prefix");
+    assert!(bytes[0] < bytes[1], "the lean snapshot ({} bytes) is not smaller than the full one ({})", bytes[0], bytes[1]);
+    (bytes[0], bytes[1])
 }
