@@ -268,6 +268,10 @@ pub struct DecodeArgs {
     /// full writes the whole saved state back (both exact; run file: runtime.restore).
     #[arg(long, value_name = "HOW", default_value = "lean")]
     pub restore: crate::engine::config::RestoreMode,
+    /// The most host memory the prefix snapshot may take, e.g. 2GiB [default: 90% of the
+    /// free main memory]. A run whose snapshot would not fit is refused before the prefill.
+    #[arg(long, value_name = "SIZE")]
+    pub snapshot_memory: Option<bytesize::ByteSize>,
 }
 
 #[derive(Debug, Args)]

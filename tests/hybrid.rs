@@ -105,6 +105,13 @@ fn hybrid_bench_is_deterministic_caches_the_prefix_and_falls_back_from_parallel(
             assert_eq!(t["generated_tokens"], TOKENS, "{name}");
         }
 
+        assert_eq!(first["manifest"]["runtime"]["restore"], "lean", "{name}");
+        let (full, _) = bench(&path, &["--restore", "full"], &dir.path().join("full.json"));
+        assert_eq!(full["manifest"]["runtime"]["restore"], "full", "{name}");
+        assert_eq!(reference, answers(&full), "{name}: full and lean restores answer differently");
+        let (lean_bytes, full_bytes) = (first["timings"]["snapshot_bytes"].as_u64().unwrap(), full["timings"]["snapshot_bytes"].as_u64().unwrap());
+        assert!(lean_bytes > 0 && lean_bytes * 10 < full_bytes, "{name}: lean {lean_bytes} bytes, full {full_bytes}");
+
         let (par, err) = bench(&path, &["--parallel", "3"], &dir.path().join("parallel.json"));
         assert_eq!(par["manifest"]["params"]["decode_mode"], "sequential", "{name}");
         let why = par["manifest"]["runtime"]["parallel_fallback"].as_str().unwrap_or_default();
@@ -118,4 +125,48 @@ fn hybrid_bench_is_deterministic_caches_the_prefix_and_falls_back_from_parallel(
             assert!(t["closed_book"]["prompt_tokens"].as_u64().unwrap() > 0, "{name}");
         }
     }
+}
+
+/// A snapshot that would not fit in the memory allowed is refused before the
+/// prefill, in one line that names what fits.
+#[test]
+fn a_snapshot_too_large_for_memory_is_refused_early() {
+    let _g = serial();
+    let (_, path) = tiny_hybrids().into_iter().next().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let run = |extra: &[&str]| {
+        Command::new(bin())
+            .arg("bench")
+            .arg(&path)
+            .arg("--corpus")
+            .arg(fixture("dense.js"))
+            .args(["--threads", "2", "--quiet", "--count", "2", "--lines", "4", "--kv", "f16"])
+            .args(extra)
+            .arg("--out")
+            .arg(&out)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    // The full snapshot (~1.3 MiB here) does not fit in 100 KiB; the lean one
+    // (the recurrent state, ~11 KiB) does.
+    let o = run(&["--restore", "full", "--snapshot-memory", "100KiB"]);
+    assert_clean_failure(&o, dir.path(), "--restore lean (11.0 KiB) fits");
+    // Not even the lean one fits in 4 KiB, whatever the prefix.
+    let o = run(&["--snapshot-memory", "4KiB"]);
+    assert_clean_failure(&o, dir.path(), "no prefix fits");
+    // Gemma 3's lean snapshot (its window layers' cells, 15 KiB a token up
+    // to the 512-token window) grows with a short prefix: the error names the
+    // longest prefix that fits.
+    let o = Command::new(bin())
+        .arg("bench")
+        .arg(gemma3())
+        .arg("--corpus")
+        .arg(fixture("dense.js"))
+        .args(["--count", "2", "--kv", "f16", "--snapshot-memory", "4MiB", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_clean_failure(&o, dir.path(), "a prefix of at most 273 tokens fits (--max-prefix-tokens)");
 }

@@ -238,6 +238,19 @@ pub fn assert_restore_equivalence(
         }
     }
     assert!(bytes[1] > 0, "a full snapshot holds the prefix");
+    // The estimate a run checks against host memory before the prefill is
+    // the measured size, give or take llama.cpp's per-cell position and
+    // sequence ids and per-layer headers.
+    let shape = m.state_shape(cfg.type_k, cfg.type_v);
+    let prefix = p.prefix_tokens.len() as u64;
+    for (mode, measured) in [(RestoreMode::Lean, bytes[0]), (RestoreMode::Full, bytes[1])] {
+        let estimate = shape.snapshot_bytes(prefix, mode);
+        let slack = measured as u64 / 50 + 64 * 1024;
+        assert!(
+            estimate.abs_diff(measured as u64) <= slack,
+            "{mode} snapshot: estimated {estimate} bytes, measured {measured} ({shape:?})"
+        );
+    }
     assert!(bytes[0] < bytes[1], "the lean snapshot ({} bytes) is not smaller than the full one ({})", bytes[0], bytes[1]);
     (bytes[0], bytes[1])
 }
