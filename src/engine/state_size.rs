@@ -101,4 +101,28 @@ mod tests {
         assert_eq!(s.partial_bytes(10), s.partial_bytes(100_000));
         assert_eq!(s.full_bytes(1000) - s.partial_bytes(1000), 2 * 256 * 1000);
     }
+
+    /// The computed table in docs/PERFORMANCE.md (108,000-token prefix):
+    /// Gemma 3 27B (62 layers, one global in 6, 16 KV heads of 128, window
+    /// 1024) and Qwen 3.5 35B A3B (40 layers, full attention every 4th,
+    /// 2 KV heads of 256; DeltaNet: 16 key and 32 value heads of 128,
+    /// conv kernel 4). K+V bytes per cell and layer: f16 2 bytes a value,
+    /// q8_0 34 bytes per 32 values.
+    #[test]
+    fn the_plans_models_at_108k_tokens() {
+        let gemma = |cell| StateShape { full_attn_layers: 10, swa_layers: 52, n_swa: 1024, kv_bytes_per_layer_cell: cell, recurrent_layers: 0, recurrent_bytes_per_layer: 0 };
+        let qwen = |cell| StateShape {
+            full_attn_layers: 10,
+            swa_layers: 0,
+            n_swa: 0,
+            kv_bytes_per_layer_cell: cell,
+            recurrent_layers: 30,
+            recurrent_bytes_per_layer: recurrent_layer_bytes(4, 32 * 128, 128, 16),
+        };
+        let p = 108_000;
+        assert_eq!((gemma(8192).full_bytes(p), gemma(8192).partial_bytes(p)), (9_283_993_600, 436_633_600));
+        assert_eq!((gemma(4352).full_bytes(p), gemma(4352).partial_bytes(p)), (4_932_121_600, 231_961_600));
+        assert_eq!((qwen(2048).full_bytes(p), qwen(2048).partial_bytes(p)), (2_277_703_680, 65_863_680));
+        assert_eq!((qwen(1088).full_bytes(p), qwen(1088).partial_bytes(p)), (1_240_903_680, 65_863_680));
+    }
 }
