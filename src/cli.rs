@@ -263,6 +263,15 @@ pub struct DecodeArgs {
     /// free memory where the cache lives]. A larger N is refused, naming the largest that fits.
     #[arg(long, value_name = "SIZE")]
     pub kv_memory: Option<bytesize::ByteSize>,
+    /// How each question's changes to the prefix state are undone: lean removes the
+    /// question's cells and writes back only the sliding-window and recurrent state;
+    /// full writes the whole saved state back (both exact; run file: runtime.restore).
+    #[arg(long, value_name = "HOW", default_value = "lean")]
+    pub restore: crate::engine::config::RestoreMode,
+    /// The most host memory the prefix snapshot may take, e.g. 2GiB [default: 90% of the
+    /// free main memory]. A run whose snapshot would not fit is refused before the prefill.
+    #[arg(long, value_name = "SIZE")]
+    pub snapshot_memory: Option<bytesize::ByteSize>,
 }
 
 #[derive(Debug, Args)]

@@ -208,6 +208,10 @@ pub struct Runtime {
     /// Why `--parallel` fell back to answering one question at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_fallback: Option<String>,
+    /// How each question's changes to the prefix state were undone: `lean`
+    /// or `full` (bench only; absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<String>,
 }
 
 impl Runtime {
@@ -222,6 +226,7 @@ impl Runtime {
             prefix_sha256: None,
             prompt_boundary_exact: None,
             parallel_fallback: None,
+            restore: None,
         }
     }
 }

@@ -9,7 +9,6 @@ use posrecall::prompt::Probe;
 use posrecall::bench::{Plan, plan};
 use posrecall::corpus::Source;
 use posrecall::engine::model::{self, Model};
-use posrecall::engine::session::Session;
 use posrecall::prompt::ProbeKind as Kind;
 
 fn bos_count(model: &Model, tokens: &[llama_cpp_2::token::LlamaToken]) -> usize {
@@ -81,32 +80,6 @@ fn gemma3_base_model_gets_the_completion_probe_with_exact_tokens() {
     assert_fidelity(&m, &p, 10);
 }
 
-/// Answers `plan`'s targets from restored snapshots, then each one again from
-/// a fresh context that evaluated the same prefix in the same chunks and never
-/// restored anything; the greedy outputs must be byte-identical.
-fn assert_restore_equivalence(m: &Model, p: &Plan, kv: KvType, swa_full: bool, max_new: usize) {
-    let cfg = context(p.n_ctx, kv, swa_full);
-    let mut restored = Vec::new();
-    let mut s = Session::new(m, &cfg).unwrap();
-    s.prefill(&p.prefix_tokens, |_| {}).unwrap();
-    assert!(s.snapshot().unwrap() > 0);
-    for q in &p.queries {
-        s.restore().unwrap();
-        restored.push(s.generate(q, max_new, |_| false).unwrap());
-    }
-    drop(s);
-    for ((t, q), r) in p.targets.iter().zip(&p.queries).zip(&restored) {
-        let mut fresh = Session::new(m, &cfg).unwrap();
-        fresh.prefill(&p.prefix_tokens, |_| {}).unwrap();
-        let f = fresh.generate(q, max_new, |_| false).unwrap();
-        assert!(!f.tokens.is_empty(), "{}: nothing generated", t.name);
-        assert_eq!(r.tokens, f.tokens, "{} ({}): restored answer differs from a fresh context", t.name, kv.as_str());
-        assert_eq!(r.text, f.text);
-    }
-    // The answers really differ between targets: the question matters.
-    assert!(restored.windows(2).any(|w| w[0].text != w[1].text), "all answers identical");
-}
-
 #[test]
 fn smollm2_restore_equals_fresh_context_f16_and_q8_0() {
     let _g = serial();
@@ -115,7 +88,7 @@ fn smollm2_restore_equals_fresh_context_f16_and_q8_0() {
     let p = plan(&m, &src, &plan_options(target_spec(3, 10, Some((1, 150))), 24, Probe::Auto)).unwrap();
     assert!(p.prefix_tokens.len() > 1000, "prefix of {} tokens", p.prefix_tokens.len());
     for kv in [KvType::F16, KvType::Q8_0] {
-        assert_restore_equivalence(&m, &p, kv, false, 24);
+        assert_restore_equivalence(&m, &p, &context(p.n_ctx, kv, false), free(24));
     }
 }
 
@@ -136,9 +109,33 @@ fn gemma3_sliding_window_restore_equals_fresh_context() {
         "prefix of {} tokens must be several sliding windows of {window}",
         p.prefix_tokens.len()
     );
-    assert_restore_equivalence(&m, &p, KvType::F16, false, 24);
-    // (With --swa-full off llama.cpp sizes the sliding-window layers' cache to
-    // 1024 cells here instead of the whole context, and cells that fall out of
-    // the window are dropped: removing the question's tokens afterwards could
-    // not give the prefix state back, restoring the saved state does.)
+    // The lean snapshot is the sliding-window layers' part (their window's
+    // cells), smaller than the full one, which adds every prefix cell of the
+    // global layers.
+    assert_restore_equivalence(&m, &p, &context(p.n_ctx, KvType::F16, false), free(24));
+}
+
+/// With `--swa-full off` the sliding-window layers really keep only their
+/// window: after a prefix of several windows their cache no longer holds
+/// position 0, and the whole context's state is smaller than with the
+/// full-size cache. (A sequence's snapshot is the same size either way:
+/// llama.cpp writes only the cells still inside the window.)
+#[test]
+fn gemma3_window_only_cache_forgets_old_positions() {
+    let _g = serial();
+    let m = model::load(&gemma3(), 0).unwrap();
+    let src = Source::open(&fixture("dense.js")).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(3, 10, None), 24, Probe::Auto)).unwrap();
+    let mut seen = Vec::new();
+    for swa_full in [false, true] {
+        let mut s = posrecall::engine::session::Session::new(&m, &context(p.n_ctx, KvType::F16, swa_full)).unwrap();
+        s.prefill(&p.prefix_tokens, |_| {}).unwrap();
+        // For a sliding-window cache llama.cpp answers from the window layers.
+        let oldest = s.ctx.kv_cache_seq_pos_min(0);
+        seen.push((oldest, s.ctx.get_state_size(), s.snapshot().unwrap()));
+    }
+    let [(oldest_window, state_window, _), (oldest_full, state_full, _)] = seen[..] else { unreachable!() };
+    assert!(oldest_window > 0, "the window-only cache still holds position {oldest_window}");
+    assert_eq!(oldest_full, 0, "the full-size cache lost position 0");
+    assert!(state_window < state_full, "context state {state_window} bytes (window) vs {state_full} (full)");
 }

@@ -2,7 +2,7 @@
 //! the shared prefix, decided per model before any decoding.
 
 use super::plan::Plan;
-use crate::engine::config::{ContextConfig, KvType};
+use crate::engine::config::{ContextConfig, KvType, RestoreMode};
 use crate::engine::model::Model;
 
 /// llama.cpp's limit on sequences in one context; one holds the prefix.
@@ -23,6 +23,11 @@ pub struct DecodeOptions {
     /// The most bytes the parallel KV cache may take; `None`: 90% of the free
     /// memory where it lives.
     pub kv_memory: Option<u64>,
+    /// How each question's changes to the prefix state are undone.
+    pub restore: RestoreMode,
+    /// The most host memory the prefix snapshot may take; `None`: 90% of the
+    /// free main memory.
+    pub snapshot_memory: Option<u64>,
     /// Skip generation; only the teacher-forced pass.
     pub forced_only: bool,
     /// Skip the teacher-forced pass.
@@ -36,6 +41,8 @@ impl Default for DecodeOptions {
             check_sequential: false,
             fixed_tokens: None,
             kv_memory: None,
+            restore: RestoreMode::default(),
+            snapshot_memory: None,
             forced_only: false,
             no_forced: false,
         }
@@ -75,6 +82,17 @@ pub enum DecodeError {
         /// The largest number of sequences that fits, when two or more do.
         largest: Option<u64>,
     },
+    #[error("the prefix snapshot ({restore} restore) would take {bytes} bytes of host memory, more than the limit")]
+    SnapshotDoesNotFit {
+        restore: RestoreMode,
+        bytes: u64,
+        limit: MemoryLimit,
+        /// The lean snapshot's bytes, when the full one was asked for and
+        /// the lean one fits.
+        lean_fits: Option<u64>,
+        /// The longest prefix, in tokens, whose snapshot fits.
+        largest_prefix: u64,
+    },
 }
 
 impl DecodeOptions {
@@ -98,6 +116,9 @@ impl DecodeOptions {
     /// cache is noted on stderr; otherwise (a sweep deciding whether a
     /// finished run may be kept) neither.
     pub fn decide(&self, model: &Model, plan: &Plan, cfg: &ContextConfig, to_run: bool) -> Result<Decoding, DecodeError> {
+        if to_run {
+            self.check_snapshot_memory(model, plan, cfg)?;
+        }
         let requested = if self.forced_only { 1 } else { self.parallel };
         let memory = to_run.then_some(self.kv_memory);
         let (slots, fallback) = slots(model, plan, cfg, requested, memory)?;
@@ -119,6 +140,44 @@ impl DecodeOptions {
             fallback,
             swa_full,
             fixed_tokens: self.fixed_tokens,
+            restore: self.restore,
+        })
+    }
+}
+
+impl DecodeOptions {
+    /// Refuses a run whose prefix snapshot would not fit in host memory (the
+    /// limit given, else 90% of the free main memory), naming what fits.
+    fn check_snapshot_memory(&self, model: &Model, plan: &Plan, cfg: &ContextConfig) -> Result<(), DecodeError> {
+        let limit = match self.snapshot_memory {
+            Some(b) => (b, MemoryLimit::Given(b)),
+            None => match crate::engine::free_memory(false) {
+                Some((free, device)) => (free / 10 * 9, MemoryLimit::Free(free, device)),
+                None => return Ok(()),
+            },
+        };
+        let shape = model.state_shape(cfg.type_k, cfg.type_v);
+        let prefix = plan.prefix_tokens.len() as u64;
+        let bytes = shape.snapshot_bytes(prefix, self.restore);
+        if bytes <= limit.0 {
+            return Ok(());
+        }
+        let lean = shape.snapshot_bytes(prefix, RestoreMode::Lean);
+        // The snapshot grows with the prefix: the longest that fits, by bisection.
+        let (mut lo, mut hi) = (0u64, prefix);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            match shape.snapshot_bytes(mid, self.restore) <= limit.0 {
+                true => lo = mid,
+                false => hi = mid - 1,
+            }
+        }
+        Err(DecodeError::SnapshotDoesNotFit {
+            restore: self.restore,
+            bytes,
+            limit: limit.1,
+            lean_fits: (self.restore == RestoreMode::Full && lean <= limit.0).then_some(lean),
+            largest_prefix: lo,
         })
     }
 }
@@ -141,6 +200,8 @@ pub struct Decoding {
     pub check_sequential: bool,
     /// Generate exactly this many tokens per answer.
     pub fixed_tokens: Option<usize>,
+    /// How each question's changes to the prefix state are undone.
+    pub restore: RestoreMode,
 }
 
 impl Decoding {

@@ -94,6 +94,7 @@ pub fn execute(
         true => e.context(format!("{} parallel sequences", decoding.slots)),
         false => e,
     })?;
+    session.set_restore_mode(decoding.restore);
     let mut timings = Timings {
         prefix_source: "prefill".into(),
         ..Timings::default()
@@ -284,6 +285,7 @@ fn check_sequential<'m>(
         seq_cfg.swa_full = false;
     }
     let mut session = Session::new(run.model, &seq_cfg)?;
+    session.set_restore_mode(run.exec.decoding.restore);
     session.set_snapshot(snapshot)?;
     let bar = run.bar(plan.targets.len(), "check", "q");
     for (((target, query), r), parallel) in plan.targets.iter().zip(&plan.queries).zip(results.iter_mut()).zip(parallel_tokens) {
@@ -327,14 +329,14 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
     for (target, r) in plan.targets.iter().zip(results.iter_mut()) {
         let prompt = plan.frame.closed_book_prompt(target, opts.lines, opts.skip_blank);
         let tokens = run.model.tokenize_prefix(&prompt);
-        session.start_empty();
+        session.start_empty()?;
         let g = session.generate(&tokens, plan.max_new_tokens, |text| run.enough(target, text))?;
         let s = score::score_raw(&g.text, &target.header, &target.expected, &target.extra_window, opts);
         r.context_matched = Some(r.matched as i64 - s.matched as i64);
         if let Some(with_file) = r.forced.as_mut() {
             // The same forced text with no file before it: what the context adds.
             let text = ForcedText::new(run.model, target, with_file.scaffold.clone());
-            session.start_empty();
+            session.start_empty()?;
             let readings = session.force(&tokens, &text.tokens)?;
             let without = Forced::from_readings(&text.readings(readings), target.expected.len());
             with_file.context_gain = Some(ContextGain::between(with_file, &without));

@@ -134,6 +134,7 @@ impl RunSpec<'_> {
             prefix_sha256: Some(sha256_hex(self.plan.prefix_text.as_bytes())),
             prompt_boundary_exact: Some(self.plan.boundary_exact),
             parallel_fallback: self.decoding.fallback.clone(),
+            restore: Some(self.decoding.restore.as_str().to_string()),
             ..Runtime::current()
         }
     }

@@ -54,6 +54,8 @@ impl DecodeArgs {
             check_sequential: self.check_sequential,
             fixed_tokens: self.fixed_tokens.map(|t| t as usize),
             kv_memory: self.kv_memory.map(|b| b.as_u64()),
+            restore: self.restore,
+            snapshot_memory: self.snapshot_memory.map(|b| b.as_u64()),
             forced_only,
             no_forced,
         }
@@ -181,6 +183,19 @@ fn decode_message(d: &DecodeError) -> String {
                 kv.0.as_str(),
                 kv.1.as_str()
             )
+        }
+        DecodeError::SnapshotDoesNotFit { restore, bytes, limit, lean_fits, largest_prefix } => {
+            let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
+            let what = match limit {
+                MemoryLimit::Given(b) => format!("{} --snapshot-memory allows", size(*b)),
+                MemoryLimit::Free(free, device) => format!("90% of the {} free in {device}", size(*free)),
+            };
+            let fits = match lean_fits {
+                Some(lean) => format!("--restore lean ({}) fits", size(*lean)),
+                None if *largest_prefix == 0 => "no prefix fits".to_string(),
+                None => format!("a prefix of at most {largest_prefix} tokens fits (--max-prefix-tokens)"),
+            };
+            format!("the prefix snapshot (--restore {restore}) would take {}, more than the {what}; {fits}", size(*bytes))
         }
     }
 }

@@ -107,6 +107,34 @@ impl std::fmt::Display for FlashAttn {
     }
 }
 
+/// How each question's changes to the prefix state are undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum RestoreMode {
+    /// Only what a question can change: the full-attention cells after the
+    /// prefix are removed, and the sliding-window and recurrent parts (which
+    /// cannot be rolled back) are written back from a partial snapshot.
+    #[default]
+    Lean,
+    /// The whole sequence state is written back for every question.
+    Full,
+}
+
+impl RestoreMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestoreMode::Lean => "lean",
+            RestoreMode::Full => "full",
+        }
+    }
+}
+
+impl std::fmt::Display for RestoreMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The context size asked for: `auto` (what the run needs, capped at the
 /// trained context) or a fixed token count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

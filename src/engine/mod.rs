@@ -10,6 +10,7 @@ pub mod model;
 pub mod parallel;
 pub mod prefix_cache;
 pub mod session;
+pub mod state_size;
 
 use anyhow::{Context, Result};
 use llama_cpp_2::llama_backend::LlamaBackend;

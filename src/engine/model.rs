@@ -215,6 +215,54 @@ impl Model {
         m.n_layer() as u64 * (row(type_k, k_len) + row(type_v, v_len))
     }
 
+    /// What sizes this model's saved sequence state at these K and V types
+    /// (see [`super::state_size`]). Where the metadata does not say which
+    /// layers are which, the estimate errs high: every layer full attention
+    /// for the full snapshot, every layer windowed for the lean one.
+    pub fn state_shape(&self, type_k: super::config::KvType, type_v: super::config::KvType) -> super::state_size::StateShape {
+        let m = &self.model;
+        let n_layer = m.n_layer() as u64;
+        let per_layer = self.kv_bytes_per_cell(type_k, type_v) / n_layer.max(1);
+        let key = |k: &str| meta_u32(m, k).map(u64::from);
+        let arch = self.architecture.as_deref().unwrap_or("");
+        let (mut full, mut swa, mut recurrent, mut recurrent_bytes) = (n_layer, 0, 0, 0);
+        if self.recurrent_or_hybrid {
+            // Hybrids of the Qwen 3.5 family: full attention every
+            // `full_attention_interval` layers (llama.cpp's default 4).
+            full = match (m.is_recurrent(), key("full_attention_interval")) {
+                (true, _) => 0,
+                (false, Some(i)) if i > 0 => n_layer / i,
+                (false, _) if arch.starts_with("qwen3") => n_layer / 4,
+                (false, _) => n_layer,
+            };
+            recurrent = n_layer - full;
+            recurrent_bytes = super::state_size::recurrent_layer_bytes(
+                key("ssm.conv_kernel").unwrap_or(0),
+                key("ssm.inner_size").unwrap_or(0),
+                key("ssm.state_size").unwrap_or(0),
+                key("ssm.group_count").unwrap_or(0),
+            );
+        } else if self.n_swa > 0 {
+            // Gemma 3: one global layer in 6 (llama.cpp's fixed pattern).
+            let pattern = key("attention.sliding_window_pattern").or((arch == "gemma3").then_some(6));
+            match pattern {
+                Some(p) if p > 0 => {
+                    full = n_layer / p;
+                    swa = n_layer - full;
+                }
+                _ => swa = n_layer,
+            }
+        }
+        super::state_size::StateShape {
+            full_attn_layers: full,
+            swa_layers: swa,
+            n_swa: self.n_swa as u64,
+            kv_bytes_per_layer_cell: per_layer,
+            recurrent_layers: recurrent,
+            recurrent_bytes_per_layer: recurrent_bytes,
+        }
+    }
+
     /// The text of the BOS token, as a chat template refers to it.
     pub fn bos_text(&self) -> String {
         let vocab = self.model.vocab();

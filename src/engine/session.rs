@@ -1,15 +1,30 @@
 //! One llama.cpp context: prefill, snapshot, restore, greedy generation.
 //!
-//! The prefix (file) is evaluated once and its sequence state is copied out
-//! with `state_seq_get`. Each question restores that full state, so every
-//! question starts from the identical state. Restoring the whole sequence
-//! state, rather than removing the question's tokens from the cache, is what
-//! keeps sliding-window models (whose cache has already forgotten old
-//! positions) and recurrent/hybrid models (whose state cannot be rolled back)
-//! exact.
+//! The prefix (file) is evaluated once and snapshot; every question starts
+//! from that identical state. How a question's changes are undone is the
+//! session's [`RestoreMode`]:
+//!
+//! - `full` copies the whole sequence state out once (`state_seq_get`) and
+//!   writes all of it back before every question.
+//! - `lean` (the default) undoes only what a question can change. The cells
+//!   of full-attention layers after the prefix are removed (`seq_rm` from the
+//!   prefix end), which gives back exactly the prefix's cells. The parts that
+//!   cannot be rolled back that way are saved once as llama.cpp's partial
+//!   sequence state (`LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY`) and written back:
+//!   the sliding-window layers' cache (with the window-only cache, a
+//!   question's cells reuse the cells of prefix positions that slid out of
+//!   its window) and the recurrent layers' state (one state per sequence,
+//!   overwritten by every token). A model with neither has no partial
+//!   snapshot at all. The partial state is written back first, so that a
+//!   hybrid model's recurrent part already stands at the prefix end when
+//!   `seq_rm` runs (llama.cpp refuses to cut a recurrent state short, and
+//!   then removes nothing).
+//!
+//! Both are exact: the tests compare every restored answer with a fresh
+//! context's on plain, sliding-window and hybrid recurrent models.
 
 use super::model::Model;
-use super::config::{ContextConfig, FlashAttn, KvType, StepStats};
+use super::config::{ContextConfig, FlashAttn, KvType, RestoreMode, StepStats};
 use anyhow::{Context, Result, anyhow, bail};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
@@ -123,8 +138,30 @@ pub struct Session<'m> {
     seq: i32,
     /// Where generation's decode steps spent their time, summed over calls.
     pub steps: StepStats,
+    /// How [`Session::restore`] works.
+    restore_mode: RestoreMode,
     /// The snapshot and the prefix length it holds.
-    snapshot: Option<(SeqState, usize)>,
+    snapshot: Option<(Snapshot, usize)>,
+}
+
+/// What [`Session::snapshot`] keeps (see the module's notes).
+enum Snapshot {
+    /// The whole sequence state.
+    Full(SeqState),
+    /// The sliding-window and recurrent parts; none for a model with only
+    /// full-attention layers.
+    Lean(Option<SeqState>),
+}
+
+/// A prefix state that another context over the same model and KV types can
+/// adopt ([`Session::set_snapshot`]): the whole sequence state and the prefix
+/// length.
+pub struct PortableSnapshot(SeqState, usize);
+
+impl PortableSnapshot {
+    pub fn byte_len(&self) -> usize {
+        self.0.byte_len()
+    }
 }
 
 impl<'m> Session<'m> {
@@ -149,8 +186,21 @@ impl<'m> Session<'m> {
             n_seq: cfg.n_seq.max(1),
             seq: 0,
             steps: StepStats::default(),
+            restore_mode: RestoreMode::default(),
             snapshot: None,
         })
+    }
+
+    /// Sets how [`Session::restore`] works; takes effect at the next
+    /// [`Session::snapshot`].
+    pub fn set_restore_mode(&mut self, mode: RestoreMode) {
+        self.restore_mode = mode;
+    }
+
+    /// Whether the model has a part that `seq_rm` cannot roll back: sliding-
+    /// window layers or recurrent ones.
+    fn has_partial_state(&self) -> bool {
+        self.model.n_swa > 0 || self.model.recurrent_or_hybrid
     }
 
     /// Evaluates `tokens` at positions 0.. in `n_batch` chunks; `progress`
@@ -192,32 +242,61 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
-    /// Copies the evaluated prefix's sequence state out; returns its size in bytes.
+    /// Saves the evaluated prefix's state as the session's [`RestoreMode`]
+    /// asks; returns the bytes kept (0 for a lean snapshot of a model with
+    /// only full-attention layers).
     pub fn snapshot(&mut self) -> Result<usize> {
-        let state = self
-            .ctx
-            .state_seq_get(0, LlamaStateSeqFlags::empty())
-            .context("cannot snapshot the prefix state")?;
-        let bytes = state.byte_len();
-        self.snapshot = Some((state, self.prefix_len));
+        let snapshot = match self.restore_mode {
+            RestoreMode::Full => Snapshot::Full(self.seq_state(LlamaStateSeqFlags::empty())?),
+            RestoreMode::Lean => Snapshot::Lean(match self.has_partial_state() {
+                true => Some(self.seq_state(LlamaStateSeqFlags::PARTIAL_ONLY)?),
+                false => None,
+            }),
+        };
+        let bytes = match &snapshot {
+            Snapshot::Full(s) | Snapshot::Lean(Some(s)) => s.byte_len(),
+            Snapshot::Lean(None) => 0,
+        };
+        self.snapshot = Some((snapshot, self.prefix_len));
         Ok(bytes)
     }
 
-    /// Puts the snapshot back: the sequence is cleared, then the whole saved
-    /// state (cache cells and any recurrent state) is written back.
+    fn seq_state(&self, flags: LlamaStateSeqFlags) -> Result<SeqState> {
+        self.ctx
+            .state_seq_get(0, flags)
+            .context("cannot snapshot the prefix state")
+    }
+
+    /// Puts the snapshot back (see the module's notes for the two ways).
     pub fn restore(&mut self) -> Result<()> {
-        let (state, len) = self
+        let (snapshot, len) = self
             .snapshot
             .as_ref()
             .ok_or_else(|| anyhow!("no snapshot to restore"))?;
         self.prefix_len = *len;
         self.seq = 0;
-        // Clearing a whole sequence works for every memory type; only partial
-        // removal is refused by recurrent ones.
-        let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
-        self.ctx
-            .state_seq_set(state, 0)
-            .context("cannot restore the prefix state")?;
+        match snapshot {
+            Snapshot::Full(state) => {
+                // Clearing a whole sequence works for every memory type; only
+                // partial removal is refused by recurrent ones.
+                let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
+                self.ctx
+                    .state_seq_set(state, 0)
+                    .context("cannot restore the prefix state")?;
+            }
+            Snapshot::Lean(partial) => {
+                if let Some(state) = partial {
+                    // Clears and rewrites only the window and recurrent parts.
+                    self.ctx
+                        .state_seq_set(state, 0)
+                        .context("cannot restore the prefix's window and recurrent state")?;
+                }
+                let from = u32::try_from(self.prefix_len).context("prefix too long")?;
+                self.ctx
+                    .kv_cache_seq_rm(0, Some(from), None)
+                    .context("cannot remove the question's cells after the prefix")?;
+            }
+        }
         Ok(())
     }
 
@@ -243,26 +322,54 @@ impl<'m> Session<'m> {
         let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
     }
 
-    /// The snapshot, to put into another context over the same model
-    /// ([`Session::set_snapshot`]) without evaluating the prefix again.
-    pub fn take_snapshot(&mut self) -> Option<(SeqState, usize)> {
-        self.snapshot.take()
+    /// The prefix state, to put into another context over the same model
+    /// ([`Session::set_snapshot`]) without evaluating the prefix again. A
+    /// lean snapshot is not enough there, so sequence 0 is restored and
+    /// copied out whole.
+    pub fn take_snapshot(&mut self) -> Result<PortableSnapshot> {
+        let snapshot = self.snapshot.take().ok_or_else(|| anyhow!("no prefix snapshot"))?;
+        if let (Snapshot::Full(state), len) = snapshot {
+            return Ok(PortableSnapshot(state, len));
+        }
+        self.snapshot = Some(snapshot);
+        self.restore()?;
+        let (_, len) = self.snapshot.take().expect("restored above");
+        Ok(PortableSnapshot(self.seq_state(LlamaStateSeqFlags::empty())?, len))
     }
 
-    /// Adopts a snapshot taken from another context of the same model and KV
-    /// types, and restores it.
-    pub fn set_snapshot(&mut self, snapshot: (SeqState, usize)) -> Result<()> {
-        self.snapshot = Some(snapshot);
-        self.restore()
+    /// Adopts a prefix state taken from another context of the same model
+    /// and KV types ([`Session::take_snapshot`]), and snapshots it as this
+    /// session's [`RestoreMode`] asks.
+    pub fn set_snapshot(&mut self, snapshot: PortableSnapshot) -> Result<()> {
+        let PortableSnapshot(state, len) = snapshot;
+        self.ctx.clear_kv_cache();
+        self.ctx
+            .state_seq_set(&state, 0)
+            .context("cannot restore the prefix state")?;
+        self.prefix_len = len;
+        self.seq = 0;
+        match self.restore_mode {
+            RestoreMode::Full => self.snapshot = Some((Snapshot::Full(state), len)),
+            RestoreMode::Lean => {
+                self.snapshot()?;
+            }
+        }
+        Ok(())
     }
 
     /// Empties the context (the snapshot is kept): the next question is
     /// evaluated from position 0 with nothing before it, as in a closed-book
-    /// run. [`Session::restore`] brings the prefix back.
-    pub fn start_empty(&mut self) {
+    /// run. [`Session::restore`] brings the prefix back; a lean snapshot
+    /// cannot once the cache is empty, so it is made whole first.
+    pub fn start_empty(&mut self) -> Result<()> {
+        if let Some((Snapshot::Lean(_), _)) = &self.snapshot {
+            let portable = self.take_snapshot()?;
+            self.snapshot = Some((Snapshot::Full(portable.0), portable.1));
+        }
         self.ctx.clear_kv_cache();
         self.prefix_len = 0;
         self.seq = 0;
+        Ok(())
     }
 
     /// Evaluates `query` after the prefix and generates greedily until an

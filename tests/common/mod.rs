@@ -161,3 +161,97 @@ pub fn assert_clean_failure(o: &Output, dir: &Path, needle: &str) {
     let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "files left behind: {left:?}");
 }
+
+/// The tiny random-weight hybrid models `scripts/make-tiny-models` builds
+/// (qwen35, qwen35moe), as (name, path); the script is run once per test
+/// process, building them on first use and checking their pinned sha256.
+/// Their answers are noise: they test the engine on recurrent memory, not
+/// recall.
+pub fn tiny_hybrids() -> Vec<(String, PathBuf)> {
+    static BUILT: OnceLock<Result<Vec<(String, PathBuf)>, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/make-tiny-models");
+        let o = Command::new(&script).output().map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if !o.status.success() {
+            return Err(format!("{} failed: {}", script.display(), String::from_utf8_lossy(&o.stderr)));
+        }
+        let models: Vec<(String, PathBuf)> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .map(|(name, path)| (name.to_string(), PathBuf::from(path)))
+            .collect();
+        if models.len() < 2 {
+            return Err(format!("{} printed {} models, expected qwen35 and qwen35moe", script.display(), models.len()));
+        }
+        Ok(models)
+    });
+    built.clone().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Generation up to `max_new` tokens, stopping at end-of-generation.
+pub fn free(max_new: usize) -> posrecall::engine::session::Limit {
+    posrecall::engine::session::Limit { max_new, fixed: false }
+}
+
+/// Exactly `n` tokens per answer (random-weight models end early otherwise).
+pub fn fixed(n: usize) -> posrecall::engine::session::Limit {
+    posrecall::engine::session::Limit { max_new: n, fixed: true }
+}
+
+/// Answers `plan`'s targets from restored snapshots, restoring both ways
+/// (lean and full), then each one again from a fresh context that evaluated
+/// the same prefix in the same chunks and never restored anything; the greedy
+/// outputs must be byte-identical. Returns the snapshot bytes, lean and full.
+pub fn assert_restore_equivalence(
+    m: &posrecall::engine::model::Model,
+    p: &posrecall::bench::Plan,
+    cfg: &ContextConfig,
+    limit: posrecall::engine::session::Limit,
+) -> (usize, usize) {
+    use posrecall::engine::config::RestoreMode;
+    use posrecall::engine::session::Session;
+    let mut fresh_answers = Vec::new();
+    for (t, q) in p.targets.iter().zip(&p.queries) {
+        let mut fresh = Session::new(m, cfg).unwrap();
+        fresh.prefill(&p.prefix_tokens, |_| {}).unwrap();
+        let f = fresh.generate_with(q, limit, |_| false).unwrap();
+        assert!(!f.tokens.is_empty(), "{}: nothing generated", t.name);
+        fresh_answers.push(f);
+    }
+    // The answers really differ between targets: the question matters.
+    assert!(fresh_answers.windows(2).any(|w| w[0].text != w[1].text), "all answers identical");
+    let mut bytes = Vec::new();
+    for mode in [RestoreMode::Lean, RestoreMode::Full] {
+        let mut s = Session::new(m, cfg).unwrap();
+        s.set_restore_mode(mode);
+        s.prefill(&p.prefix_tokens, |_| {}).unwrap();
+        bytes.push(s.snapshot().unwrap());
+        for ((t, q), f) in p.targets.iter().zip(&p.queries).zip(&fresh_answers) {
+            s.restore().unwrap();
+            let r = s.generate_with(q, limit, |_| false).unwrap();
+            assert_eq!(
+                r.tokens, f.tokens,
+                "{} ({}, {mode} restore): restored answer differs from a fresh context",
+                t.name,
+                cfg.type_k.as_str()
+            );
+            assert_eq!(r.text, f.text);
+        }
+    }
+    assert!(bytes[1] > 0, "a full snapshot holds the prefix");
+    // The estimate a run checks against host memory before the prefill is
+    // the measured size, give or take llama.cpp's per-cell position and
+    // sequence ids and per-layer headers.
+    let shape = m.state_shape(cfg.type_k, cfg.type_v);
+    let prefix = p.prefix_tokens.len() as u64;
+    for (mode, measured) in [(RestoreMode::Lean, bytes[0]), (RestoreMode::Full, bytes[1])] {
+        let estimate = shape.snapshot_bytes(prefix, mode);
+        let slack = measured as u64 / 50 + 64 * 1024;
+        assert!(
+            estimate.abs_diff(measured as u64) <= slack,
+            "{mode} snapshot: estimated {estimate} bytes, measured {measured} ({shape:?})"
+        );
+    }
+    assert!(bytes[0] < bytes[1], "the lean snapshot ({} bytes) is not smaller than the full one ({})", bytes[0], bytes[1]);
+    (bytes[0], bytes[1])
+}
