@@ -6,6 +6,7 @@ use crate::ask::ApiKind;
 use crate::crop::{CropMode, LineRange};
 use crate::engine::config::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
+use crate::template::{DEFAULT_THINK_BUDGET, MAX_THINK_BUDGET, Think};
 use crate::score::Normalize;
 use crate::targets::TargetSpec;
 use crate::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
@@ -129,6 +130,13 @@ pub struct AskArgs {
     /// The corpus, when it is no longer where the targets file says (its sha256 must match).
     #[arg(long, value_name = "FILE")]
     pub corpus: Option<PathBuf>,
+    /// off: ask the server to answer without reasoning (chat_template_kwargs enable_thinking false,
+    /// reasoning_effort low); on: let it reason. A server's reasoning_content is recorded, not scored.
+    #[arg(long, value_enum, default_value_t = Think::Off)]
+    pub think: Think,
+    /// A JSON object sent as the request's chat_template_kwargs (over those --think sets).
+    #[arg(long, value_name = "JSON")]
+    pub template_kwargs: Option<String>,
     /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' or
     /// '{"ignore_eos": true}' for llama-server; its fields replace posrecall's.
     #[arg(long, value_name = "JSON")]
@@ -203,9 +211,16 @@ pub struct TargetsArgs {
     /// Print the self-contained targets file (JSON) that `score` reads.
     #[arg(long)]
     pub json: bool,
-    /// Also write JSONL {"name", "prompt"}: the complete prompt (file, then question) per target.
+    /// Also write JSONL {"name", "prompt", "chat_template_kwargs"}: the complete prompt (file, then
+    /// question) per target, with the template variables a server needs for --think.
     #[arg(long, value_name = "FILE")]
     pub emit_prompts: Option<PathBuf>,
+    /// With --emit-prompts: off writes chat_template_kwargs that turn thinking off; on lets the model think.
+    #[arg(long, value_enum, default_value_t = Think::Off, requires = "emit_prompts")]
+    pub think: Think,
+    /// With --emit-prompts: template variables written over those --think sets (a JSON object).
+    #[arg(long, value_name = "JSON", requires = "emit_prompts")]
+    pub template_kwargs: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -235,6 +250,26 @@ pub struct ScoreArgs {
     /// The model that gave the answers (`ask --model`), recorded in the run file; reports name the run by it.
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+}
+
+/// How a thinking model's chat template is rendered; shared by `bench`, `targets` and `prompt`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TemplateArgs {
+    /// off: render the chat template with its switch set to answer at once (the benchmark measures
+    /// recall); on: let the model reason first, within --think-budget.
+    #[arg(long, value_enum, default_value_t = Think::Off)]
+    pub think: Think,
+    /// With --think on: reasoning tokens allowed on top of the answer budget; when they are spent the
+    /// reasoning is closed as the model's family closes it and the answer follows.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_THINK_BUDGET, value_parser = ranged(1, MAX_THINK_BUDGET))]
+    pub think_budget: usize,
+    /// A JSON object of chat template variables, as llama-server's chat_template_kwargs, e.g.
+    /// '{"reasoning_effort": "low"}'; they replace those --think sets.
+    #[arg(long, value_name = "JSON")]
+    pub template_kwargs: Option<String>,
+    /// Render this Jinja chat template instead of the GGUF's own.
+    #[arg(long, value_name = "FILE")]
+    pub chat_template: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -319,6 +354,8 @@ pub struct BenchArgs {
     /// Skip the teacher-forced pass: only greedy answers (for timing against servers that only generate).
     #[arg(long)]
     pub no_forced: bool,
+    #[command(flatten)]
+    pub template: TemplateArgs,
     #[command(flatten)]
     pub decode: DecodeArgs,
     /// Keep the evaluated prefix state in this folder and load it on later runs with the same key.

@@ -7,6 +7,7 @@
 use crate::crop::{CropMode, LineRange};
 use crate::engine::config::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
+use crate::template::{TemplateVars, Think};
 use crate::run::Manifest;
 use crate::score::Normalize;
 use crate::targets::TargetSpec;
@@ -52,6 +53,9 @@ struct RawParams {
     flash_attn: Option<String>,
     swa_full: Option<bool>,
     closed_book: Option<bool>,
+    think: Option<String>,
+    think_budget: Option<usize>,
+    template_kwargs: Option<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,6 +68,9 @@ struct RawModel {
     gpu_layers: Option<u32>,
     ctx: Option<toml::Value>,
     probe: Option<String>,
+    think: Option<String>,
+    template_kwargs: Option<toml::Table>,
+    chat_template: Option<String>,
 }
 
 // ---------------------------------------------------------------------------
@@ -82,6 +89,10 @@ pub struct ModelEntry {
     pub gpu_layers: Option<u32>,
     pub ctx: CtxSize,
     pub probe: Probe,
+    /// `think` and `template_kwargs` (the model's own over `[params]`'s).
+    pub template: TemplateVars,
+    /// A Jinja template file to render instead of the GGUF's (`chat_template`).
+    pub chat_template: Option<PathBuf>,
 }
 
 /// A whole `models.toml`, checked.
@@ -102,6 +113,8 @@ pub struct Sweep {
     pub swa_full: bool,
     /// Also ask every question with no file in the context (`bench --closed-book`).
     pub closed_book: bool,
+    /// Reasoning tokens allowed when a model thinks (`params.think_budget`).
+    pub think_budget: usize,
     pub models: Vec<ModelEntry>,
 }
 
@@ -260,9 +273,17 @@ impl Sweep {
         if raw.model.is_empty() {
             bail!("{file}: no [[model]] entries");
         }
+        let think_budget = p.think_budget.unwrap_or(crate::template::DEFAULT_THINK_BUDGET);
+        if !(1..=crate::template::MAX_THINK_BUDGET).contains(&think_budget) {
+            bail!("{file}: params.think_budget: must be between 1 and {}", crate::template::MAX_THINK_BUDGET);
+        }
+        let defaults = TemplateVars {
+            think: r.think(p.think.as_deref(), "params.think")?.unwrap_or_default(),
+            kwargs: r.kwargs(p.template_kwargs.as_ref(), "params.template_kwargs")?,
+        };
         let mut models: Vec<ModelEntry> = Vec::new();
         for (i, m) in raw.model.iter().enumerate() {
-            let entry = r.model_entry(i, m, flash_attn)?;
+            let entry = r.model_entry(i, m, flash_attn, &defaults)?;
             if models.iter().any(|o| o.name == entry.name) {
                 bail!("{file}: model[{i}].name: `{}` is used twice", m.name);
             }
@@ -279,6 +300,7 @@ impl Sweep {
             flash_attn,
             swa_full: p.swa_full.unwrap_or(false),
             closed_book: p.closed_book.unwrap_or(false),
+            think_budget,
             models,
         })
     }
@@ -386,7 +408,21 @@ impl Reader<'_> {
     }
 
     /// The `i`-th `[[model]]`, checked.
-    fn model_entry(&self, i: usize, m: &RawModel, flash_attn: FlashAttn) -> Result<ModelEntry> {
+    fn think(&self, s: Option<&str>, key: &str) -> Result<Option<Think>> {
+        s.map(|s| choice(s, &[Think::Off, Think::On], Think::as_str, "a thinking setting").map_err(|e| self.err(key, e)))
+            .transpose()
+    }
+
+    /// A TOML table of template variables as the JSON object they render as.
+    fn kwargs(&self, t: Option<&toml::Table>, key: &str) -> Result<serde_json::Map<String, serde_json::Value>> {
+        let Some(t) = t else { return Ok(Default::default()) };
+        match serde_json::to_value(t) {
+            Ok(serde_json::Value::Object(m)) => Ok(m),
+            _ => Err(self.err(key, "not a table of values".into())),
+        }
+    }
+
+    fn model_entry(&self, i: usize, m: &RawModel, flash_attn: FlashAttn, defaults: &TemplateVars) -> Result<ModelEntry> {
         let file = self.file;
         let who = format!("model `{}`", m.name);
         if !valid_name(&m.name) {
@@ -420,6 +456,16 @@ impl Reader<'_> {
             None => Probe::Auto,
             Some(s) => choice(s, &Probe::ALL, Probe::as_str, "a probe").map_err(|e| self.err(&format!("{who}: probe"), e))?,
         };
+        let mut template = defaults.clone();
+        if let Some(t) = self.think(m.think.as_deref(), &format!("{who}: think"))? {
+            template.think = t;
+        }
+        template.kwargs.extend(self.kwargs(m.template_kwargs.as_ref(), &format!("{who}: template_kwargs"))?);
+        let chat_template = m
+            .chat_template
+            .as_deref()
+            .map(|p| self.resolve(p, &format!("{who}: chat_template")))
+            .transpose()?;
         Ok(ModelEntry {
             name: m.name.clone(),
             path,
@@ -428,6 +474,8 @@ impl Reader<'_> {
             gpu_layers: m.gpu_layers,
             ctx,
             probe,
+            template,
+            chat_template,
         })
     }
 }

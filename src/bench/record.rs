@@ -78,6 +78,8 @@ impl RunSpec<'_> {
             parallel: decoding.parallel().then_some(decoding.slots),
             fixed_tokens: decoding.fixed_tokens,
             no_forced: decoding.no_forced,
+            think: self.plan.template.as_ref().map(|t| t.think),
+            think_budget: self.plan.think_budget,
             ..Params::of(self.target)
         }
     }
@@ -89,6 +91,7 @@ impl RunSpec<'_> {
             prefix_sha256: Some(sha256_hex(self.plan.prefix_text.as_bytes())),
             prompt_boundary_exact: Some(self.plan.boundary_exact),
             parallel_fallback: self.decoding.fallback.clone(),
+            template: self.plan.template.clone(),
             ..Runtime::current()
         }
     }

@@ -1,0 +1,350 @@
+//! Chat templates: which one is rendered (the GGUF's or a file's), with which
+//! variables (the switch that turns thinking off or on, and the user's own
+//! kwargs), and the record of both that a run file keeps.
+//!
+//! Rendering follows Hugging Face's `apply_chat_template`: Jinja with
+//! `trim_blocks` and `lstrip_blocks`, Python string methods, a
+//! `raise_exception` function, and the template kwargs as top-level
+//! variables (they replace the defaults of the same name).
+
+use crate::fsutil::sha256_hex;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+/// Whether a thinking model reasons before it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Think {
+    /// Render the template with its switch set to answer at once (the benchmark measures recall).
+    #[default]
+    Off,
+    /// Let the model think, within the reasoning budget, before it answers.
+    On,
+}
+
+impl Think {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Think::Off => "off",
+            Think::On => "on",
+        }
+    }
+}
+
+/// Reasoning tokens allowed before the answer budget when thinking is on.
+/// Generous: the Qwen 3 model cards suggest 32K for hard problems, but
+/// recalling lines is not one, and a few thousand tokens of reasoning
+/// already dwarf the answer.
+pub const DEFAULT_THINK_BUDGET: usize = 4096;
+
+/// The most a reasoning budget may be.
+pub const MAX_THINK_BUDGET: usize = 131_072;
+
+/// A variable that turns a template's thinking off or on.
+struct Switch {
+    var: &'static str,
+    off: fn(&str) -> Value,
+    /// `None`: leave the template's default (which thinks).
+    on: Option<fn() -> Value>,
+}
+
+/// The switches of the templates people run, in the order they are tried;
+/// every one a template reads is set.
+const SWITCHES: [Switch; 5] = [
+    // Qwen 3 and 3.5, QwQ, SmolLM3, GLM, DeepSeek V3.1, Nemotron, Apertus…
+    Switch { var: "enable_thinking", off: |_| Value::Bool(false), on: Some(|| Value::Bool(true)) },
+    // DeepSeek V3.2 and V4, Kimi K3, Granite.
+    Switch { var: "thinking", off: |_| Value::Bool(false), on: Some(|| Value::Bool(true)) },
+    // MiniMax M3.
+    Switch { var: "thinking_mode", off: |_| "disabled".into(), on: Some(|| "enabled".into()) },
+    // gpt-oss, Hunyuan, Solar Open, Command A: the lowest effort the
+    // template knows (`none` where it compares with it, else `low`).
+    Switch {
+        var: "reasoning_effort",
+        off: |t| if t.contains("'none'") || t.contains("\"none\"") { "none".into() } else { "low".into() },
+        on: None,
+    },
+    // Seed-OSS: a budget of 0 answers without thinking.
+    Switch { var: "thinking_budget", off: |_| Value::from(0), on: None },
+];
+
+/// A template that cannot be used, or kwargs that are not an object. The
+/// messages name no flag; the command adds it.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("{path}: cannot read it: {why}")]
+    Unreadable { path: String, why: String },
+    #[error("{path}: not a Jinja template: {why}")]
+    DoesNotParse { path: String, why: String },
+    #[error("the chat template raised an error: {0}")]
+    Raised(String),
+    #[error("the chat template did not render: {0}")]
+    DoesNotRender(String),
+    #[error("not a JSON object: {0}")]
+    KwargsNotObject(String),
+}
+
+/// A chat template given as a file.
+#[derive(Debug, Clone)]
+pub struct TemplateFile {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+impl TemplateFile {
+    /// Reads the file and checks that it parses and renders (with empty
+    /// special tokens), so that a bad template fails before any model work.
+    pub fn load(path: &Path, vars: &TemplateVars) -> Result<TemplateFile, TemplateError> {
+        let shown = path.display().to_string();
+        let text = crate::fsutil::read_text(path)
+            .map_err(|e| TemplateError::Unreadable { path: shown.clone(), why: format!("{e:#}") })?;
+        environment()
+            .template_from_str(&text)
+            .map_err(|e| TemplateError::DoesNotParse { path: shown.clone(), why: one_line(&e) })?;
+        let variables = vars.variables(&text)?;
+        render(&text, "x", &Default::default(), &variables)?;
+        Ok(TemplateFile { path: path.to_path_buf(), text })
+    }
+}
+
+/// What the template is rendered with, beyond the message.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TemplateVars {
+    pub think: Think,
+    /// The user's `chat_template_kwargs`: they replace any variable of the same name.
+    pub kwargs: Map<String, Value>,
+}
+
+/// Parses `--template-kwargs`: a JSON object.
+pub fn parse_kwargs(s: &str) -> Result<Map<String, Value>, TemplateError> {
+    match serde_json::from_str::<Value>(s) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(other) => Err(TemplateError::KwargsNotObject(format!("it is {}", json_kind(&other)))),
+        Err(e) => Err(TemplateError::KwargsNotObject(e.to_string())),
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The thinking switches `template` reads (its undeclared top-level
+/// variables), in [`SWITCHES`] order.
+pub fn switches(template: &str) -> Vec<&'static str> {
+    let env = environment();
+    let Ok(t) = env.template_from_str(template) else {
+        return Vec::new();
+    };
+    let read = t.undeclared_variables(false);
+    SWITCHES.iter().map(|s| s.var).filter(|v| read.contains(*v)).collect()
+}
+
+impl TemplateVars {
+    /// The variables `template` is rendered with: each switch it reads set
+    /// for [`TemplateVars::think`], then the kwargs over them.
+    pub fn variables(&self, template: &str) -> Result<Map<String, Value>, TemplateError> {
+        let mut vars = Map::new();
+        for var in switches(template) {
+            let s = SWITCHES.iter().find(|s| s.var == var).expect("a listed switch");
+            let value = match self.think {
+                Think::Off => Some((s.off)(template)),
+                Think::On => s.on.map(|f| f()),
+            };
+            if let Some(v) = value {
+                vars.insert(var.to_string(), v);
+            }
+        }
+        for (k, v) in &self.kwargs {
+            vars.insert(k.clone(), v.clone());
+        }
+        Ok(vars)
+    }
+
+    /// The record of a template rendered with these settings.
+    pub fn record(&self, template: &str, file: Option<&Path>) -> Result<TemplateRecord, TemplateError> {
+        Ok(TemplateRecord {
+            source: if file.is_some() { "file" } else { "gguf" }.into(),
+            path: file.map(|p| p.display().to_string()),
+            sha256: sha256_hex(template.as_bytes()),
+            think: self.think,
+            switches: switches(template).into_iter().map(String::from).collect(),
+            kwargs: self.kwargs.clone(),
+            variables: self.variables(template)?,
+        })
+    }
+}
+
+/// How a run's chat template was chosen and rendered (`manifest.runtime.template`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemplateRecord {
+    /// `gguf` (the model's own) or `file` (`--chat-template`).
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub sha256: String,
+    pub think: Think,
+    /// The thinking switches the template reads; empty: it has none, and
+    /// `think` could not be applied.
+    pub switches: Vec<String>,
+    /// The user's template kwargs.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub kwargs: Map<String, Value>,
+    /// Every variable rendered beyond the message: switches, then kwargs.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub variables: Map<String, Value>,
+}
+
+impl TemplateRecord {
+    /// The note said once when `think` could not be applied.
+    pub fn no_switch_note(&self) -> Option<String> {
+        if !self.switches.is_empty() || self.kwargs.keys().any(|k| SWITCHES.iter().any(|s| s.var == k)) {
+            return None;
+        }
+        Some(format!(
+            "note: the chat template has no thinking switch (none of {}); thinking {} could not be applied, the template decides",
+            SWITCHES.iter().map(|s| s.var).collect::<Vec<_>>().join(", "),
+            self.think.as_str()
+        ))
+    }
+}
+
+/// Special-token texts a chat template may refer to.
+#[derive(Debug, Clone, Default)]
+pub struct SpecialTokens {
+    pub bos: String,
+    pub eos: String,
+}
+
+/// The Jinja environment chat templates are rendered in.
+fn environment() -> minijinja::Environment<'static> {
+    use minijinja::{Environment, Error, ErrorKind, syntax::SyntaxConfig};
+    let mut env = Environment::new();
+    // Hugging Face renders chat templates with trim_blocks and lstrip_blocks.
+    env.set_syntax(
+        SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .expect("the default delimiters are valid"),
+    );
+    // Python string and dict methods (`.strip()`, `.startswith()`, `.items()`).
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
+        Err(Error::new(ErrorKind::InvalidOperation, format!("{RAISED}{msg}")))
+    });
+    env.add_function("strftime_now", |_fmt: String| -> String {
+        // Rendering must be reproducible: no wall-clock dates in the prompt.
+        "01 Jan 2025".to_string()
+    });
+    env
+}
+
+/// Marks an error raised by the template itself.
+const RAISED: &str = "raised: ";
+
+/// An error on one line (minijinja's display may add the template's source).
+fn one_line(e: &minijinja::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(d) = e.detail() {
+        s = format!("{} ({d})", e.kind());
+        if let Some(line) = e.line() {
+            s.push_str(&format!(" at line {line}"));
+        }
+    }
+    s.lines().next().unwrap_or("").to_string()
+}
+
+/// Renders `template` for one user message holding `content`, with the
+/// generation prompt, the special tokens and `vars`.
+pub fn render(template: &str, content: &str, special: &SpecialTokens, vars: &Map<String, Value>) -> Result<String, TemplateError> {
+    let env = environment();
+    let tmpl = env
+        .template_from_str(template)
+        .map_err(|e| TemplateError::DoesNotParse { path: "the chat template".into(), why: one_line(&e) })?;
+    let mut ctx = Map::new();
+    ctx.insert("messages".into(), serde_json::json!([{ "role": "user", "content": content }]));
+    ctx.insert("add_generation_prompt".into(), Value::Bool(true));
+    ctx.insert("bos_token".into(), Value::String(special.bos.clone()));
+    ctx.insert("eos_token".into(), Value::String(special.eos.clone()));
+    for (k, v) in vars {
+        ctx.insert(k.clone(), v.clone());
+    }
+    tmpl.render(minijinja::value::Serde(&ctx)).map_err(|e| {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cause {
+            let detail = c.downcast_ref::<minijinja::Error>().and_then(|m| m.detail());
+            if let Some(msg) = detail.and_then(|d| d.strip_prefix(RAISED)) {
+                return TemplateError::Raised(msg.lines().next().unwrap_or("").to_string());
+            }
+            cause = c.source();
+        }
+        TemplateError::DoesNotRender(one_line(&e))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QWEN3_TAIL: &str = "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}";
+
+    fn vars(think: Think, kwargs: &str) -> TemplateVars {
+        TemplateVars { think, kwargs: parse_kwargs(kwargs).unwrap() }
+    }
+
+    #[test]
+    fn thinking_off_renders_the_closed_empty_block() {
+        let v = vars(Think::Off, "{}").variables(QWEN3_TAIL).unwrap();
+        let out = render(QWEN3_TAIL, "hi", &SpecialTokens::default(), &v).unwrap();
+        assert_eq!(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+        let v = vars(Think::On, "{}").variables(QWEN3_TAIL).unwrap();
+        let out = render(QWEN3_TAIL, "hi", &SpecialTokens::default(), &v).unwrap();
+        assert!(out.ends_with("<|im_start|>assistant\n"));
+    }
+
+    #[test]
+    fn kwargs_replace_the_switch() {
+        let v = vars(Think::Off, r#"{"enable_thinking": true, "x": 1}"#).variables(QWEN3_TAIL).unwrap();
+        assert_eq!(v["enable_thinking"], Value::Bool(true));
+        assert_eq!(v["x"], Value::from(1));
+    }
+
+    #[test]
+    fn a_template_without_a_switch_is_recorded_and_noted() {
+        let t = "{% for m in messages %}{{ m.content }}{% endfor %}";
+        let r = vars(Think::Off, "{}").record(t, None).unwrap();
+        assert!(r.switches.is_empty());
+        assert!(r.no_switch_note().is_some());
+        let r = vars(Think::Off, "{}").record(QWEN3_TAIL, None).unwrap();
+        assert_eq!(r.switches, ["enable_thinking"]);
+        assert!(r.no_switch_note().is_none());
+    }
+
+    #[test]
+    fn reasoning_effort_takes_the_lowest_the_template_knows() {
+        let low = "{{ reasoning_effort }}";
+        assert_eq!(vars(Think::Off, "{}").variables(low).unwrap()["reasoning_effort"], "low");
+        let none = "{% if reasoning_effort == 'none' %}x{% endif %}";
+        assert_eq!(vars(Think::Off, "{}").variables(none).unwrap()["reasoning_effort"], "none");
+        assert!(vars(Think::On, "{}").variables(low).unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_kwargs_and_raising_templates() {
+        assert!(matches!(parse_kwargs("[1]"), Err(TemplateError::KwargsNotObject(_))));
+        assert!(matches!(parse_kwargs("{"), Err(TemplateError::KwargsNotObject(_))));
+        let raising = "{{ raise_exception('no system role') }}";
+        let e = render(raising, "x", &SpecialTokens::default(), &Map::new()).unwrap_err();
+        assert!(matches!(&e, TemplateError::Raised(m) if m == "no system role"), "{e}");
+        let e = render("{% for %}", "x", &SpecialTokens::default(), &Map::new()).unwrap_err();
+        assert!(matches!(e, TemplateError::DoesNotParse { .. }));
+    }
+}
