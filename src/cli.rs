@@ -61,6 +61,9 @@ pub enum Command {
     ///
     /// Resumable: answers already in the output file are not asked again.
     Ask(AskArgs),
+    /// Render a Jinja chat template as posrecall renders it, with no model: for checking a
+    /// template (--chat-template) and comparing renderers.
+    Template(TemplateCmdArgs),
     /// Run a sweep from models.toml: every model at every KV type, on the same targets.
     ///
     /// Each model is loaded once; one kept line range that fits every model is
@@ -93,6 +96,32 @@ pub struct MatrixArgs {
     /// Print only the aggregate table.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TemplateCmdArgs {
+    /// The Jinja chat template.
+    #[arg(value_name = "FILE.jinja")]
+    pub file: PathBuf,
+    /// off: set the template's thinking switch to answer at once; on: let the model think.
+    #[arg(long, value_enum, default_value_t = Think::Off)]
+    pub think: Think,
+    /// A JSON object of template variables, over those --think sets.
+    #[arg(long, value_name = "JSON")]
+    pub template_kwargs: Option<String>,
+    /// The user message rendered [default: a file and a question, as posrecall asks them].
+    #[arg(long, value_name = "TEXT")]
+    pub content: Option<String>,
+    /// The text of bos_token.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub bos_token: String,
+    /// The text of eos_token.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub eos_token: String,
+    /// Print JSON: the rendering, the variables, the thinking switches, and whether the
+    /// template splits cleanly into a prefix (before the question) and a suffix.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -248,6 +248,40 @@ pub fn chat_frame(
     split_frame(&rendered, "minijinja", line_comment)
 }
 
+/// Checks that the template treats the message as opaque text: rendering a
+/// real file and question gives exactly the frame's prefix followed by the
+/// question's suffix, for two different files and questions. So the prefix
+/// does not depend on the question, and no byte is lost at the cut.
+/// Returns what differed, if anything.
+pub fn check_frame(
+    frame: &Frame,
+    template: &str,
+    special: &SpecialTokens,
+    vars: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), String> {
+    let samples = [
+        ("function a() {\n  return 1;\n}", "Reproduce the lines of `a`."),
+        ("const b = [1, 2];\n// two\n", "Output only the lines after the brace of `b`, no commentary."),
+    ];
+    for (kept, question) in samples {
+        let whole = crate::template::render(template, &instruction_prompt(kept, question), special, vars)
+            .map_err(|e| e.to_string())?;
+        let mut framed = frame.prefix(kept);
+        framed.push_str(&frame.mid[frame.mid_split..]);
+        framed.push_str(question);
+        framed.push_str(&frame.tail);
+        if whole != framed {
+            let at = whole.bytes().zip(framed.bytes()).take_while(|(a, b)| a == b).count();
+            return Err(format!(
+                "the rendered prompt differs from the frame at byte {at}: {:?} against {:?}",
+                whole.get(at..(at + 40).min(whole.len())).unwrap_or(""),
+                framed.get(at..(at + 40).min(framed.len())).unwrap_or("")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Splits a rendered chat at the stand-ins.
 pub fn split_frame(rendered: &str, renderer: &str, line_comment: &'static str) -> Result<Frame> {
     let (head, rest) = rendered
@@ -307,6 +341,17 @@ mod tests {
             Output only those lines, no commentary.<|im_end|>\n<|im_start|>assistant\n";
         assert_eq!(whole, expected);
         assert_eq!(f.kept_offset(), f.head.len());
+    }
+
+    #[test]
+    fn a_template_that_reads_the_message_fails_the_frame_check() {
+        let vars = Default::default();
+        let f = chat_frame(CHATML, &SpecialTokens::default(), &vars, "//").unwrap();
+        assert_eq!(check_frame(&f, CHATML, &SpecialTokens::default(), &vars), Ok(()));
+        // The system prompt depends on the message's length: the prefix would change per question.
+        let sneaky = "{{ messages[0].content | length }}|{{ messages[0].content }}";
+        let f = chat_frame(sneaky, &SpecialTokens::default(), &vars, "//").unwrap();
+        assert!(check_frame(&f, sneaky, &SpecialTokens::default(), &vars).is_err());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! thinking), and gpt-oss's `analysis` channel before its `final` one.
 
 /// Opening and closing markers of a reasoning block, per family.
-pub const TAG_PAIRS: [(&str, &str); 8] = [
+pub const TAG_PAIRS: [(&str, &str); 10] = [
     // Qwen 3.x, QwQ, DeepSeek R1 and V3.x, GLM, Kimi, Granite, SmolLM3, MiniMax…
     ("<think>", "</think>"),
     ("<thinking>", "</thinking>"),
@@ -25,6 +25,10 @@ pub const TAG_PAIRS: [(&str, &str); 8] = [
     ("<|channel>thought", "<channel|>"),
     // Kimi VL.
     ("◁think▷", "◁/think▷"),
+    // Kimi K3.
+    ("<|open|>think<|sep|>", "<|close|>think<|sep|>"),
+    // Hunyuan 3.
+    ("<think:opensource>", "</think:opensource>"),
 ];
 
 /// gpt-oss (the harmony format): the channel markers.

@@ -44,35 +44,53 @@ pub const MAX_THINK_BUDGET: usize = 131_072;
 /// A variable that turns a template's thinking off or on.
 struct Switch {
     var: &'static str,
+    /// The value that turns thinking off, given the template's text.
     off: fn(&str) -> Value,
-    /// `None`: leave the template's default (which thinks).
-    on: Option<fn() -> Value>,
+    /// The value that turns it on; `None`: leave the template's default (which thinks).
+    on: fn(&str) -> Option<Value>,
+}
+
+/// Whether the template compares a variable with the string `value`.
+fn names(template: &str, value: &str) -> bool {
+    template.contains(&format!("'{value}'")) || template.contains(&format!("\"{value}\""))
 }
 
 /// The switches of the templates people run, in the order they are tried;
 /// every one a template reads is set.
 const SWITCHES: [Switch; 5] = [
-    // Qwen 3 and 3.5, QwQ, SmolLM3, GLM, DeepSeek V3.1, Nemotron, Apertus…
-    Switch { var: "enable_thinking", off: |_| Value::Bool(false), on: Some(|| Value::Bool(true)) },
-    // DeepSeek V3.2 and V4, Kimi K3, Granite.
-    Switch { var: "thinking", off: |_| Value::Bool(false), on: Some(|| Value::Bool(true)) },
+    // Qwen 3 and 3.5, QwQ, SmolLM3, GLM, DeepSeek R1 (Qwen) and V3.1, Gemma 4,
+    // Nemotron, MiniCPM, Ling, Apertus…
+    Switch { var: "enable_thinking", off: |_| Value::Bool(false), on: |_| Some(Value::Bool(true)) },
+    // DeepSeek V3.2 and V4, Kimi K3, Granite 3.3.
+    Switch { var: "thinking", off: |_| Value::Bool(false), on: |_| Some(Value::Bool(true)) },
     // MiniMax M3.
-    Switch { var: "thinking_mode", off: |_| "disabled".into(), on: Some(|| "enabled".into()) },
-    // gpt-oss, Hunyuan, Solar Open, Command A: the lowest effort the
-    // template knows (`none` where it compares with it, else `low`).
+    Switch { var: "thinking_mode", off: |_| "disabled".into(), on: |_| Some("enabled".into()) },
+    // gpt-oss, Hunyuan 3, Command A: the lowest effort the template knows
+    // (`none`, `no_think`, else `low`); on: the template's default, or `high`
+    // where that default is not to think (Hunyuan's `no_think`).
     Switch {
         var: "reasoning_effort",
-        off: |t| if t.contains("'none'") || t.contains("\"none\"") { "none".into() } else { "low".into() },
-        on: None,
+        off: |t| {
+            if names(t, "none") {
+                "none".into()
+            } else if names(t, "no_think") {
+                "no_think".into()
+            } else {
+                "low".into()
+            }
+        },
+        on: |t| names(t, "no_think").then(|| "high".into()),
     },
     // Seed-OSS: a budget of 0 answers without thinking.
-    Switch { var: "thinking_budget", off: |_| Value::from(0), on: None },
+    Switch { var: "thinking_budget", off: |_| Value::from(0), on: |_| None },
 ];
 
 /// A template that cannot be used, or kwargs that are not an object. The
 /// messages name no flag; the command adds it.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
+    #[error("{path}: {why}")]
+    InFile { path: String, why: Box<TemplateError> },
     #[error("{path}: cannot read it: {why}")]
     Unreadable { path: String, why: String },
     #[error("{path}: not a Jinja template: {why}")]
@@ -100,10 +118,11 @@ impl TemplateFile {
         let text = crate::fsutil::read_text(path)
             .map_err(|e| TemplateError::Unreadable { path: shown.clone(), why: format!("{e:#}") })?;
         environment()
-            .template_from_str(&text)
+            .template_from_str(&without_generation_tags(&text))
             .map_err(|e| TemplateError::DoesNotParse { path: shown.clone(), why: one_line(&e) })?;
         let variables = vars.variables(&text)?;
-        render(&text, "x", &Default::default(), &variables)?;
+        render(&text, "x", &Default::default(), &variables)
+            .map_err(|e| TemplateError::InFile { path: shown.clone(), why: Box::new(e) })?;
         Ok(TemplateFile { path: path.to_path_buf(), text })
     }
 }
@@ -140,11 +159,24 @@ fn json_kind(v: &Value) -> &'static str {
 /// variables), in [`SWITCHES`] order.
 pub fn switches(template: &str) -> Vec<&'static str> {
     let env = environment();
-    let Ok(t) = env.template_from_str(template) else {
+    let source = without_generation_tags(template);
+    let Ok(t) = env.template_from_str(&source) else {
         return Vec::new();
     };
     let read = t.undeclared_variables(false);
-    SWITCHES.iter().map(|s| s.var).filter(|v| read.contains(*v)).collect()
+    // A template may also read a switch before it sets its default
+    // (`{% set enable_thinking = enable_thinking if enable_thinking is defined else true %}`,
+    // Nemotron 3): the set hides it from the undeclared variables.
+    let tested = |v: &str| {
+        ["is defined", "is not defined", "is undefined"].iter().any(|t| {
+            let needle = format!("{v} {t}");
+            template.match_indices(&needle).any(|(at, _)| {
+                // A whole top-level name: not `message.thinking`, not `enable_thinking`.
+                !template[..at].ends_with(|c: char| c == '.' || c == '_' || c.is_alphanumeric())
+            })
+        })
+    };
+    SWITCHES.iter().map(|s| s.var).filter(|v| read.contains(*v) || tested(v)).collect()
 }
 
 impl TemplateVars {
@@ -156,7 +188,7 @@ impl TemplateVars {
             let s = SWITCHES.iter().find(|s| s.var == var).expect("a listed switch");
             let value = match self.think {
                 Think::Off => Some((s.off)(template)),
-                Think::On => s.on.map(|f| f()),
+                Think::On => (s.on)(template),
             };
             if let Some(v) = value {
                 vars.insert(var.to_string(), v);
@@ -178,6 +210,7 @@ impl TemplateVars {
             switches: switches(template).into_iter().map(String::from).collect(),
             kwargs: self.kwargs.clone(),
             variables: self.variables(template)?,
+            split_mismatch: None,
         })
     }
 }
@@ -200,6 +233,11 @@ pub struct TemplateRecord {
     /// Every variable rendered beyond the message: switches, then kwargs.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub variables: Map<String, Value>,
+    /// Set when a real file and question do not render as the prefix
+    /// followed by the question's suffix (the template reads the message):
+    /// what differed. The prompts then differ from the template's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_mismatch: Option<String>,
 }
 
 impl TemplateRecord {
@@ -240,11 +278,90 @@ fn environment() -> minijinja::Environment<'static> {
     env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
         Err(Error::new(ErrorKind::InvalidOperation, format!("{RAISED}{msg}")))
     });
-    env.add_function("strftime_now", |_fmt: String| -> String {
-        // Rendering must be reproducible: no wall-clock dates in the prompt.
-        "01 Jan 2025".to_string()
-    });
+    // Python's `None is iterable` is false (minijinja iterates none as empty):
+    // Qwen3-Coder and Nemotron 3 test `tools is iterable` before `tools | length`.
+    env.add_test("iterable", |v: minijinja::Value| !v.is_none() && v.try_iter().is_ok());
+    // Rendering must be reproducible: no wall-clock dates in the prompt.
+    env.add_function("strftime_now", |fmt: String| -> String { strftime_fixed(&fmt) });
     env
+}
+
+/// Hugging Face's `{% generation %}…{% endgeneration %}` marks the assistant's
+/// text for training masks and renders its body unchanged; minijinja has no
+/// such tag, so each becomes `{% if true %}` / `{% endif %}`, which keep the
+/// tag's whitespace control (`{%-`, `-%}`) and trim_blocks behaviour.
+fn without_generation_tags(template: &str) -> std::borrow::Cow<'_, str> {
+    if !template.contains("generation") {
+        return template.into();
+    }
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find("{%") {
+        out.push_str(&rest[..at]);
+        let tag = &rest[at..];
+        let Some(end) = tag.find("%}") else {
+            out.push_str(tag);
+            return out.into();
+        };
+        let inner = &tag[2..end];
+        let open_ctl = inner.strip_prefix(['-', '+']).map_or("", |_| &inner[..1]);
+        let body = &inner[open_ctl.len()..];
+        let close_ctl = if body.ends_with(['-', '+']) { &body[body.len() - 1..] } else { "" };
+        let word = body[..body.len() - close_ctl.len()].trim();
+        let replacement = match word {
+            "generation" => Some("if true"),
+            "endgeneration" => Some("endif"),
+            _ => None,
+        };
+        match replacement {
+            Some(r) => out.push_str(&format!("{{%{open_ctl} {r} {close_ctl}%}}")),
+            None => out.push_str(&tag[..end + 2]),
+        }
+        rest = &tag[end + 2..];
+    }
+    out.push_str(rest);
+    out.into()
+}
+
+/// The date every rendering uses: Wednesday 1 January 2025, midnight.
+pub const FIXED_DATE: &str = "2025-01-01";
+
+/// `strftime` for [`FIXED_DATE`]: the codes chat templates use (Llama 3.x
+/// writes "%d %b %Y", Mistral "%Y-%m-%d"); an unknown code is kept as written.
+fn strftime_fixed(fmt: &str) -> String {
+    let mut out = String::new();
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let Some(code) = chars.next() else {
+            out.push('%');
+            break;
+        };
+        out.push_str(match code {
+            'Y' => "2025",
+            'y' => "25",
+            'm' => "01",
+            'd' => "01",
+            'e' => " 1",
+            'b' | 'h' => "Jan",
+            'B' => "January",
+            'a' => "Wed",
+            'A' => "Wednesday",
+            'j' => "001",
+            'H' | 'M' | 'S' => "00",
+            'F' => "2025-01-01",
+            '%' => "%",
+            other => {
+                out.push('%');
+                out.push(other);
+                continue;
+            }
+        });
+    }
+    out
 }
 
 /// Marks an error raised by the template itself.
@@ -266,11 +383,15 @@ fn one_line(e: &minijinja::Error) -> String {
 /// generation prompt, the special tokens and `vars`.
 pub fn render(template: &str, content: &str, special: &SpecialTokens, vars: &Map<String, Value>) -> Result<String, TemplateError> {
     let env = environment();
+    let source = without_generation_tags(template);
     let tmpl = env
-        .template_from_str(template)
+        .template_from_str(&source)
         .map_err(|e| TemplateError::DoesNotParse { path: "the chat template".into(), why: one_line(&e) })?;
     let mut ctx = Map::new();
     ctx.insert("messages".into(), serde_json::json!([{ "role": "user", "content": content }]));
+    // As Hugging Face's apply_chat_template: no tools, no documents, but defined.
+    ctx.insert("tools".into(), Value::Null);
+    ctx.insert("documents".into(), Value::Null);
     ctx.insert("add_generation_prompt".into(), Value::Bool(true));
     ctx.insert("bos_token".into(), Value::String(special.bos.clone()));
     ctx.insert("eos_token".into(), Value::String(special.eos.clone()));
@@ -329,12 +450,40 @@ mod tests {
     }
 
     #[test]
+    fn a_switch_read_before_its_default_is_set_is_found() {
+        let t = "{%- set enable_thinking = enable_thinking if enable_thinking is defined else True %}{{ message.thinking is defined }}";
+        assert_eq!(switches(t), ["enable_thinking"]);
+    }
+
+    #[test]
     fn reasoning_effort_takes_the_lowest_the_template_knows() {
         let low = "{{ reasoning_effort }}";
         assert_eq!(vars(Think::Off, "{}").variables(low).unwrap()["reasoning_effort"], "low");
         let none = "{% if reasoning_effort == 'none' %}x{% endif %}";
         assert_eq!(vars(Think::Off, "{}").variables(none).unwrap()["reasoning_effort"], "none");
         assert!(vars(Think::On, "{}").variables(low).unwrap().is_empty());
+        let hunyuan = "{% if reasoning_effort not in ['high', 'low', 'no_think'] %}{% endif %}";
+        assert_eq!(vars(Think::Off, "{}").variables(hunyuan).unwrap()["reasoning_effort"], "no_think");
+        assert_eq!(vars(Think::On, "{}").variables(hunyuan).unwrap()["reasoning_effort"], "high");
+    }
+
+    #[test]
+    fn generation_tags_render_their_body() {
+        let t = "a{%- generation -%}  b  {%- endgeneration %}\nc{% generation %}d{% endgeneration %}";
+        assert_eq!(without_generation_tags(t), "a{%- if true -%}  b  {%- endif %}\nc{% if true %}d{% endif %}");
+        assert_eq!(render(t, "", &SpecialTokens::default(), &Map::new()).unwrap(), "abcd");
+    }
+
+    #[test]
+    fn none_is_not_iterable_as_in_python() {
+        let t = "{{ tools is iterable }} {{ [] is iterable }} {{ 'ab' is iterable }}";
+        assert_eq!(render(t, "", &SpecialTokens::default(), &Map::new()).unwrap(), "false true true");
+    }
+
+    #[test]
+    fn dates_are_fixed() {
+        assert_eq!(strftime_fixed("%d %b %Y"), "01 Jan 2025");
+        assert_eq!(strftime_fixed("%Y-%m-%d %Q%"), "2025-01-01 %Q%");
     }
 
     #[test]

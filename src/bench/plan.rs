@@ -289,12 +289,18 @@ fn frame_for(model: &Model, src: &Source, o: &PlanOptions) -> Result<(Frame, Opt
         bos: model.bos_text(),
         eos: model.eos_text(),
     };
-    let record = o.template.record(t, file.map(|f| f.path.as_path()))?;
+    let mut record = o.template.record(t, file.map(|f| f.path.as_path()))?;
     if let Some(note) = record.no_switch_note() {
         eprintln!("{note}");
     }
     let frame = match prompt::chat_frame(t, &special, &record.variables, comment) {
-        Ok(f) => f,
+        Ok(f) => {
+            if let Err(why) = prompt::check_frame(&f, t, &special, &record.variables) {
+                eprintln!("note: the chat template does not split cleanly at the question: {why}");
+                record.split_mismatch = Some(why);
+            }
+            f
+        }
         // A template given by hand, or one that raised, is used as it is or not at all.
         Err(e) if file.is_some() || e.downcast_ref::<TemplateError>().is_some_and(|t| matches!(t, TemplateError::Raised(_))) => {
             return Err(e);

@@ -22,6 +22,7 @@ pub mod report;
 pub mod score;
 pub mod shard;
 pub mod targets;
+pub mod template;
 
 use crate::bench::{DecodeError, MemoryLimit, PlanError};
 use crate::cli::{DecodeArgs, TargetArgs, TemplateArgs};
