@@ -477,7 +477,7 @@ mod tests {
     #[test]
     fn none_is_not_iterable_as_in_python() {
         let t = "{{ tools is iterable }} {{ [] is iterable }} {{ 'ab' is iterable }}";
-        assert_eq!(render(t, "", &SpecialTokens::default(), &Map::new()).unwrap(), "false true true");
+        assert_eq!(render(t, "", &SpecialTokens::default(), &Map::new()).unwrap(), "False True True");
     }
 
     #[test]
