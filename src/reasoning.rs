@@ -31,6 +31,41 @@ pub const TAG_PAIRS: [(&str, &str); 10] = [
     ("<think:opensource>", "</think:opensource>"),
 ];
 
+/// The reasoning markers of a chat template, for closing the reasoning when
+/// its budget is spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Markers {
+    pub open: &'static str,
+    pub close: &'static str,
+    /// The generation prompt ends inside an opened block.
+    pub opened_in_prompt: bool,
+}
+
+impl Markers {
+    /// What is fed to close the reasoning: the closing marker on its own
+    /// line and a blank line, as these models write it when they stop
+    /// thinking (`\n</think>\n\n`).
+    pub fn closing_text(&self) -> String {
+        format!("\n{}\n\n", self.close)
+    }
+}
+
+/// The markers a template's answers use: the pair whose opening marker ends
+/// the generation prompt `tail` (the template opened the block), else the
+/// first pair whose markers both appear in the template's text. `None` where
+/// the template shows none (gpt-oss's channels are special tokens that a
+/// budget cannot close from text).
+pub fn markers(tail: &str, template: &str) -> Option<Markers> {
+    let end = tail.trim_end();
+    if let Some((open, close)) = TAG_PAIRS.iter().find(|(open, _)| end.ends_with(open)) {
+        return Some(Markers { open, close, opened_in_prompt: true });
+    }
+    TAG_PAIRS
+        .iter()
+        .find(|(open, close)| template.contains(open) && template.contains(close))
+        .map(|&(open, close)| Markers { open, close, opened_in_prompt: false })
+}
+
 /// gpt-oss (the harmony format): the channel markers.
 const HARMONY_CHANNEL: &str = "<|channel|>";
 const HARMONY_MESSAGE: &str = "<|message|>";
@@ -194,6 +229,19 @@ mod tests {
         assert_eq!(split(text), Split::plain(text));
         let plain = "return 1;\n}\n";
         assert_eq!(split(plain), Split::plain(plain));
+    }
+
+    #[test]
+    fn markers_follow_the_generation_prompt_then_the_template() {
+        let m = markers("<|im_start|>assistant\n<think>\n", "").unwrap();
+        assert_eq!((m.open, m.close, m.opened_in_prompt), ("<think>", "</think>", true));
+        let m = markers("<|im_start|>assistant\n", "{{ '<think>' }}...{{ '</think>' }}").unwrap();
+        assert!(!m.opened_in_prompt);
+        assert_eq!(m.closing_text(), "\n</think>\n\n");
+        assert!(markers("<|start|>assistant", "<|channel|>analysis").is_none());
+        // A closed empty block (thinking off) does not end with an opening marker.
+        let m = markers("assistant\n<think>\n\n</think>\n\n", "<think></think>").unwrap();
+        assert!(!m.opened_in_prompt);
     }
 
     #[test]

@@ -92,6 +92,7 @@ pub fn execute(
         ..Timings::default()
     };
     load_or_prefill(&run, &mut session, &mut timings)?;
+    session.span_budget = span_budget(model, plan);
     let t = Instant::now();
     timings.snapshot_bytes = session.snapshot()?;
     timings.snapshot_ms = ms(t);
@@ -110,6 +111,19 @@ pub fn execute(
         closed_book_pass(&run, &mut session, &mut results)?;
     }
     Ok(Executed { results, timings })
+}
+
+/// With thinking on, where the template shows its reasoning markers: close
+/// the reasoning when its budget is spent, so the answer follows.
+fn span_budget(model: &Model, plan: &Plan) -> Option<crate::engine::session::SpanBudget> {
+    let (budget, m) = (plan.think_budget?, plan.reasoning_markers.as_ref()?);
+    Some(crate::engine::session::SpanBudget {
+        budget,
+        open: m.open.to_string(),
+        close_text: m.close.to_string(),
+        close: model.tokenize_rest(&m.closing_text()),
+        opened_in_prompt: m.opened_in_prompt,
+    })
 }
 
 /// Loads the evaluated prefix from the prefix cache, else evaluates it (and
@@ -208,7 +222,8 @@ fn per_target(
             timings.forced_ms.push(ms(t));
         }
         let text = answer.as_ref().map(|g| g.text.clone()).unwrap_or_default();
-        let mut r = score_answer(run, target, &text);
+        let tokens = answer.as_ref().map_or(&[][..], |g| g.tokens.as_slice());
+        let mut r = score_answer(run, target, &text, tokens);
         r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
         r.invalid_utf8 = answer.as_ref().is_some_and(|g| g.invalid_utf8);
         r.forced = forced;
@@ -232,16 +247,16 @@ fn per_target(
     Ok((results, answered_tokens))
 }
 
-/// Scores a generated answer: its reasoning is split off, recorded with its
-/// token count, and not scored.
-fn score_answer(run: &Run, target: &Target, text: &str) -> TargetResult {
+/// Scores a generated answer: its reasoning is split off, recorded with the
+/// number of generated `tokens` that start before the answer, and not scored.
+fn score_answer(run: &Run, target: &Target, text: &str, tokens: &[Token]) -> TargetResult {
     let split = reasoning::split(text);
     let s = score::score_raw(split.answer, &target.header, &target.expected, &target.extra_window, run.opts);
     let mut r = TargetResult::new(target, split.answer.to_string(), s);
     let answer_at = split.answer_offset(text);
     if let Some(reasoning) = split.reasoning {
-        let before_answer = &text[..answer_at];
-        r.reasoning_tokens = Some(run.model.tokenize_plain(before_answer).len());
+        let starts = token_starts(run.model, tokens);
+        r.reasoning_tokens = Some(starts.partition_point(|&s| s < answer_at));
         r.reasoning = Some(reasoning);
     }
     r

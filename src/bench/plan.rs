@@ -82,6 +82,9 @@ pub struct Plan {
     pub template: Option<TemplateRecord>,
     /// Reasoning tokens allowed before the answer budget (thinking on, chat probe).
     pub think_budget: Option<usize>,
+    /// The template's reasoning markers, to close the reasoning when its
+    /// budget is spent (thinking on, where the template shows them).
+    pub reasoning_markers: Option<crate::reasoning::Markers>,
 }
 
 impl Plan {
@@ -140,6 +143,10 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     if needed > n_ctx as usize {
         return Err(PlanError::ContextTooSmall { prefix: prefix_tokens.len(), longest, max_new, needed, n_ctx }.into());
     }
+    let reasoning_markers = think_budget.and_then(|_| {
+        let text = o.template_file.as_ref().map(|f| f.text.as_str()).or(model.chat_template.as_deref())?;
+        crate::reasoning::markers(&frame.tail, text)
+    });
     Ok(Plan {
         crop: Crop::of(corpus, mode, first, last),
         frame,
@@ -151,6 +158,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         per_sequence,
         n_ctx,
         boundary_exact,
+        reasoning_markers,
         template,
         think_budget,
     })
