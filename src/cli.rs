@@ -61,6 +61,11 @@ pub enum Command {
     ///
     /// Resumable: answers already in the output file are not asked again.
     Ask(AskArgs),
+    /// Print exactly what the model is given for one question (the file elided unless --full),
+    /// with the token counts of the shared prefix and the question's suffix.
+    ///
+    /// Loads only the model's vocabulary and metadata.
+    Prompt(PromptArgs),
     /// Render a Jinja chat template as posrecall renders it, with no model: for checking a
     /// template (--chat-template) and comparing renderers.
     Template(TemplateCmdArgs),
@@ -96,6 +101,40 @@ pub struct MatrixArgs {
     /// Print only the aggregate table.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The model file (GGUF): its chat template and tokenizer.
+    pub model: PathBuf,
+    /// The source file (default: the corpus `scripts/fetch-corpus` fetched).
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    /// The function whose question is shown (one of the run's targets).
+    #[arg(long, value_name = "NAME")]
+    pub target: String,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub template: TemplateArgs,
+    /// Print the whole file, not its first and last lines.
+    #[arg(long)]
+    pub full: bool,
+    /// As `bench --crop`.
+    #[arg(long, value_enum, default_value_t = CropMode::Head)]
+    pub crop: CropMode,
+    /// As `bench --ctx`.
+    #[arg(long, default_value = "auto")]
+    pub ctx: CtxSize,
+    /// As `bench --max-prefix-tokens`.
+    #[arg(long, visible_alias = "max-tokens", value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
+    pub max_prefix_tokens: Option<usize>,
+    /// As `bench --max-new-tokens` (it decides how much of the file fits).
+    #[arg(long, value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
+    pub max_new_tokens: Option<usize>,
+    /// As `bench --probe`.
+    #[arg(long, value_enum, default_value_t = Probe::Auto)]
+    pub probe: Probe,
 }
 
 #[derive(Debug, Args)]

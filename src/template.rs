@@ -247,7 +247,8 @@ impl TemplateRecord {
             return None;
         }
         Some(format!(
-            "note: the chat template has no thinking switch (none of {}); thinking {} could not be applied, the template decides",
+            "note: the chat template has no thinking switch ({}): thinking {} is not applied; \
+             a model that thinks anyway has its reasoning split off its answers",
             SWITCHES.iter().map(|s| s.var).collect::<Vec<_>>().join(", "),
             self.think.as_str()
         ))

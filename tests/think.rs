@@ -175,3 +175,42 @@ fn thinking_on_closes_the_reasoning_at_its_budget() {
     }
     assert_eq!(run["summary"]["reasoning_tokens"], total);
 }
+
+/// `posrecall prompt` prints exactly the text of the question `bench` asks
+/// (the whole file with --full, elided without), and the token counts, from
+/// the vocabulary alone.
+#[test]
+fn prompt_prints_what_the_model_is_given() {
+    let _g = serial();
+    let qwen = collection_template(QWEN3);
+    let (dense, model) = (fixture("dense.js"), smollm2());
+    let args = |full: bool| {
+        let mut a = vec!["prompt", s(&model), "--corpus", s(&dense), "--count", "2", "--lines", "4", "--crop-lines", "1:80"];
+        a.extend(["--chat-template", s(&qwen), "--target", "groupByKey"]);
+        if full {
+            a.push("--full");
+        }
+        posrecall(&a)
+    };
+    let full = args(true);
+    let text = ok(&full);
+    // The same plan, from the library: the prefix and this target's suffix.
+    let m = model::load(&model, 0).unwrap();
+    let src = Source::open(&dense).unwrap();
+    let vars = TemplateVars { think: Think::Off, kwargs: Default::default() };
+    let mut o = plan_options(target_spec(2, 4, Some((1, 80))), 24, Probe::Auto);
+    o.max_new_tokens = None;
+    o.template_file = Some(TemplateFile::load(&qwen, &vars).unwrap());
+    o.template = vars;
+    let p = plan(&m, &src, &o).unwrap();
+    let i = p.targets.iter().position(|t| t.name == "groupByKey").expect("groupByKey is a target");
+    assert_eq!(text, format!("{}{}", p.prefix_text, p.frame.suffix(&p.targets[i], 4, false)));
+    let err = String::from_utf8_lossy(&full.stderr);
+    assert!(
+        err.contains(&format!("prefix: {} tokens (lines 1..80", p.prefix_tokens.len())) && err.contains(&format!("suffix: {} tokens", p.queries[i].len())),
+        "{err}"
+    );
+    let short = ok(&args(false));
+    assert!(short.contains("lines of the file not shown") && short.len() < text.len());
+    assert!(short.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+}

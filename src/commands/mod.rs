@@ -18,6 +18,7 @@ pub mod ask;
 pub mod bench;
 pub mod compare;
 pub mod matrix;
+pub mod prompt;
 pub mod report;
 pub mod score;
 pub mod shard;
