@@ -241,14 +241,24 @@ pub struct TemplateRecord {
 }
 
 impl TemplateRecord {
-    /// The note said once when `think` could not be applied.
-    pub fn no_switch_note(&self) -> Option<String> {
+    /// The note said once when `think` cannot be applied: the template has
+    /// no switch (and no kwarg sets one) but shows reasoning markers (it may
+    /// think anyway, as the DeepSeek R1 Llama distill always does), or
+    /// thinking on was asked for. A template that never thinks (Llama,
+    /// Gemma 3) has nothing to switch and gets no note; every run records
+    /// `switches` either way.
+    pub fn no_switch_note(&self, template: &str) -> Option<String> {
         if !self.switches.is_empty() || self.kwargs.keys().any(|k| SWITCHES.iter().any(|s| s.var == k)) {
+            return None;
+        }
+        let shows_reasoning = crate::reasoning::TAG_PAIRS.iter().any(|(open, close)| template.contains(open) && template.contains(close))
+            || template.contains("<|channel|>");
+        if !shows_reasoning && self.think == Think::Off {
             return None;
         }
         Some(format!(
             "note: the chat template has no thinking switch ({}): thinking {} is not applied; \
-             a model that thinks anyway has its reasoning split off its answers",
+             reasoning in the answers is split off before scoring",
             SWITCHES.iter().map(|s| s.var).collect::<Vec<_>>().join(", "),
             self.think.as_str()
         ))
@@ -441,13 +451,18 @@ mod tests {
 
     #[test]
     fn a_template_without_a_switch_is_recorded_and_noted() {
+        // Never thinks: recorded, no note unless thinking on is asked for.
         let t = "{% for m in messages %}{{ m.content }}{% endfor %}";
         let r = vars(Think::Off, "{}").record(t, None).unwrap();
         assert!(r.switches.is_empty());
-        assert!(r.no_switch_note().is_some());
+        assert!(r.no_switch_note(t).is_none());
+        assert!(vars(Think::On, "{}").record(t, None).unwrap().no_switch_note(t).is_some());
+        // Always thinks (the R1 Llama distill opens the block itself): noted.
+        let r1 = "{% for m in messages %}{{ m.content }}{% endfor %}<think>\n{# </think> #}";
+        assert!(vars(Think::Off, "{}").record(r1, None).unwrap().no_switch_note(r1).is_some());
         let r = vars(Think::Off, "{}").record(QWEN3_TAIL, None).unwrap();
         assert_eq!(r.switches, ["enable_thinking"]);
-        assert!(r.no_switch_note().is_none());
+        assert!(r.no_switch_note(QWEN3_TAIL).is_none());
     }
 
     #[test]

@@ -298,7 +298,7 @@ fn frame_for(model: &Model, src: &Source, o: &PlanOptions) -> Result<(Frame, Opt
         eos: model.eos_text(),
     };
     let mut record = o.template.record(t, file.map(|f| f.path.as_path()))?;
-    if let Some(note) = record.no_switch_note() {
+    if let Some(note) = record.no_switch_note(t) {
         eprintln!("{note}");
     }
     let frame = match prompt::chat_frame(t, &special, &record.variables, comment) {
