@@ -36,34 +36,41 @@ pub const TAG_PAIRS: [(&str, &str); 10] = [
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Markers {
     pub open: &'static str,
+    /// The text whose presence says the reasoning was closed.
     pub close: &'static str,
+    /// What is fed to close it, as the family writes it.
+    pub closing: String,
     /// The generation prompt ends inside an opened block.
     pub opened_in_prompt: bool,
 }
 
 impl Markers {
-    /// What is fed to close the reasoning: the closing marker on its own
-    /// line and a blank line, as these models write it when they stop
-    /// thinking (`\n</think>\n\n`).
-    pub fn closing_text(&self) -> String {
-        format!("\n{}\n\n", self.close)
+    fn tags(open: &'static str, close: &'static str, opened_in_prompt: bool) -> Markers {
+        // The closing marker on its own line and a blank line, as these
+        // models write it when they stop thinking (`\n</think>\n\n`).
+        Markers { open, close, closing: format!("\n{close}\n\n"), opened_in_prompt }
     }
 }
 
 /// The markers a template's answers use: the pair whose opening marker ends
 /// the generation prompt `tail` (the template opened the block), else the
-/// first pair whose markers both appear in the template's text. `None` where
-/// the template shows none (gpt-oss's channels are special tokens that a
-/// budget cannot close from text).
+/// first pair whose markers both appear in the template's text, else
+/// gpt-oss's channels (the analysis message is ended and the final channel
+/// opened). `None` where the template shows none.
 pub fn markers(tail: &str, template: &str) -> Option<Markers> {
     let end = tail.trim_end();
     if let Some((open, close)) = TAG_PAIRS.iter().find(|(open, _)| end.ends_with(open)) {
-        return Some(Markers { open, close, opened_in_prompt: true });
+        return Some(Markers::tags(open, close, true));
     }
-    TAG_PAIRS
-        .iter()
-        .find(|(open, close)| template.contains(open) && template.contains(close))
-        .map(|&(open, close)| Markers { open, close, opened_in_prompt: false })
+    if let Some(&(open, close)) = TAG_PAIRS.iter().find(|(open, close)| template.contains(open) && template.contains(close)) {
+        return Some(Markers::tags(open, close, false));
+    }
+    template.contains("<|channel|>final").then(|| Markers {
+        open: HARMONY_CHANNEL,
+        close: HARMONY_FINAL,
+        closing: format!("<|end|><|start|>assistant{HARMONY_FINAL}"),
+        opened_in_prompt: false,
+    })
 }
 
 /// gpt-oss (the harmony format): the channel markers.
@@ -237,8 +244,10 @@ mod tests {
         assert_eq!((m.open, m.close, m.opened_in_prompt), ("<think>", "</think>", true));
         let m = markers("<|im_start|>assistant\n", "{{ '<think>' }}...{{ '</think>' }}").unwrap();
         assert!(!m.opened_in_prompt);
-        assert_eq!(m.closing_text(), "\n</think>\n\n");
-        assert!(markers("<|start|>assistant", "<|channel|>analysis").is_none());
+        assert_eq!(m.closing, "\n</think>\n\n");
+        assert!(markers("<|start|>assistant", "nothing").is_none());
+        let oss = markers("<|start|>assistant", "<|channel|>analysis ... <|channel|>final").unwrap();
+        assert_eq!(oss.closing, "<|end|><|start|>assistant<|channel|>final<|message|>");
         // A closed empty block (thinking off) does not end with an opening marker.
         let m = markers("assistant\n<think>\n\n</think>\n\n", "<think></think>").unwrap();
         assert!(!m.opened_in_prompt);
@@ -253,6 +262,10 @@ mod tests {
         assert_eq!(s.answer, "```js\nx();\n```");
         let s = split("<|channel|>analysis<|message|>We need");
         assert_eq!((s.reasoning.as_deref(), s.answer, s.unclosed), (Some("We need"), "", true));
+        // As bench detokenizes it: llama.cpp renders the channel markers but
+        // drops the control token <|end|>.
+        let s = split("<|channel|>analysis<|message|>Need lines.<|start|>assistant<|channel|>final<|message|>x();");
+        assert_eq!((s.reasoning.as_deref(), s.answer), (Some("Need lines."), "x();"));
         // A final channel straight away (reasoning effort low may skip analysis).
         let s = split("<|channel|>final<|message|>x();");
         assert_eq!((s.reasoning.as_deref(), s.answer), (Some(""), "x();"));

@@ -611,6 +611,27 @@ gpu_layers = 0
     }
 
     #[test]
+    fn thinking_is_set_per_sweep_and_per_model() {
+        let text = GOOD
+            .replace("lines = 6\n", "lines = 6\nthink = \"on\"\nthink_budget = 512\ntemplate_kwargs = { a = 1 }\n")
+            .replace("ctx = 1024\n", "ctx = 1024\nthink = \"off\"\ntemplate_kwargs = { b = true }\nchat_template = \"t/q.jinja\"\n");
+        let s = Sweep::parse(&text, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
+        assert_eq!(s.think_budget, 512);
+        let (small, base) = (&s.models[0], &s.models[1]);
+        assert_eq!(small.template.think, Think::Off);
+        assert_eq!(serde_json::Value::Object(small.template.kwargs.clone()), serde_json::json!({"a": 1, "b": true}));
+        assert_eq!(small.chat_template, Some(PathBuf::from("/x/t/q.jinja")));
+        assert_eq!((base.template.think, base.chat_template.as_ref()), (Think::On, None));
+        let defaults = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
+        assert_eq!(defaults.models[0].template.think, Think::Off);
+        assert_eq!(defaults.think_budget, crate::template::DEFAULT_THINK_BUDGET);
+        let err = Sweep::parse(&GOOD.replace("lines = 6\n", "lines = 6\nthink = \"maybe\"\n"), Path::new("m.toml"), &env_of(&[("CACHE", "/c")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("params.think"), "{err}");
+    }
+
+    #[test]
     fn relative_paths_are_from_the_file() {
         let text = "[[model]]\nname = \"m\"\npath = \"models/m.gguf\"\nkv = [\"f16\"]\n";
         let s = Sweep::parse(text, Path::new("/etc/sweeps/models.toml"), &env_of(&[])).unwrap();

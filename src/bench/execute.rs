@@ -121,7 +121,7 @@ fn span_budget(model: &Model, plan: &Plan) -> Option<crate::engine::session::Spa
         budget,
         open: m.open.to_string(),
         close_text: m.close.to_string(),
-        close: model.tokenize_rest(&m.closing_text()),
+        close: model.tokenize_rest(&m.closing),
         opened_in_prompt: m.opened_in_prompt,
     })
 }
