@@ -6,6 +6,7 @@ use crate::ask::ApiKind;
 use crate::crop::{CropMode, LineRange};
 use crate::engine::config::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
+use crate::template::{DEFAULT_THINK_BUDGET, MAX_THINK_BUDGET, Think};
 use crate::score::Normalize;
 use crate::targets::TargetSpec;
 use crate::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
@@ -60,6 +61,14 @@ pub enum Command {
     ///
     /// Resumable: answers already in the output file are not asked again.
     Ask(AskArgs),
+    /// Print exactly what the model is given for one question (the file elided unless --full),
+    /// with the token counts of the shared prefix and the question's suffix.
+    ///
+    /// Loads only the model's vocabulary and metadata.
+    Prompt(PromptArgs),
+    /// Render a Jinja chat template as posrecall renders it, with no model: for checking a
+    /// template (--chat-template) and comparing renderers.
+    Template(TemplateCmdArgs),
     /// Run a sweep from models.toml: every model at every KV type, on the same targets.
     ///
     /// Each model is loaded once; one kept line range that fits every model is
@@ -92,6 +101,66 @@ pub struct MatrixArgs {
     /// Print only the aggregate table.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The model file (GGUF): its chat template and tokenizer.
+    pub model: PathBuf,
+    /// The source file (default: the corpus `scripts/fetch-corpus` fetched).
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    /// The function whose question is shown (one of the run's targets).
+    #[arg(long, value_name = "NAME")]
+    pub target: String,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub template: TemplateArgs,
+    /// Print the whole file, not its first and last lines.
+    #[arg(long)]
+    pub full: bool,
+    /// As `bench --crop`.
+    #[arg(long, value_enum, default_value_t = CropMode::Head)]
+    pub crop: CropMode,
+    /// As `bench --ctx`.
+    #[arg(long, default_value = "auto")]
+    pub ctx: CtxSize,
+    /// As `bench --max-prefix-tokens`.
+    #[arg(long, visible_alias = "max-tokens", value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
+    pub max_prefix_tokens: Option<usize>,
+    /// As `bench --max-new-tokens` (it decides how much of the file fits).
+    #[arg(long, value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
+    pub max_new_tokens: Option<usize>,
+    /// As `bench --probe`.
+    #[arg(long, value_enum, default_value_t = Probe::Auto)]
+    pub probe: Probe,
+}
+
+#[derive(Debug, Args)]
+pub struct TemplateCmdArgs {
+    /// The Jinja chat template.
+    #[arg(value_name = "FILE.jinja")]
+    pub file: PathBuf,
+    /// off: set the template's thinking switch to answer at once; on: let the model think.
+    #[arg(long, value_enum, default_value_t = Think::Off)]
+    pub think: Think,
+    /// A JSON object of template variables, over those --think sets.
+    #[arg(long, value_name = "JSON")]
+    pub template_kwargs: Option<String>,
+    /// The user message rendered [default: a file and a question, as posrecall asks them].
+    #[arg(long, value_name = "TEXT")]
+    pub content: Option<String>,
+    /// The text of bos_token.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub bos_token: String,
+    /// The text of eos_token.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub eos_token: String,
+    /// Print JSON: the rendering, the variables, the thinking switches, and whether the
+    /// template splits cleanly into a prefix (before the question) and a suffix.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -129,6 +198,13 @@ pub struct AskArgs {
     /// The corpus, when it is no longer where the targets file says (its sha256 must match).
     #[arg(long, value_name = "FILE")]
     pub corpus: Option<PathBuf>,
+    /// off: ask the server to answer without reasoning (chat_template_kwargs enable_thinking false,
+    /// reasoning_effort low); on: let it reason. A server's reasoning_content is recorded, not scored.
+    #[arg(long, value_enum, default_value_t = Think::Off)]
+    pub think: Think,
+    /// A JSON object sent as the request's chat_template_kwargs (over those --think sets).
+    #[arg(long, value_name = "JSON")]
+    pub template_kwargs: Option<String>,
     /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' or
     /// '{"ignore_eos": true}' for llama-server; its fields replace posrecall's.
     #[arg(long, value_name = "JSON")]
@@ -203,9 +279,16 @@ pub struct TargetsArgs {
     /// Print the self-contained targets file (JSON) that `score` reads.
     #[arg(long)]
     pub json: bool,
-    /// Also write JSONL {"name", "prompt"}: the complete prompt (file, then question) per target.
+    /// Also write JSONL {"name", "prompt", "chat_template_kwargs"}: the complete prompt (file, then
+    /// question) per target, with the template variables a server needs for --think.
     #[arg(long, value_name = "FILE")]
     pub emit_prompts: Option<PathBuf>,
+    /// With --emit-prompts: off writes chat_template_kwargs that turn thinking off; on lets the model think.
+    #[arg(long, value_enum, default_value_t = Think::Off, requires = "emit_prompts")]
+    pub think: Think,
+    /// With --emit-prompts: template variables written over those --think sets (a JSON object).
+    #[arg(long, value_name = "JSON", requires = "emit_prompts")]
+    pub template_kwargs: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -235,6 +318,26 @@ pub struct ScoreArgs {
     /// The model that gave the answers (`ask --model`), recorded in the run file; reports name the run by it.
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+}
+
+/// How a thinking model's chat template is rendered; shared by `bench`, `targets` and `prompt`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TemplateArgs {
+    /// off: render the chat template with its switch set to answer at once (the benchmark measures
+    /// recall); on: let the model reason first, within --think-budget.
+    #[arg(long, value_enum, default_value_t = Think::Off)]
+    pub think: Think,
+    /// With --think on: reasoning tokens allowed on top of the answer budget; when they are spent the
+    /// reasoning is closed as the model's family closes it and the answer follows.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_THINK_BUDGET, value_parser = ranged(1, MAX_THINK_BUDGET))]
+    pub think_budget: usize,
+    /// A JSON object of chat template variables, as llama-server's chat_template_kwargs, e.g.
+    /// '{"reasoning_effort": "low"}'; they replace those --think sets.
+    #[arg(long, value_name = "JSON")]
+    pub template_kwargs: Option<String>,
+    /// Render this Jinja chat template instead of the GGUF's own.
+    #[arg(long, value_name = "FILE")]
+    pub chat_template: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -328,6 +431,8 @@ pub struct BenchArgs {
     /// Skip the teacher-forced pass: only greedy answers (for timing against servers that only generate).
     #[arg(long)]
     pub no_forced: bool,
+    #[command(flatten)]
+    pub template: TemplateArgs,
     #[command(flatten)]
     pub decode: DecodeArgs,
     /// Keep the evaluated prefix state in this folder and load it on later runs with the same key.

@@ -34,6 +34,8 @@ fn main() {
         Command::Compare(a) => commands::compare::run(a),
         Command::Ask(a) => commands::ask::run(a),
         Command::Matrix(a) => commands::matrix::run(a),
+        Command::Template(a) => commands::template::run(a),
+        Command::Prompt(a) => commands::prompt::run(a),
     };
     if let Err(e) = result {
         // Like ripgrep: a reader that closed the pipe (`posrecall targets

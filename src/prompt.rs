@@ -6,7 +6,7 @@
 //! is `head + kept + mid`, each question's suffix is `question + tail`.
 
 use crate::targets::Target;
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 
 /// The question (docs/METHOD.md §3, Prompts), with LINES and the blank-line rule spelled out.
 pub fn query(name: &str, lines: usize, skip_blank: bool) -> String {
@@ -195,18 +195,34 @@ pub fn forced_body(target: &Target) -> String {
 
 /// The scaffold a forced answer opens with: a chat model whose own greedy
 /// answer opened with a code fence line (```` ```javascript ````) gets the same line
-/// before the forced lines, so that its habit is not scored as a miss. The
+/// before the forced lines, so that its habit is not scored as a miss; a
+/// thinking model's closed reasoning block (and the blank lines after it)
+/// comes first, so the lines are forced where its answer started. The
 /// scaffold's tokens are not scored. The completion probe has none.
 pub fn forced_scaffold(kind: ProbeKind, greedy_answer: Option<&str>) -> String {
     if kind != ProbeKind::Chat {
         return String::new();
     }
-    match greedy_answer.and_then(|a| a.lines().next()) {
-        Some(first) if first.trim_start().starts_with("```") || first.trim_start().starts_with("~~~") => {
-            format!("{first}\n")
-        }
-        _ => String::new(),
+    let Some(greedy) = greedy_answer else {
+        return String::new();
+    };
+    let split = crate::reasoning::split(greedy);
+    let mut scaffold = String::new();
+    let mut answer = greedy;
+    if split.reasoning.is_some() && !split.unclosed {
+        let at = split.answer_offset(greedy);
+        let blank = split.answer.len() - split.answer.trim_start_matches(['\n', '\r']).len();
+        scaffold.push_str(&greedy[..at + blank]);
+        answer = &greedy[at + blank..];
     }
+    match answer.lines().next() {
+        Some(first) if first.trim_start().starts_with("```") || first.trim_start().starts_with("~~~") => {
+            scaffold.push_str(first);
+            scaffold.push('\n');
+        }
+        _ => {}
+    }
+    scaffold
 }
 
 /// Stand-ins rendered through the template, then cut out again. They are
@@ -214,22 +230,56 @@ pub fn forced_scaffold(kind: ProbeKind, greedy_answer: Option<&str>) -> String {
 const KEPT_MARK: &str = "\u{1}POSRECALL-KEPT\u{1}";
 const QUERY_MARK: &str = "\u{1}POSRECALL-QUERY\u{1}";
 
-/// Special-token texts a chat template may refer to.
-#[derive(Debug, Clone, Default)]
-pub struct SpecialTokens {
-    pub bos: String,
-    pub eos: String,
-}
+pub use crate::template::SpecialTokens;
 
 /// Renders `template` (the GGUF's Jinja chat template) for one user message
 /// holding the file and the question, as llama.cpp's server does, and splits
 /// it into a [`Frame`]. The message is rendered once with stand-ins for the
 /// file and the question, so a large file is never pushed through Jinja.
-pub fn chat_frame(template: &str, special: &SpecialTokens, line_comment: &'static str) -> Result<Frame> {
-    let content = format!("{KEPT_MARK}\n\n{QUERY_MARK}");
-    let rendered = render_jinja(template, &content, special)
-        .context("the GGUF's chat template did not render")?;
+/// `vars` are the template variables beyond the message
+/// ([`crate::template::TemplateVars::variables`]).
+pub fn chat_frame(
+    template: &str,
+    special: &SpecialTokens,
+    vars: &serde_json::Map<String, serde_json::Value>,
+    line_comment: &'static str,
+) -> Result<Frame> {
+    let rendered = crate::template::render(template, &marked_message(), special, vars)?;
     split_frame(&rendered, "minijinja", line_comment)
+}
+
+/// Checks that the template treats the message as opaque text: rendering a
+/// real file and question gives exactly the frame's prefix followed by the
+/// question's suffix, for two different files and questions. So the prefix
+/// does not depend on the question, and no byte is lost at the cut.
+/// Returns what differed, if anything.
+pub fn check_frame(
+    frame: &Frame,
+    template: &str,
+    special: &SpecialTokens,
+    vars: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), String> {
+    let samples = [
+        ("function a() {\n  return 1;\n}", "Reproduce the lines of `a`."),
+        ("const b = [1, 2];\n// two\n", "Output only the lines after the brace of `b`, no commentary."),
+    ];
+    for (kept, question) in samples {
+        let whole = crate::template::render(template, &instruction_prompt(kept, question), special, vars)
+            .map_err(|e| e.to_string())?;
+        let mut framed = frame.prefix(kept);
+        framed.push_str(&frame.mid[frame.mid_split..]);
+        framed.push_str(question);
+        framed.push_str(&frame.tail);
+        if whole != framed {
+            let at = whole.bytes().zip(framed.bytes()).take_while(|(a, b)| a == b).count();
+            return Err(format!(
+                "the rendered prompt differs from the frame at byte {at}: {:?} against {:?}",
+                whole.get(at..(at + 40).min(whole.len())).unwrap_or(""),
+                framed.get(at..(at + 40).min(framed.len())).unwrap_or("")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Splits a rendered chat at the stand-ins.
@@ -260,36 +310,6 @@ pub fn marked_message() -> String {
     format!("{KEPT_MARK}\n\n{QUERY_MARK}")
 }
 
-fn render_jinja(template: &str, content: &str, special: &SpecialTokens) -> Result<String> {
-    use minijinja::{Environment, Error, ErrorKind, context, syntax::SyntaxConfig};
-    let mut env = Environment::new();
-    // Hugging Face renders chat templates with trim_blocks and lstrip_blocks.
-    env.set_syntax(
-        SyntaxConfig::builder()
-            .trim_blocks(true)
-            .lstrip_blocks(true)
-            .build()
-            .map_err(|e| anyhow!("{e}"))?,
-    );
-    // Python string and dict methods (`.strip()`, `.startswith()`, `.items()`).
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
-        Err(Error::new(ErrorKind::InvalidOperation, msg))
-    });
-    env.add_function("strftime_now", |_fmt: String| -> String {
-        // Rendering must be reproducible: no wall-clock dates in the prompt.
-        "01 Jan 2025".to_string()
-    });
-    let tmpl = env.template_from_str(template).map_err(|e| anyhow!("{e}"))?;
-    tmpl.render(context! {
-        messages => vec![context! { role => "user", content => content }],
-        add_generation_prompt => true,
-        bos_token => special.bos.clone(),
-        eos_token => special.eos.clone(),
-    })
-    .map_err(|e| anyhow!("{e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,7 +332,7 @@ mod tests {
 
     #[test]
     fn chat_frame_reassembles_the_rendered_prompt() {
-        let f = chat_frame(CHATML, &SpecialTokens::default(), "//").unwrap();
+        let f = chat_frame(CHATML, &SpecialTokens::default(), &Default::default(), "//").unwrap();
         let t = target();
         let whole = format!("{}{}", f.prefix("a\nb"), f.suffix(&t, 20, false));
         // Written out, as the template and docs/METHOD.md §3 say it reads.
@@ -321,6 +341,17 @@ mod tests {
             Output only those lines, no commentary.<|im_end|>\n<|im_start|>assistant\n";
         assert_eq!(whole, expected);
         assert_eq!(f.kept_offset(), f.head.len());
+    }
+
+    #[test]
+    fn a_template_that_reads_the_message_fails_the_frame_check() {
+        let vars = Default::default();
+        let f = chat_frame(CHATML, &SpecialTokens::default(), &vars, "//").unwrap();
+        assert_eq!(check_frame(&f, CHATML, &SpecialTokens::default(), &vars), Ok(()));
+        // The system prompt depends on the message's length: the prefix would change per question.
+        let sneaky = "{{ messages[0].content | length }}|{{ messages[0].content }}";
+        let f = chat_frame(sneaky, &SpecialTokens::default(), &vars, "//").unwrap();
+        assert!(check_frame(&f, sneaky, &SpecialTokens::default(), &vars).is_err());
     }
 
     #[test]
@@ -339,6 +370,6 @@ mod tests {
 
     #[test]
     fn broken_template_is_an_error() {
-        assert!(chat_frame("{% for %}", &SpecialTokens::default(), "//").is_err());
+        assert!(chat_frame("{% for %}", &SpecialTokens::default(), &Default::default(), "//").is_err());
     }
 }

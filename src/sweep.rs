@@ -7,6 +7,7 @@
 use crate::crop::{CropMode, LineRange};
 use crate::engine::config::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
+use crate::template::{TemplateVars, Think};
 use crate::run::Manifest;
 use crate::score::Normalize;
 use crate::targets::TargetSpec;
@@ -52,6 +53,9 @@ struct RawParams {
     flash_attn: Option<String>,
     swa_full: Option<bool>,
     closed_book: Option<bool>,
+    think: Option<String>,
+    think_budget: Option<usize>,
+    template_kwargs: Option<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,6 +69,9 @@ struct RawModel {
     ctx: Option<toml::Value>,
     probe: Option<String>,
     reference: Option<String>,
+    think: Option<String>,
+    template_kwargs: Option<toml::Table>,
+    chat_template: Option<String>,
 }
 
 // ---------------------------------------------------------------------------
@@ -87,6 +94,10 @@ pub struct ModelEntry {
     /// model's other runs (`reference = "f16"`): it saves its forced
     /// distributions and they are measured against them.
     pub reference: Option<(KvType, KvType)>,
+    /// `think` and `template_kwargs` (the model's own over `[params]`'s).
+    pub template: TemplateVars,
+    /// A Jinja template file to render instead of the GGUF's (`chat_template`).
+    pub chat_template: Option<PathBuf>,
 }
 
 /// A whole `models.toml`, checked.
@@ -107,6 +118,8 @@ pub struct Sweep {
     pub swa_full: bool,
     /// Also ask every question with no file in the context (`bench --closed-book`).
     pub closed_book: bool,
+    /// Reasoning tokens allowed when a model thinks (`params.think_budget`).
+    pub think_budget: usize,
     pub models: Vec<ModelEntry>,
 }
 
@@ -279,9 +292,17 @@ impl Sweep {
         if raw.model.is_empty() {
             bail!("{file}: no [[model]] entries");
         }
+        let think_budget = p.think_budget.unwrap_or(crate::template::DEFAULT_THINK_BUDGET);
+        if !(1..=crate::template::MAX_THINK_BUDGET).contains(&think_budget) {
+            bail!("{file}: params.think_budget: must be between 1 and {}", crate::template::MAX_THINK_BUDGET);
+        }
+        let defaults = TemplateVars {
+            think: r.think(p.think.as_deref(), "params.think")?.unwrap_or_default(),
+            kwargs: r.kwargs(p.template_kwargs.as_ref(), "params.template_kwargs")?,
+        };
         let mut models: Vec<ModelEntry> = Vec::new();
         for (i, m) in raw.model.iter().enumerate() {
-            let entry = r.model_entry(i, m, flash_attn)?;
+            let entry = r.model_entry(i, m, flash_attn, &defaults)?;
             if models.iter().any(|o| o.name == entry.name) {
                 bail!("{file}: model[{i}].name: `{}` is used twice", m.name);
             }
@@ -298,6 +319,7 @@ impl Sweep {
             flash_attn,
             swa_full: p.swa_full.unwrap_or(false),
             closed_book: p.closed_book.unwrap_or(false),
+            think_budget,
             models,
         })
     }
@@ -414,7 +436,21 @@ impl Reader<'_> {
     }
 
     /// The `i`-th `[[model]]`, checked.
-    fn model_entry(&self, i: usize, m: &RawModel, flash_attn: FlashAttn) -> Result<ModelEntry> {
+    fn think(&self, s: Option<&str>, key: &str) -> Result<Option<Think>> {
+        s.map(|s| choice(s, &[Think::Off, Think::On], Think::as_str, "a thinking setting").map_err(|e| self.err(key, e)))
+            .transpose()
+    }
+
+    /// A TOML table of template variables as the JSON object they render as.
+    fn kwargs(&self, t: Option<&toml::Table>, key: &str) -> Result<serde_json::Map<String, serde_json::Value>> {
+        let Some(t) = t else { return Ok(Default::default()) };
+        match serde_json::to_value(t) {
+            Ok(serde_json::Value::Object(m)) => Ok(m),
+            _ => Err(self.err(key, "not a table of values".into())),
+        }
+    }
+
+    fn model_entry(&self, i: usize, m: &RawModel, flash_attn: FlashAttn, defaults: &TemplateVars) -> Result<ModelEntry> {
         let file = self.file;
         let who = format!("model `{}`", m.name);
         if !valid_name(&m.name) {
@@ -458,6 +494,16 @@ impl Reader<'_> {
                 Some(pair)
             }
         };
+        let mut template = defaults.clone();
+        if let Some(t) = self.think(m.think.as_deref(), &format!("{who}: think"))? {
+            template.think = t;
+        }
+        template.kwargs.extend(self.kwargs(m.template_kwargs.as_ref(), &format!("{who}: template_kwargs"))?);
+        let chat_template = m
+            .chat_template
+            .as_deref()
+            .map(|p| self.resolve(p, &format!("{who}: chat_template")))
+            .transpose()?;
         Ok(ModelEntry {
             name: m.name.clone(),
             path,
@@ -467,6 +513,8 @@ impl Reader<'_> {
             ctx,
             probe,
             reference,
+            template,
+            chat_template,
         })
     }
 }
@@ -599,6 +647,27 @@ gpu_layers = 0
         assert_eq!(s.models[1].probe, Probe::Completion);
         let ids: Vec<String> = s.runs().into_iter().map(|r| r.id).collect();
         assert_eq!(ids, ["base__q4_0-q4_0", "small__f16-f16", "small__q8_0-f16"]);
+    }
+
+    #[test]
+    fn thinking_is_set_per_sweep_and_per_model() {
+        let text = GOOD
+            .replace("lines = 6\n", "lines = 6\nthink = \"on\"\nthink_budget = 512\ntemplate_kwargs = { a = 1 }\n")
+            .replace("ctx = 1024\n", "ctx = 1024\nthink = \"off\"\ntemplate_kwargs = { b = true }\nchat_template = \"t/q.jinja\"\n");
+        let s = Sweep::parse(&text, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
+        assert_eq!(s.think_budget, 512);
+        let (small, base) = (&s.models[0], &s.models[1]);
+        assert_eq!(small.template.think, Think::Off);
+        assert_eq!(serde_json::Value::Object(small.template.kwargs.clone()), serde_json::json!({"a": 1, "b": true}));
+        assert_eq!(small.chat_template, Some(PathBuf::from("/x/t/q.jinja")));
+        assert_eq!((base.template.think, base.chat_template.as_ref()), (Think::On, None));
+        let defaults = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
+        assert_eq!(defaults.models[0].template.think, Think::Off);
+        assert_eq!(defaults.think_budget, crate::template::DEFAULT_THINK_BUDGET);
+        let err = Sweep::parse(&GOOD.replace("lines = 6\n", "lines = 6\nthink = \"maybe\"\n"), Path::new("m.toml"), &env_of(&[("CACHE", "/c")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("params.think"), "{err}");
     }
 
     #[test]

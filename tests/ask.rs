@@ -356,6 +356,68 @@ fn completion_api_sends_the_completion_probe_text() {
     assert!(run["manifest"].get("external").is_none());
 }
 
+/// `--think` sends the template kwargs that switch thinking, `--template-kwargs`
+/// goes over them, and a server's `reasoning_content` is written apart from
+/// the answer; `score` records it, with the server's reasoning token count,
+/// and scores the answer alone (reasoning inside the answer text is split off
+/// as well).
+#[test]
+fn thinking_kwargs_are_sent_and_reasoning_is_recorded_not_scored() {
+    let (dir, tpath, t) = targets(DENSE, 2);
+    let expected: HashMap<String, String> = t["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let lines: Vec<&str> = x["expected"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+            (x["name"].as_str().unwrap().to_string(), lines.join("\n") + "\n")
+        })
+        .collect();
+    let first = names(&t)[0].clone();
+    let server = serve(None, move |req, _| {
+        let name = req.target();
+        // One server gives the reasoning apart (llama-server's reasoning_content);
+        // for the other target it is left inside the answer, wrongly fenced.
+        let (content, reasoning) = if name == first {
+            (expected[&name].clone(), json!("The user wants:\n```js\nnot();\n```"))
+        } else {
+            (format!("<think>\n```js\nnot();\n```\n</think>\n\n```js\n{}```\n", expected[&name]), Value::Null)
+        };
+        let body = json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "reasoning_content": reasoning}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1000, "completion_tokens": 90, "completion_tokens_details": {"reasoning_tokens": 40}}
+        });
+        Reply::Http(200, vec![], body.to_string())
+    });
+    let out = dir.path().join("responses.jsonl");
+    ok(&ask(&tpath, &out, &server.url, &[]));
+    for r in server.requests() {
+        assert_eq!(r.body["chat_template_kwargs"]["enable_thinking"], false, "--think off is the default");
+        assert_eq!(r.body["chat_template_kwargs"]["reasoning_effort"], "low");
+    }
+    let lines = responses(&out);
+    let with_reasoning: Vec<&Value> = lines.iter().filter(|l| l["reasoning"].is_string()).collect();
+    assert_eq!(with_reasoning.len(), 1, "{lines:?}");
+    assert!(lines.iter().all(|l| l["reasoning_tokens"] == 40));
+
+    let run = score(dir.path(), &tpath, &out, &[]);
+    for r in run["targets"].as_array().unwrap() {
+        assert_eq!(r["matched"], 8, "the answer alone is scored: {r}");
+        assert!(r["reasoning"].as_str().unwrap().contains("not();"), "{r}");
+        assert!(!r["response"].as_str().unwrap().contains("not();"), "{r}");
+        assert_eq!(r["reasoning_tokens"], 40);
+    }
+    assert_eq!(run["summary"]["reasoning_tokens"], 80);
+
+    // --think on, with a kwarg over posrecall's.
+    let out2 = dir.path().join("responses2.jsonl");
+    ok(&ask(&tpath, &out2, &server.url, &["--think", "on", "--template-kwargs", r#"{"reasoning_effort": "high", "x": [1]}"#]));
+    for r in server.requests().iter().skip(2) {
+        let k = &r.body["chat_template_kwargs"];
+        assert_eq!((&k["enable_thinking"], &k["reasoning_effort"], &k["x"]), (&json!(true), &json!("high"), &json!([1])));
+    }
+}
+
 #[test]
 fn extra_fields_are_merged_into_every_request() {
     let (dir, tpath, t) = targets(DENSE, 3);

@@ -200,7 +200,10 @@ fn emit_prompts_writes_one_prompt_per_target() {
     let rows: Vec<Value> = jsonl.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
     assert_eq!(rows.len(), names.len());
     for (row, name) in rows.iter().zip(&names) {
-        assert_eq!(row.as_object().unwrap().len(), 2, "{{name, prompt}} only: {row}");
+        assert_eq!(row.as_object().unwrap().len(), 3, "{{name, prompt, chat_template_kwargs}} only: {row}");
+        // Thinking off by default, in the variables of every template family.
+        let kwargs = &row["chat_template_kwargs"];
+        assert_eq!((&kwargs["enable_thinking"], &kwargs["reasoning_effort"]), (&Value::Bool(false), &Value::from("low")));
         assert_eq!(row["name"], *name);
         let prompt = row["prompt"].as_str().unwrap();
         assert!(prompt.starts_with(&text), "the prompt starts with the file");

@@ -346,6 +346,28 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
         vec!["bench", missing, "--save-reference", missing, "--reference", missing],
         vec!["bench", missing, "--only", ""],
         vec!["bench", missing, "--only", "a,,b"],
+        vec!["bench", missing, "--think", "maybe"],
+        vec!["bench", missing, "--template-kwargs", "[1]"],
+        vec!["bench", missing, "--template-kwargs", "{"],
+        vec!["bench", missing, "--template-kwargs", "null"],
+        vec!["bench", missing, "--chat-template", missing],
+        vec!["bench", missing, "--chat-template", binary],
+        vec!["bench", missing, "--chat-template", dense],
+        vec!["targets", dense, "--think", "on"],
+        vec!["targets", dense, "--emit-prompts", "p.jsonl", "--template-kwargs", "\"x\""],
+        vec!["ask", t, "--url", "http://127.0.0.1:9", "--template-kwargs", "[]"],
+        vec!["ask", t, "--url", "http://127.0.0.1:9", "--think", "yes"],
+        vec!["prompt"],
+        vec!["prompt", missing],
+        vec!["prompt", missing, "--target", "x"],
+        vec!["prompt", text, "--target", "x", "--corpus", dense],
+        vec!["prompt", missing, "--target", "x", "--template-kwargs", "1"],
+        vec!["prompt", missing, "--target", "x", "--think", "perhaps"],
+        vec!["template"],
+        vec!["template", missing],
+        vec!["template", binary],
+        vec!["template", missing, "--think", "on"],
+        vec!["template", dense, "--template-kwargs", "[]"],
         vec!["matrix"],
         vec!["matrix", missing],
         vec!["matrix", text],
@@ -357,7 +379,7 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
             cases.push(vec!["targets", dense, flag, n]);
         }
     }
-    for flag in ["--threads", "--ctx", "--max-new-tokens", "--max-prefix-tokens", "--parallel", "--fixed-tokens", "--gpu-layers", "--reference-top-k"] {
+    for flag in ["--threads", "--ctx", "--max-new-tokens", "--max-prefix-tokens", "--parallel", "--fixed-tokens", "--gpu-layers", "--reference-top-k", "--think-budget"] {
         for n in numbers {
             cases.push(vec!["bench", missing, flag, n]);
         }
@@ -369,6 +391,41 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
         }
     }
     cases.into_iter().map(|c| c.into_iter().map(String::from).collect()).collect()
+}
+
+/// A chat template that does not parse or raises, and kwargs that are not a
+/// JSON object, are one-line errors naming the flag, before any model work
+/// (the model file given does not exist: it is never reached).
+#[test]
+fn bad_templates_and_kwargs_are_refused_before_model_work() {
+    let dir = TempDir::new().unwrap();
+    let model = dir.path().join("never-loaded.gguf");
+    let broken = dir.path().join("broken.jinja");
+    std::fs::write(&broken, "{% for message in messages %}{{ message.content ").unwrap();
+    let raising = dir.path().join("raising.jinja");
+    std::fs::write(&raising, "{{ raise_exception('Conversation roles must alternate') }}").unwrap();
+    let (model, broken, raising) = (s(&model), s(&broken), s(&raising));
+    for (args, needle) in [
+        (vec!["bench", model, "--chat-template", broken], "not a Jinja template"),
+        (vec!["bench", model, "--chat-template", raising], "Conversation roles must alternate"),
+        (vec!["bench", model, "--template-kwargs", "[1]"], "--template-kwargs not a JSON object: it is an array"),
+        (vec!["bench", model, "--template-kwargs", "{\"a\":"], "--template-kwargs not a JSON object"),
+        (vec!["bench", model, "--think-budget", "0"], "--think-budget"),
+    ] {
+        let err = refused(&posrecall(&args), needle);
+        assert!(!err.contains("never-loaded"), "the model was reached: {err}");
+    }
+    // The same in a sweep file: named by file and key, before any model loads.
+    let sweep = dir.path().join("models.toml");
+    for (extra, needle) in [
+        ("think = \"sometimes\"", "think"),
+        ("chat_template = \"broken.jinja\"", "chat_template"),
+        ("chat_template = \"raising.jinja\"", "Conversation roles must alternate"),
+    ] {
+        std::fs::write(&sweep, format!("[[model]]\nname = \"m\"\npath = \"{model}\"\nkv = [\"f16\"]\n{extra}\n")).unwrap();
+        std::fs::write(dir.path().join("never-loaded.gguf"), b"GGUF").unwrap();
+        refused(&posrecall(&["matrix", s(&sweep), "--out-dir", s(&dir.path().join("runs"))]), needle);
+    }
 }
 
 #[test]

@@ -33,6 +33,9 @@ pub enum ServerError {
 #[derive(Debug)]
 pub struct Answered {
     pub response: String,
+    /// The server's reasoning, apart from the answer (`message.reasoning_content`
+    /// from llama-server and DeepSeek, `message.reasoning` from vLLM).
+    pub reasoning: Option<String>,
     pub usage: Value,
     pub finish_reason: Option<String>,
     pub wall_ms: u64,
@@ -74,6 +77,7 @@ pub struct Asker {
     max_tokens: usize,
     /// Fields added to every request body; they win over posrecall's.
     extra: serde_json::Map<String, Value>,
+    template_kwargs: serde_json::Map<String, Value>,
     key: Option<String>,
     retries: u32,
     timeout: f64,
@@ -93,6 +97,7 @@ impl Asker {
             api: o.api,
             max_tokens: o.max_tokens,
             extra: o.extra.clone(),
+            template_kwargs: o.template_kwargs.clone(),
             key: o.key.clone(),
             retries: o.retries,
             timeout: o.timeout,
@@ -134,6 +139,9 @@ impl Asker {
         b.insert("temperature".into(), Value::from(0));
         b.insert("max_tokens".into(), Value::from(self.max_tokens));
         b.insert("stream".into(), Value::from(false));
+        if self.api == ApiKind::Chat && !self.template_kwargs.is_empty() {
+            b.insert("chat_template_kwargs".into(), Value::Object(self.template_kwargs.clone()));
+        }
         for (k, v) in &self.extra {
             b.insert(k.clone(), v.clone());
         }
@@ -271,8 +279,13 @@ pub fn parse_answer(body: &str, api: ApiKind) -> Result<Answered, String> {
         Some(Value::String(s)) => s.clone(),
         _ => return Err(format!("the server's answer is not an OpenAI {kind}: no string {field}{}", detail(body))),
     };
+    let reasoning = ["/message/reasoning_content", "/message/reasoning"]
+        .iter()
+        .find_map(|p| choice.pointer(p).and_then(Value::as_str))
+        .map(String::from);
     Ok(Answered {
         response,
+        reasoning,
         usage: v.get("usage").cloned().unwrap_or(Value::Null),
         finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(String::from),
         wall_ms: 0,

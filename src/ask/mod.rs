@@ -19,6 +19,7 @@ pub mod client;
 
 use crate::corpus::{Corpus, language_for};
 use crate::prompt::{self, Frame};
+use crate::template::Think;
 use crate::run::TargetsFile;
 use anyhow::{Context, Result, bail};
 use client::{Asker, Outcome, ServerError};
@@ -69,6 +70,8 @@ pub struct AskOptions {
     pub max_tokens: usize,
     /// Fields merged into every request body; they win over posrecall's.
     pub extra: serde_json::Map<String, Value>,
+    /// Sent as `chat_template_kwargs` with every chat request ([`template_kwargs`]).
+    pub template_kwargs: serde_json::Map<String, Value>,
     /// Sent as `Authorization: Bearer`; never printed.
     pub key: Option<String>,
     pub retries: u32,
@@ -181,6 +184,29 @@ struct Line<'a> {
     /// The server's bytes were not valid UTF-8 (`score` records it).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     invalid_utf8: bool,
+    /// The server's reasoning, apart from the answer (never scored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<&'a str>,
+    /// `usage.completion_tokens_details.reasoning_tokens`, where the server counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_tokens: Option<u64>,
+}
+
+/// The `chat_template_kwargs` a chat request carries for `think`: the
+/// switches of the common template families (each template reads only its
+/// own), then the user's kwargs over them.
+pub fn template_kwargs(think: Think, user: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    let on = think == Think::On;
+    m.insert("enable_thinking".into(), Value::Bool(on));
+    m.insert("thinking".into(), Value::Bool(on));
+    if !on {
+        m.insert("reasoning_effort".into(), Value::from("low"));
+    }
+    for (k, v) in user {
+        m.insert(k.clone(), v.clone());
+    }
+    m
 }
 
 /// What [`read_answered`] needs of a line already in the responses file.
@@ -366,6 +392,8 @@ fn record(name: &str, outcome: Outcome, out: &mut File, path: &Path, bar: &Progr
                 usage: &a.usage,
                 finish_reason: a.finish_reason.as_deref(),
                 invalid_utf8: a.invalid_utf8,
+                reasoning: a.reasoning.as_deref(),
+                reasoning_tokens: a.usage.pointer("/completion_tokens_details/reasoning_tokens").and_then(Value::as_u64),
             };
             append(out, path, &serde_json::to_string(&line)?)?;
             tally.written += 1;

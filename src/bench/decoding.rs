@@ -266,6 +266,9 @@ fn slots(
         return Ok((1, None));
     }
     // More than llama.cpp's limit was refused by `DecodeOptions::validate`.
+    if plan.reasoning_markers.is_some() {
+        return Ok((1, Some("thinking on: the reasoning is closed at its budget one sequence at a time".into())));
+    }
     if model.recurrent_or_hybrid {
         return Ok((1, Some("the model's recurrent or hybrid memory cannot share one prefix between sequences".into())));
     }

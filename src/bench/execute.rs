@@ -15,6 +15,7 @@ use crate::kld::{Kld, Reader, TopK};
 use crate::reference::{Mismatch, RefTarget, Reference};
 use crate::progress::{self, ms};
 use crate::prompt;
+use crate::reasoning;
 use crate::run::{ClosedBook, SequentialCheck, TargetResult, Timings};
 use crate::score::{self, ScoreOptions};
 use crate::targets::Target;
@@ -63,14 +64,16 @@ impl Run<'_> {
         progress::bar(self.exec.show_progress, self.exec.multi, len as u64, what, unit)
     }
 
-    /// Whether an answer so far holds enough lines to stop: twice LINES.
+    /// Whether an answer so far holds enough lines to stop: twice LINES,
+    /// after any reasoning (an answer still reasoning never has enough).
     fn enough(&self, target: &Target, text: &str) -> bool {
-        score::parse_response(text, &target.header, self.opts.skip_blank).len() >= 2 * self.opts.lines
+        let split = reasoning::split(text);
+        !split.unclosed && score::parse_response(split.answer, &target.header, self.opts.skip_blank).len() >= 2 * self.opts.lines
     }
 
     fn limit(&self) -> Limit {
         Limit {
-            max_new: self.plan.max_new_tokens,
+            max_new: self.plan.generation_limit(),
             fixed: self.exec.decoding.fixed_tokens.is_some(),
         }
     }
@@ -100,6 +103,7 @@ pub fn execute(
         ..Timings::default()
     };
     load_or_prefill(&run, &mut session, &mut timings)?;
+    session.span_budget = span_budget(model, plan);
     let t = Instant::now();
     timings.snapshot_bytes = session.snapshot()?;
     timings.snapshot_ms = ms(t);
@@ -134,6 +138,19 @@ pub fn check_reference(model: &Model, plan: &Plan, reference: &Reference) -> Res
         }
     }
     Ok(())
+}
+
+/// With thinking on, where the template shows its reasoning markers: close
+/// the reasoning when its budget is spent, so the answer follows.
+fn span_budget(model: &Model, plan: &Plan) -> Option<crate::engine::session::SpanBudget> {
+    let (budget, m) = (plan.think_budget?, plan.reasoning_markers.as_ref()?);
+    Some(crate::engine::session::SpanBudget {
+        budget,
+        open: m.open.to_string(),
+        close_text: m.close.to_string(),
+        close: model.tokenize_rest(&m.closing),
+        opened_in_prompt: m.opened_in_prompt,
+    })
 }
 
 /// Loads the evaluated prefix from the prefix cache, else evaluates it (and
@@ -240,8 +257,8 @@ fn per_target(
             timings.forced_ms.push(ms(t));
         }
         let text = answer.as_ref().map(|g| g.text.clone()).unwrap_or_default();
-        let s = score::score_raw(&text, &target.header, &target.expected, &target.extra_window, run.opts);
-        let mut r = TargetResult::new(target, text, s);
+        let tokens = answer.as_ref().map_or(&[][..], |g| g.tokens.as_slice());
+        let mut r = score_answer(run, target, &text, tokens);
         r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
         r.invalid_utf8 = answer.as_ref().is_some_and(|g| g.invalid_utf8);
         r.forced = forced;
@@ -263,6 +280,21 @@ fn per_target(
         timings.decode_steps = Some(std::mem::take(&mut session.steps));
     }
     Ok((results, answered_tokens))
+}
+
+/// Scores a generated answer: its reasoning is split off, recorded with the
+/// number of generated `tokens` that start before the answer, and not scored.
+fn score_answer(run: &Run, target: &Target, text: &str, tokens: &[Token]) -> TargetResult {
+    let split = reasoning::split(text);
+    let s = score::score_raw(split.answer, &target.header, &target.expected, &target.extra_window, run.opts);
+    let mut r = TargetResult::new(target, split.answer.to_string(), s);
+    let answer_at = split.answer_offset(text);
+    if let Some(reasoning) = split.reasoning {
+        let starts = token_starts(run.model, tokens);
+        r.reasoning_tokens = Some(starts.partition_point(|&s| s < answer_at));
+        r.reasoning = Some(reasoning);
+    }
+    r
 }
 
 /// Answers every question again one at a time, in a context like a
@@ -291,7 +323,7 @@ fn check_sequential<'m>(
     for (((target, query), r), parallel) in plan.targets.iter().zip(&plan.queries).zip(results.iter_mut()).zip(parallel_tokens) {
         session.restore()?;
         let g = session.generate_with(query, run.limit(), |text| run.enough(target, text))?;
-        let s = score::score_raw(&g.text, &target.header, &target.expected, &target.extra_window, run.opts);
+        let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, run.opts);
         let common = g.tokens.iter().zip(parallel).take_while(|(a, b)| a == b).count();
         let identical = g.tokens == *parallel;
         // How close the call was where the answers part: the gap between the
@@ -330,8 +362,8 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
         let prompt = plan.frame.closed_book_prompt(target, opts.lines, opts.skip_blank);
         let tokens = run.model.tokenize_prefix(&prompt);
         session.start_empty()?;
-        let g = session.generate(&tokens, plan.max_new_tokens, |text| run.enough(target, text))?;
-        let s = score::score_raw(&g.text, &target.header, &target.expected, &target.extra_window, opts);
+        let g = session.generate(&tokens, plan.generation_limit(), |text| run.enough(target, text))?;
+        let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, opts);
         r.context_matched = Some(r.matched as i64 - s.matched as i64);
         if let Some(with_file) = r.forced.as_mut() {
             // The same forced text with no file before it: what the context adds.

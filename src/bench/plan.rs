@@ -7,6 +7,7 @@ use crate::engine::Token;
 use crate::engine::config::CtxSize;
 use crate::engine::model::Model;
 use crate::prompt::{self, Frame, Probe, SpecialTokens};
+use crate::template::{TemplateError, TemplateFile, TemplateRecord, TemplateVars, Think};
 use crate::targets::{self, Target, TargetSpec};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -33,6 +34,12 @@ pub struct PlanOptions {
     /// targets are sampled and the context sized as without it, so each
     /// answer is the one a full run gives.
     pub only: Vec<String>,
+    /// The chat template's variables (thinking, kwargs) and its file, when
+    /// it replaces the GGUF's.
+    pub template: TemplateVars,
+    pub template_file: Option<TemplateFile>,
+    /// Reasoning tokens allowed before the answer when thinking is on.
+    pub think_budget: usize,
 }
 
 /// A run that cannot be planned. The messages name no command-line flag;
@@ -81,6 +88,21 @@ pub struct Plan {
     pub boundary_exact: bool,
     /// The names the targets were narrowed to ([`PlanOptions::only`]).
     pub only: Vec<String>,
+    /// How the chat template was chosen and rendered (chat probe only).
+    pub template: Option<TemplateRecord>,
+    /// Reasoning tokens allowed before the answer budget (thinking on, chat probe).
+    pub think_budget: Option<usize>,
+    /// The template's reasoning markers, to close the reasoning when its
+    /// budget is spent (thinking on, where the template shows them).
+    pub reasoning_markers: Option<crate::reasoning::Markers>,
+}
+
+impl Plan {
+    /// The most tokens one answer may take: the answer budget, and the
+    /// reasoning budget before it when thinking is on.
+    pub fn generation_limit(&self) -> usize {
+        self.max_new_tokens + self.think_budget.unwrap_or(0)
+    }
 }
 
 /// How many tokens the frame, the questions and the answers need, whatever
@@ -99,11 +121,12 @@ struct Reserve {
 pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     let corpus = &src.corpus;
     let topts = o.target.options();
-    let mut frame = frame_for(model, src, o.probe)?;
+    let (mut frame, template) = frame_for(model, src, o)?;
+    let think_budget = (template.is_some() && o.template.think == Think::On).then_some(o.think_budget);
     // The functions eligible anywhere in the file bound what each question
     // and each forced pass needs, whatever range is kept.
     let everywhere = targets::eligible(corpus, &src.parsed, 0, corpus.line_count() - 1, &topts);
-    let reserve = reserve(model, &frame, &everywhere, o)?;
+    let reserve = reserve(model, &frame, &everywhere, o, think_budget.unwrap_or(0))?;
     let (first, last, mode) = initial_range(model, corpus, &everywhere, o, reserve.budget)?;
     let (last, prefix_text, prefix_tokens, boundary_exact) =
         fit_prefix(model, corpus, &mut frame, &everywhere, o, &reserve, (first, last, mode))?;
@@ -116,7 +139,12 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         .collect();
     let longest = queries.iter().map(Vec::len).max().unwrap_or(0);
     let max_new = reserve.max_new;
-    let per_sequence = longest + max_new.max(forced_room(model, &selected));
+    // With thinking on, the forced pass feeds the answer's reasoning before
+    // the expected lines.
+    let per_sequence = match think_budget {
+        Some(think) => longest + max_new + think + forced_room(model, &selected),
+        None => longest + max_new.max(forced_room(model, &selected)),
+    };
     let needed = prefix_tokens.len() + per_sequence;
     let n_ctx = match o.ctx {
         CtxSize::Auto => needed.min(model.n_ctx_train as usize).max(CtxSize::MIN as usize) as u32,
@@ -128,6 +156,10 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     let (selected, queries) = keep_only(selected, queries, &o.only, || {
         targets::eligible(corpus, &src.parsed, first, last, &topts)
     })?;
+    let reasoning_markers = think_budget.and_then(|_| {
+        let text = o.template_file.as_ref().map(|f| f.text.as_str()).or(model.chat_template.as_deref())?;
+        crate::reasoning::markers(&frame.tail, text)
+    });
     Ok(Plan {
         crop: Crop::of(corpus, mode, first, last),
         frame,
@@ -140,6 +172,9 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
         n_ctx,
         boundary_exact,
         only: o.only.clone(),
+        reasoning_markers,
+        template,
+        think_budget,
     })
 }
 
@@ -172,7 +207,7 @@ fn keep_only(
 }
 
 /// The answer budget, the context cap, and the tokens left for the file.
-fn reserve(model: &Model, frame: &Frame, everywhere: &[Target], o: &PlanOptions) -> Result<Reserve> {
+fn reserve(model: &Model, frame: &Frame, everywhere: &[Target], o: &PlanOptions, think_budget: usize) -> Result<Reserve> {
     let topts = o.target.options();
     let max_new = o.max_new_tokens.unwrap_or(TOKENS_PER_WINDOW_LINE * 2 * topts.lines);
     let cap = match o.ctx {
@@ -187,7 +222,10 @@ fn reserve(model: &Model, frame: &Frame, everywhere: &[Target], o: &PlanOptions)
     let frame_cost = model.tokenize_prefix(&frame.prefix("")).len();
     // The teacher-forced pass feeds the expected lines after the question; the
     // context must hold them as well as a generated answer.
-    let answer_room = max_new.max(forced_room(model, everywhere));
+    let answer_room = match think_budget {
+        0 => max_new.max(forced_room(model, everywhere)),
+        think => max_new + think + forced_room(model, everywhere),
+    };
     let budget = cap
         .checked_sub(answer_room + question + frame_cost)
         .filter(|b| *b > 0)
@@ -284,31 +322,48 @@ fn set_token_offsets(model: &Model, corpus: &Corpus, frame: &Frame, prefix: &[To
     }
 }
 
-/// The probe for this model: its chat template (minijinja, else llama.cpp's
-/// renderer), or the completion probe.
-fn frame_for(model: &Model, src: &Source, probe: Probe) -> Result<Frame> {
+/// The probe for this model: its chat template (or the one given as a file)
+/// rendered by minijinja, else by llama.cpp's renderer, or the completion
+/// probe; with the template's record. Says once on stderr when the template
+/// has no thinking switch.
+fn frame_for(model: &Model, src: &Source, o: &PlanOptions) -> Result<(Frame, Option<TemplateRecord>)> {
     let comment = src.language.line_comment();
-    let template = model.chat_template.as_deref();
-    match (probe, template) {
-        (Probe::Completion, _) | (Probe::Auto, None) => Ok(Frame::completion(comment)),
-        (Probe::Chat, None) => Err(PlanError::NoChatTemplate(model.path.clone()).into()),
-        (_, Some(t)) => {
-            let special = SpecialTokens {
-                bos: model.bos_text(),
-                eos: model.eos_text(),
-            };
-            match prompt::chat_frame(t, &special, comment) {
-                Ok(f) => Ok(f),
-                Err(jinja_err) => {
-                    let rendered = model
-                        .render_builtin(&prompt::marked_message())
-                        .with_context(|| format!("chat template: {jinja_err:#}; llama.cpp's renderer"))?;
-                    eprintln!("note: rendering the chat template with llama.cpp's built-in renderer ({jinja_err:#})");
-                    prompt::split_frame(&rendered, "llama.cpp", comment)
-                }
-            }
-        }
+    let file = o.template_file.as_ref();
+    let template = file.map(|f| f.text.as_str()).or(model.chat_template.as_deref());
+    let t = match (o.probe, template) {
+        (Probe::Completion, _) | (Probe::Auto, None) => return Ok((Frame::completion(comment), None)),
+        (Probe::Chat, None) => return Err(PlanError::NoChatTemplate(model.path.clone()).into()),
+        (_, Some(t)) => t,
+    };
+    let special = SpecialTokens {
+        bos: model.bos_text(),
+        eos: model.eos_text(),
+    };
+    let mut record = o.template.record(t, file.map(|f| f.path.as_path()))?;
+    if let Some(note) = record.no_switch_note(t) {
+        eprintln!("{note}");
     }
+    let frame = match prompt::chat_frame(t, &special, &record.variables, comment) {
+        Ok(f) => {
+            if let Err(why) = prompt::check_frame(&f, t, &special, &record.variables) {
+                eprintln!("note: the chat template does not split cleanly at the question: {why}");
+                record.split_mismatch = Some(why);
+            }
+            f
+        }
+        // A template given by hand, or one that raised, is used as it is or not at all.
+        Err(e) if file.is_some() || e.downcast_ref::<TemplateError>().is_some_and(|t| matches!(t, TemplateError::Raised(_))) => {
+            return Err(e);
+        }
+        Err(jinja_err) => {
+            let rendered = model
+                .render_builtin(&prompt::marked_message())
+                .with_context(|| format!("chat template: {jinja_err:#}; llama.cpp's renderer"))?;
+            eprintln!("note: rendering the chat template with llama.cpp's built-in renderer ({jinja_err:#})");
+            prompt::split_frame(&rendered, "llama.cpp", comment)?
+        }
+    };
+    Ok((frame, Some(record)))
 }
 
 /// Byte offset at which each token's text starts, from summed piece lengths.

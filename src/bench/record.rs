@@ -123,6 +123,8 @@ impl RunSpec<'_> {
             fixed_tokens: decoding.fixed_tokens,
             no_forced: decoding.no_forced,
             only: (!self.plan.only.is_empty()).then(|| self.plan.only.clone()),
+            think: self.plan.template.as_ref().map(|t| t.think),
+            think_budget: self.plan.think_budget,
             ..Params::of(self.target)
         }
     }
@@ -135,6 +137,7 @@ impl RunSpec<'_> {
             prompt_boundary_exact: Some(self.plan.boundary_exact),
             parallel_fallback: self.decoding.fallback.clone(),
             restore: Some(self.decoding.restore.as_str().to_string()),
+            template: self.plan.template.clone(),
             ..Runtime::current()
         }
     }

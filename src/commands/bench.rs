@@ -27,6 +27,7 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
         bail!("--only takes function names separated by commas; one of them is empty");
     }
     let decode = args.decode.options(args.forced_only, args.no_forced);
+    let (template, template_file) = args.template.options()?;
     let opts = BenchOptions {
         plan: PlanOptions {
             target: (&args.target).into(),
@@ -36,6 +37,9 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
             max_prefix_tokens: args.max_prefix_tokens,
             max_new_tokens: decode.fixed_tokens.or(args.max_new_tokens),
             only: args.only.clone(),
+            template,
+            template_file,
+            think_budget: args.template.think_budget,
         },
         context: ContextSettings {
             kv: (args.kv_k.unwrap_or(args.kv), args.kv_v.unwrap_or(args.kv)),

@@ -22,6 +22,7 @@ use crate::report::export::{self, Format, Options};
 use crate::reference::Reference;
 use crate::run::RunFile;
 use crate::sweep::{ModelEntry, ReferenceRole, Shard, Sweep, SweepRun, is_finished};
+use crate::template::TemplateFile;
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
 use std::time::Instant;
@@ -45,11 +46,16 @@ struct Matrix<'a> {
     shard: Option<Shard>,
     /// "shard K/N: x of the y runs" or "y runs".
     shard_note: String,
+    /// Per model, its `chat_template` file, read and checked.
+    templates: Vec<Option<TemplateFile>>,
 }
 
 impl Matrix<'_> {
-    fn plan_options(&self, m: &ModelEntry) -> PlanOptions {
+    fn plan_options(&self, i: usize, m: &ModelEntry) -> PlanOptions {
         PlanOptions {
+            template: m.template.clone(),
+            template_file: self.templates[i].clone(),
+            think_budget: self.sweep.think_budget,
             target: self.sweep.target.clone(),
             probe: m.probe,
             crop: self.sweep.crop,
@@ -145,7 +151,18 @@ fn open(args: &MatrixArgs) -> Result<Matrix<'_>> {
         }
         None => (all.clone(), format!("{} runs", all.len())),
     };
-    Ok(Matrix { args, sweep, decode, mine, shard, shard_note })
+    let mut templates = Vec::with_capacity(sweep.models.len());
+    for e in &sweep.models {
+        let file = match &e.chat_template {
+            Some(path) => Some(
+                TemplateFile::load(path, &e.template)
+                    .map_err(|err| anyhow!("{}: model `{}`: chat_template: {err}", args.file.display(), e.name))?,
+            ),
+            None => None,
+        };
+        templates.push(file);
+    }
+    Ok(Matrix { args, sweep, decode, mine, shard, shard_note, templates })
 }
 
 /// `--list`: this shard's runs and their files, without loading a model.
@@ -165,7 +182,7 @@ fn plan_every_model(m: &Matrix, src: &Source) -> Result<Vec<Planned>> {
     for e in &sweep.models {
         models.push(model::load(&e.path, 0).with_context(|| format!("model `{}`", e.name))?);
     }
-    let options: Vec<PlanOptions> = sweep.models.iter().map(|e| m.plan_options(e)).collect();
+    let options: Vec<PlanOptions> = sweep.models.iter().enumerate().map(|(i, e)| m.plan_options(i, e)).collect();
     let names: Vec<&str> = sweep.models.iter().map(|e| e.name.as_str()).collect();
     let refs: Vec<&Model> = models.iter().collect();
     let plans = plan_shared(&refs, &names, src, &options).map_err(|e| match e.downcast_ref::<NoSharedRange>() {

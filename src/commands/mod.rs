@@ -18,13 +18,16 @@ pub mod ask;
 pub mod bench;
 pub mod compare;
 pub mod matrix;
+pub mod prompt;
 pub mod report;
 pub mod score;
 pub mod shard;
 pub mod targets;
+pub mod template;
 
 use crate::bench::{DecodeError, MemoryLimit, PlanError};
-use crate::cli::{DecodeArgs, TargetArgs};
+use crate::cli::{DecodeArgs, TargetArgs, TemplateArgs};
+use crate::template::{TemplateFile, TemplateVars};
 use crate::crop::{CropError, CropMode};
 use crate::engine::config::ConfigError;
 use crate::targets::{SpecError, TargetSpec, TooFewTargets};
@@ -59,6 +62,32 @@ impl DecodeArgs {
             forced_only,
             no_forced,
         }
+    }
+}
+
+impl TemplateArgs {
+    /// The template variables and the template file, checked before any
+    /// model work: kwargs that are not a JSON object, a template that does
+    /// not parse or raises, are one-line errors naming the flag.
+    pub fn options(&self) -> Result<(TemplateVars, Option<TemplateFile>)> {
+        let vars = TemplateVars {
+            think: self.think,
+            kwargs: template_kwargs(self.template_kwargs.as_deref())?,
+        };
+        let file = match &self.chat_template {
+            Some(path) => Some(TemplateFile::load(path, &vars).map_err(|e| anyhow!("--chat-template {e}"))?),
+            None => None,
+        };
+        Ok((vars, file))
+    }
+}
+
+/// `--template-kwargs`: a JSON object, or nothing.
+pub fn template_kwargs(text: Option<&str>) -> Result<serde_json::Map<String, serde_json::Value>> {
+    match text {
+        None => Ok(serde_json::Map::new()),
+        Some(t) => crate::template::parse_kwargs(t)
+            .map_err(|e| anyhow!("--template-kwargs {e}, e.g. '{{\"enable_thinking\": false}}'")),
     }
 }
 
@@ -151,6 +180,9 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     }
     if let Some(ConfigError::QuantizedVNeedsFlashAttn(t)) = e.downcast_ref::<ConfigError>() {
         return anyhow!("a quantised V cache (--kv-v {t}) needs flash attention; drop --flash-attn off or use --kv-v f16");
+    }
+    if let Some(t) = e.downcast_ref::<crate::template::TemplateError>() {
+        return anyhow!("{t}; give a working template with --chat-template FILE, or fix --template-kwargs");
     }
     if let Some(d) = e.downcast_ref::<DecodeError>() {
         return anyhow!("{}", decode_message(d));

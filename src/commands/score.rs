@@ -4,6 +4,7 @@ use crate::cli::ScoreArgs;
 use crate::report::terminal;
 use crate::run::{External, FORMAT_VERSION, Manifest, RunFile, Runtime, Summary, TargetResult, TargetsFile};
 use crate::score::{self, ScoreOptions};
+use crate::reasoning;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -15,6 +16,11 @@ struct Answer {
     /// Set by `ask` when the server's bytes were not valid UTF-8.
     #[serde(default)]
     invalid_utf8: bool,
+    /// The server's reasoning, apart from the answer (`ask`).
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    reasoning_tokens: Option<usize>,
 }
 
 /// Reads `{"name", "response"}` lines; blank lines are skipped.
@@ -113,16 +119,21 @@ fn score_all(targets: &TargetsFile, mut answers: HashMap<String, Answer>, opts: 
     let mut results = Vec::with_capacity(targets.targets.len());
     let mut unanswered = 0;
     for t in &targets.targets {
-        let (response, invalid_utf8) = match answers.remove(&t.name) {
-            Some(a) => (a.response, a.invalid_utf8),
-            None => {
-                unanswered += 1;
-                (String::new(), false)
-            }
-        };
-        let s = score::score_raw(&response, &t.header, &t.expected, &t.extra_window, opts);
-        let mut r = TargetResult::new(t, response, s);
-        r.invalid_utf8 = invalid_utf8;
+        let a = answers.remove(&t.name).unwrap_or_else(|| {
+            unanswered += 1;
+            Answer { name: t.name.clone(), response: String::new(), invalid_utf8: false, reasoning: None, reasoning_tokens: None }
+        });
+        // Reasoning inside the answer text is split off as `bench` splits it,
+        // and joins any the server gave apart.
+        let split = reasoning::split(&a.response);
+        let s = score::score_raw(split.answer, &t.header, &t.expected, &t.extra_window, opts);
+        let mut r = TargetResult::new(t, split.answer.to_string(), s);
+        r.invalid_utf8 = a.invalid_utf8;
+        let parts: Vec<String> = a.reasoning.into_iter().chain(split.reasoning).collect();
+        if !parts.is_empty() {
+            r.reasoning = Some(parts.join("\n\n"));
+        }
+        r.reasoning_tokens = a.reasoning_tokens;
         results.push(r);
     }
     if unanswered > 0 {

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 
 pub fn run(args: &TargetsArgs) -> Result<()> {
     let spec = TargetSpec::from(&args.target);
+    let kwargs = crate::ask::template_kwargs(args.think, &crate::commands::template_kwargs(args.template_kwargs.as_deref())?);
     if let Some(path) = &args.emit_prompts {
         check_output("--emit-prompts", path, &[&args.corpus])?;
     }
@@ -25,7 +26,11 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
         let mut jsonl = String::new();
         for t in &file.targets {
             let q = prompt::query(&t.name, file.params.lines, file.params.skip_blank);
-            let line = serde_json::json!({"name": t.name, "prompt": prompt::instruction_prompt(kept, &q)});
+            let line = serde_json::json!({
+                "name": t.name,
+                "prompt": prompt::instruction_prompt(kept, &q),
+                "chat_template_kwargs": kwargs,
+            });
             jsonl.push_str(&line.to_string());
             jsonl.push('\n');
         }

@@ -34,15 +34,26 @@ pub struct Model {
 
 /// Loads `path` with `gpu_layers` layers offloaded.
 pub fn load(path: &Path, gpu_layers: u32) -> Result<Model> {
+    load_with(path, gpu_layers, false)
+}
+
+/// Loads only `path`'s vocabulary and metadata: enough to render and
+/// tokenize prompts, nothing to compute with. The file is not hashed
+/// (`sha256` is empty).
+pub fn load_vocab(path: &Path) -> Result<Model> {
+    load_with(path, 0, true)
+}
+
+fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
     check_gguf(path)?;
     let size_bytes = std::fs::metadata(path)?.len();
     let t = Instant::now();
-    let sha256 = cached_sha256(path)?;
+    let sha256 = if vocab_only { String::new() } else { cached_sha256(path)? };
     let hash_ms = t.elapsed().as_secs_f64() * 1e3;
 
     let backend = super::backend()?;
     let t = Instant::now();
-    let params = LlamaModelParams::default().with_n_gpu_layers(gpu_layers);
+    let params = LlamaModelParams::default().with_n_gpu_layers(gpu_layers).with_vocab_only(vocab_only);
     let model = LlamaModel::load_from_file(backend, path, &params).with_context(|| {
         format!(
             "llama.cpp could not load {} (a truncated or corrupt GGUF, or an architecture this llama.cpp does not know)",
@@ -69,7 +80,11 @@ pub fn load(path: &Path, gpu_layers: u32) -> Result<Model> {
         name: meta("general.name"),
         file_type,
         n_params: model.n_params(),
-        n_ctx_train: model.n_ctx_train(),
+        // A vocabulary-only load leaves the hyperparameters unread: the metadata has it.
+        n_ctx_train: match model.n_ctx_train() {
+            0 => meta_u32(&model, "context_length").unwrap_or(0),
+            n => n,
+        },
         chat_template,
         recurrent_or_hybrid: model.is_recurrent() || model.is_hybrid(),
         n_swa: meta_u32(&model, "attention.sliding_window").unwrap_or(0),

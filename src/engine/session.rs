@@ -142,6 +142,9 @@ pub struct Session<'m> {
     restore_mode: RestoreMode,
     /// The snapshot and the prefix length it holds.
     snapshot: Option<(Snapshot, usize)>,
+    /// A span an answer must close within a budget of tokens (a thinking
+    /// model's reasoning); [`Session::generate`] closes it when the budget is spent.
+    pub span_budget: Option<SpanBudget>,
 }
 
 /// What [`Session::snapshot`] keeps (see the module's notes).
@@ -161,6 +164,33 @@ pub struct PortableSnapshot(SeqState, usize);
 impl PortableSnapshot {
     pub fn byte_len(&self) -> usize {
         self.0.byte_len()
+    }
+}
+
+/// A span the answer opens (or the prompt opened) and must close within
+/// `budget` generated tokens: when the budget is spent and the span is still
+/// open, `close` is fed as if generated, and generation goes on after it.
+#[derive(Debug, Clone)]
+pub struct SpanBudget {
+    pub budget: usize,
+    /// The text that opens the span at the start of an answer.
+    pub open: String,
+    /// The text that closes it, and its tokens (what is fed).
+    pub close_text: String,
+    pub close: Vec<LlamaToken>,
+    /// The prompt ends inside the span (the template opened it).
+    pub opened_in_prompt: bool,
+}
+
+impl SpanBudget {
+    /// Whether an answer of `n` tokens and text `bytes` must be closed now.
+    fn due(&self, n: usize, bytes: &[u8]) -> bool {
+        if n < self.budget || self.close.is_empty() {
+            return false;
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let opened = self.opened_in_prompt || text.trim_start().starts_with(&self.open);
+        opened && !text.contains(&self.close_text)
     }
 }
 
@@ -188,6 +218,7 @@ impl<'m> Session<'m> {
             steps: StepStats::default(),
             restore_mode: RestoreMode::default(),
             snapshot: None,
+            span_budget: None,
         })
     }
 
@@ -407,8 +438,10 @@ impl<'m> Session<'m> {
         let mut pos = self.prefix_len + query.len();
         let mut bytes = Vec::new();
         let mut tokens = Vec::new();
-        let mut batch = LlamaBatch::new(1, 1);
+        let close_len = self.span_budget.as_ref().map_or(0, |b| b.close.len());
+        let mut batch = LlamaBatch::new(1 + close_len, 1);
         let mut logits_idx = ((query.len() - 1) % self.n_batch) as i32;
+        let mut closed = false;
         while tokens.len() < max_new {
             let tok = sampler.sample(&self.ctx, logits_idx);
             if vocab.is_eog(tok) {
@@ -424,17 +457,30 @@ impl<'m> Session<'m> {
             if tokens.len() == max_new {
                 break;
             }
+            // The span's budget is spent: its closing tokens follow this one.
+            let inject: Vec<LlamaToken> = match &self.span_budget {
+                Some(b) if !closed && b.due(tokens.len(), &bytes) => {
+                    closed = true;
+                    b.close.clone()
+                }
+                _ => Vec::new(),
+            };
             batch.clear();
-            batch.add(tok, pos as i32, &[self.seq], true)?;
+            batch.add(tok, pos as i32, &[self.seq], inject.is_empty())?;
+            for (j, &c) in inject.iter().enumerate() {
+                batch.add(c, (pos + 1 + j) as i32, &[self.seq], j + 1 == inject.len())?;
+                tokens.push(c);
+                bytes.extend_from_slice(&vocab.token_to_piece(c, false, None));
+            }
             let step = Instant::now();
             self.ctx
                 .decode(&mut batch)
                 .with_context(|| format!("llama.cpp decode failed at position {pos}"))?;
             self.steps.steps += 1;
             self.steps.generation_only_ms += step.elapsed().as_secs_f64() * 1e3;
-            self.steps.generation_only_tokens += 1;
-            pos += 1;
-            logits_idx = 0;
+            self.steps.generation_only_tokens += 1 + inject.len();
+            pos += 1 + inject.len();
+            logits_idx = inject.len() as i32;
         }
         Ok(Generation::new(&bytes, tokens, t.elapsed().as_secs_f64() * 1e3))
     }

@@ -139,7 +139,7 @@ pub fn plan_options(target: TargetSpec, max_new: usize, probe: Probe) -> PlanOpt
         ctx: CtxSize::Auto,
         max_prefix_tokens: None,
         max_new_tokens: Some(max_new),
-        only: Vec::new(),
+        ..PlanOptions::default()
     }
 }
 

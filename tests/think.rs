@@ -1,0 +1,216 @@
+//! Thinking models, end to end on a real model and a real template: SmolLM2
+//! rendered with a Qwen 3.x chat template from llama.cpp's collection
+//! (`--chat-template`), thinking off and on; answers holding reasoning,
+//! scored on the answer alone (`score`, with constructed answers).
+
+mod common;
+
+use common::*;
+use posrecall::bench::plan;
+use posrecall::corpus::Source;
+use posrecall::engine::model;
+use posrecall::prompt::Probe;
+use posrecall::template::{TemplateFile, TemplateVars, Think};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A template of llama.cpp's collection (fetched and cached by the fidelity script).
+fn collection_template(name: &str) -> PathBuf {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/template-fidelity");
+    let o = Command::new(script).arg("--fetch-only").output().expect("python3 runs scripts/template-fidelity");
+    assert!(o.status.success(), "fetching the templates failed: {}", String::from_utf8_lossy(&o.stderr));
+    let p = PathBuf::from(String::from_utf8(o.stdout).unwrap().trim()).join(name);
+    assert!(p.is_file(), "{} is missing", p.display());
+    p
+}
+
+const QWEN3: &str = "Qwen-Qwen3-0.6B.jinja";
+const QWEN35: &str = "Qwen3.5-4B.jinja";
+
+/// Thinking off: the prompt ends with the family's closed empty think block,
+/// the prompt still tokenizes exactly at the prefix boundary, and the
+/// teacher-forced lines come after that block.
+#[test]
+fn thinking_off_renders_the_closed_empty_block() {
+    let _g = serial();
+    let m = model::load(&smollm2(), 0).unwrap();
+    let src = Source::open(&fixture("dense.js")).unwrap();
+    let vars = TemplateVars { think: Think::Off, kwargs: Default::default() };
+    let mut o = plan_options(target_spec(2, 4, Some((1, 80))), 24, Probe::Auto);
+    o.template_file = Some(TemplateFile::load(&collection_template(QWEN3), &vars).unwrap());
+    o.template = vars;
+    let p = plan(&m, &src, &o).unwrap();
+    assert!(p.frame.tail.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"), "{:?}", p.frame.tail);
+    let rec = p.template.as_ref().unwrap();
+    assert_eq!((rec.source.as_str(), rec.switches.as_slice()), ("file", &["enable_thinking".to_string()][..]));
+    assert_eq!(rec.variables["enable_thinking"], false);
+    assert!(rec.split_mismatch.is_none());
+    assert!(p.boundary_exact);
+    // Not SmolLM2's own system prompt: Qwen 3's template has none by default.
+    assert!(!p.prefix_text.contains("SmolLM"));
+    for (t, q) in p.targets.iter().zip(&p.queries) {
+        let whole = m.tokenize_prefix(&format!("{}{}", p.prefix_text, p.frame.suffix(t, 4, false)));
+        let joined: Vec<_> = p.prefix_tokens.iter().chain(q).copied().collect();
+        assert_eq!(whole, joined, "{}", t.name);
+    }
+}
+
+/// The bench run records the template and the thinking mode; the prefix
+/// cache keys follow the rendered prefix (the GGUF's template and Qwen 3's
+/// differ before the file, so they are two cache entries).
+#[test]
+fn bench_records_the_template_and_keys_the_cache_by_the_prefix() {
+    let _g = serial();
+    let dir = tempfile::TempDir::new().unwrap();
+    let cache = dir.path().join("cache");
+    let qwen = collection_template(QWEN3);
+    let (run_a, run_b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let (dense, model) = (fixture("dense.js"), smollm2());
+    let common_args =
+        ["--corpus", s(&dense), "--crop-lines", "1:80", "--count", "2", "--lines", "4", "--forced-only", "-q", "--prefix-cache", s(&cache)];
+    let mut a = vec!["bench", s(&model)];
+    a.extend(common_args);
+    a.extend(["--chat-template", s(&qwen), "-o", s(&run_a)]);
+    ok(&posrecall(&a));
+    let mut b = vec!["bench", s(&model)];
+    b.extend(common_args);
+    b.extend(["-o", s(&run_b)]);
+    ok(&posrecall(&b));
+    let (a, b) = (read(&run_a), read(&run_b));
+    let t = &a["manifest"]["runtime"]["template"];
+    assert_eq!(t["source"], "file");
+    assert_eq!(t["path"], s(&qwen));
+    assert_eq!(t["sha256"], posrecall::fsutil::sha256_hex(&std::fs::read(&qwen).unwrap()));
+    assert_eq!(t["switches"], json!(["enable_thinking"]));
+    assert_eq!(t["variables"], json!({"enable_thinking": false}));
+    assert_eq!(a["manifest"]["params"]["think"], "off");
+    // SmolLM2's own template has no switch: recorded as such.
+    assert_eq!(b["manifest"]["runtime"]["template"]["source"], "gguf");
+    assert_eq!(b["manifest"]["runtime"]["template"]["switches"], json!([]));
+    assert_ne!(a["manifest"]["runtime"]["prefix_sha256"], b["manifest"]["runtime"]["prefix_sha256"]);
+    let entries = std::fs::read_dir(&cache).unwrap().count();
+    assert!(entries >= 2, "one cache entry per rendered prefix, found {entries}");
+}
+
+/// Answers collected elsewhere, in every reasoning format, are scored on the
+/// answer alone; the reasoning is recorded, never scored.
+#[test]
+fn score_splits_reasoning_off_every_format() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let printed = ok(&posrecall(&["targets", s(&fixture("dense.js")), "--json", "--count", "5", "--lines", "6"]));
+    let tpath = dir.path().join("t.json");
+    std::fs::write(&tpath, &printed).unwrap();
+    let t: Value = serde_json::from_str(&printed).unwrap();
+    let targets = t["targets"].as_array().unwrap();
+    let body = |i: usize| -> String {
+        let lines: Vec<&str> = targets[i]["expected"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        lines.join("\n") + "\n"
+    };
+    let wrong = "```js\nreturn wrong;\n```";
+    let answers = [
+        // Qwen 3 thinking: a closed block holding a wrong fenced guess, then the answer.
+        format!("<think>\nLet me recall.\n{wrong}\n</think>\n\n```javascript\n{}```\n", body(0)),
+        // The template opened the block (QwQ, DeepSeek R1): only the closing tag.
+        format!("Recalling the function.\n{wrong}\n</think>\n\n{}", body(1)),
+        // gpt-oss channels.
+        format!("<|channel|>analysis<|message|>{wrong}<|end|><|start|>assistant<|channel|>final<|message|>{}<|return|>", body(2)),
+        // The budget ran out while thinking: the right lines inside the reasoning do not count.
+        format!("<think>\n{}", body(3)),
+        // No reasoning at all.
+        body(4),
+    ];
+    let responses: String = answers
+        .iter()
+        .zip(targets)
+        .map(|(a, t)| json!({"name": t["name"], "response": a}).to_string() + "\n")
+        .collect();
+    let rpath = dir.path().join("r.jsonl");
+    std::fs::write(&rpath, responses).unwrap();
+    let run_path = dir.path().join("run.json");
+    ok(&posrecall(&["score", s(&tpath), s(&rpath), "-o", s(&run_path), "-q"]));
+    let run = read(&run_path);
+    let r = run["targets"].as_array().unwrap();
+    let matched: Vec<u64> = r.iter().map(|x| x["matched"].as_u64().unwrap()).collect();
+    assert_eq!(matched, [6, 6, 6, 0, 6], "{run}");
+    for x in &r[..3] {
+        assert!(x["reasoning"].as_str().unwrap().contains("return wrong;"), "{x}");
+        assert!(!x["response"].as_str().unwrap().contains("wrong"), "{x}");
+    }
+    assert!(r[3]["reasoning"].as_str().unwrap().contains(targets[3]["expected"][0].as_str().unwrap().trim()));
+    assert!(r[4]["reasoning"].is_null());
+}
+
+/// Thinking on, with a budget: the template opens the block (Qwen 3.5), the
+/// model reasons for the budget, the reasoning is closed as the family closes
+/// it (`\n</think>\n\n`), and the answer follows within its own budget.
+#[test]
+fn thinking_on_closes_the_reasoning_at_its_budget() {
+    let _g = serial();
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = dir.path().join("run.json");
+    let qwen = collection_template(QWEN35);
+    let (dense, model) = (fixture("dense.js"), smollm2());
+    let o = posrecall(&[
+        "bench", s(&model), "--corpus", s(&dense), "--crop-lines", "1:80", "--count", "2", "--lines", "4",
+        "--chat-template", s(&qwen), "--think", "on", "--think-budget", "8", "--max-new-tokens", "24",
+        "--parallel", "2", "-q", "-o", s(&out),
+    ]);
+    ok(&o);
+    let run = read(&out);
+    let m = &run["manifest"];
+    assert_eq!((&m["params"]["think"], &m["params"]["think_budget"]), (&json!("on"), &json!(8)));
+    assert_eq!(m["runtime"]["template"]["variables"], json!({"enable_thinking": true}));
+    // Closing at a budget runs one sequence at a time, and says so.
+    assert!(m["runtime"]["parallel_fallback"].as_str().unwrap().contains("thinking on"), "{m}");
+    let mut total = 0;
+    for t in run["targets"].as_array().unwrap() {
+        let reasoning_tokens = t["reasoning_tokens"].as_u64().unwrap();
+        // The 8 reasoning tokens and the closing tokens (the block was opened in the prompt).
+        assert!(reasoning_tokens >= 8, "{t}");
+        assert!(t["reasoning"].is_string(), "{t}");
+        assert!(t["generated_tokens"].as_u64().unwrap() <= 8 + 24, "{t}");
+        assert!(t["forced"].is_object(), "{t}");
+        total += reasoning_tokens;
+    }
+    assert_eq!(run["summary"]["reasoning_tokens"], total);
+}
+
+/// `posrecall prompt` prints exactly the text of the question `bench` asks
+/// (the whole file with --full, elided without), and the token counts, from
+/// the vocabulary alone.
+#[test]
+fn prompt_prints_what_the_model_is_given() {
+    let _g = serial();
+    let qwen = collection_template(QWEN3);
+    let (dense, model) = (fixture("dense.js"), smollm2());
+    let args = |full: bool| {
+        let mut a = vec!["prompt", s(&model), "--corpus", s(&dense), "--count", "2", "--lines", "4", "--crop-lines", "1:80"];
+        a.extend(["--chat-template", s(&qwen), "--target", "groupByKey"]);
+        if full {
+            a.push("--full");
+        }
+        posrecall(&a)
+    };
+    let full = args(true);
+    let text = ok(&full);
+    // The same plan, from the library: the prefix and this target's suffix.
+    let m = model::load(&model, 0).unwrap();
+    let src = Source::open(&dense).unwrap();
+    let vars = TemplateVars { think: Think::Off, kwargs: Default::default() };
+    let mut o = plan_options(target_spec(2, 4, Some((1, 80))), 24, Probe::Auto);
+    o.max_new_tokens = None;
+    o.template_file = Some(TemplateFile::load(&qwen, &vars).unwrap());
+    o.template = vars;
+    let p = plan(&m, &src, &o).unwrap();
+    let i = p.targets.iter().position(|t| t.name == "groupByKey").expect("groupByKey is a target");
+    assert_eq!(text, format!("{}{}", p.prefix_text, p.frame.suffix(&p.targets[i], 4, false)));
+    let err = String::from_utf8_lossy(&full.stderr);
+    assert!(
+        err.contains(&format!("prefix: {} tokens (lines 1..80", p.prefix_tokens.len())) && err.contains(&format!("suffix: {} tokens", p.queries[i].len())),
+        "{err}"
+    );
+    let short = ok(&args(false));
+    assert!(short.contains("lines of the file not shown") && short.len() < text.len());
+    assert!(short.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+}
