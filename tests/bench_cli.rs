@@ -69,7 +69,10 @@ fn run_file_is_complete_and_runs_are_deterministic() {
     for key in ["load_ms", "prefill_ms", "snapshot_ms", "total_ms"] {
         assert!(t[key].as_f64().unwrap() > 0.0, "timings.{key}");
     }
-    assert!(t["snapshot_bytes"].as_u64().unwrap() > 0);
+    // A plain transformer's lean restore keeps no snapshot: removing the
+    // question's cells restores the prefix (docs/METHOD.md §4).
+    assert_eq!(m["runtime"]["restore"], "lean");
+    assert_eq!(t["snapshot_bytes"].as_u64(), Some(0));
     assert_eq!(t["prefix_source"], "prefill");
     // The prefix is evaluated once, not per question.
     assert_eq!(t["prefill_tokens"], m["corpus"]["prefix_tokens"]);
