@@ -183,9 +183,9 @@ impl Reference {
         Ok(Reference { header, path: path.to_path_buf(), sha256, entries })
     }
 
-    /// The stored distributions for target `name` after checking that this
-    /// run feeds the same tokens (`tokens`: its forced token ids with the
-    /// reference's scaffold). Returns the reference's scaffold too.
+    /// The forced text (scaffold and tokens) and stored distributions of
+    /// target `name`; whether this run feeds the same tokens is checked by
+    /// the caller (`bench::check_reference`).
     pub fn target(&self, name: &str) -> Result<(&RefTarget, &[TopK]), Mismatch> {
         let i = self
             .header
