@@ -28,6 +28,15 @@ fn seconds(s: &str) -> Result<f64, String> {
     }
     Ok(v)
 }
+
+/// A rate between 0 and 1.
+fn unit_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("{s} is not between 0 and 1"));
+    }
+    Ok(v)
+}
 use std::path::PathBuf;
 
 /// posrecall: how well does a local LLM recall long code, verbatim and by position?
@@ -453,6 +462,12 @@ pub struct BenchArgs {
     /// Ask only these of the sampled targets (comma-separated names); each answer is the one a full run gives.
     #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
     pub only: Vec<String>,
+    /// A length ladder: ask COUNT targets at each of these prefix lengths (e.g. 2k,4k,8k, or auto), evaluating the file once.
+    #[arg(long, value_name = "L,...|auto")]
+    pub lengths: Option<crate::bench::ladder::Lengths>,
+    /// The pass rate the effective length must keep at every length up to it.
+    #[arg(long, value_name = "RATE", default_value_t = 0.5, value_parser = unit_interval, requires = "lengths")]
+    pub effective_at: f64,
     /// Write the run file (JSON) here.
     #[arg(long, short)]
     pub out: Option<PathBuf>,

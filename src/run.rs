@@ -30,6 +30,66 @@ pub struct RunFile {
     pub summary: Summary,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,
+    /// Per length, with the effective length (`bench --lengths`); `targets`
+    /// then holds every window's targets and `summary` sums them all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ladder: Option<LadderRecord>,
+}
+
+/// A length ladder's record: docs/METHOD.md §8.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LadderRecord {
+    /// The pass rate the effective length must hold at every length up to it.
+    pub effective_at: f64,
+    /// The longest length at which the pass rate, and the rate at every
+    /// shorter length, is at least `effective_at`; `None`: not even the
+    /// shortest.
+    pub effective_length: Option<usize>,
+    /// Why the ladder stops before the lengths asked for, when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    pub rungs: Vec<RungRecord>,
+}
+
+/// One length of a ladder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RungRecord {
+    /// The length asked for, in prefix tokens.
+    pub length: usize,
+    /// The window's prefix tokens (at most `length`, less where the ladder stops).
+    pub prefix_tokens: usize,
+    /// The window's lines.
+    pub crop: Crop,
+    /// Prefix tokens already evaluated (shared with the previous window) when
+    /// this window's evaluation began.
+    pub resumed_at: usize,
+    /// Tokens evaluated for this window (0 when loaded from the prefix cache).
+    pub prefill_tokens: usize,
+    pub prefill_ms: f64,
+    /// `prefill` or `cache`.
+    pub prefix_source: String,
+    /// This window's targets: totals, depth quarters, forced means.
+    pub summary: Summary,
+    /// passes / targets, with its 95% Wilson interval.
+    pub pass_rate: f64,
+    pub pass_low: f64,
+    pub pass_high: f64,
+}
+
+/// How a ladder length is written for people: `4k` when a whole number of
+/// K (1024 tokens), else the tokens.
+pub fn length_label(length: usize) -> String {
+    match length % 1024 {
+        0 => format!("{}k", length / 1024),
+        _ => length.to_string(),
+    }
+}
+
+impl RungRecord {
+    /// The effective length of `rungs` at threshold `at`.
+    pub fn effective_length(rungs: &[RungRecord], at: f64) -> Option<usize> {
+        rungs.iter().take_while(|r| r.pass_rate >= at).last().map(|r| r.length)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -252,6 +312,10 @@ pub struct TargetResult {
     pub byte_offset: usize,
     pub token_offset: Option<usize>,
     pub depth: f64,
+    /// The length of the ladder window this target was asked in
+    /// (`bench --lengths`); its depth is within that window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<usize>,
     pub expected: Vec<String>,
     pub response: String,
     pub lines: Vec<ScoredLine>,
@@ -370,6 +434,7 @@ impl TargetResult {
             byte_offset: target.byte_offset,
             token_offset: target.token_offset,
             depth: target.depth,
+            length: None,
             expected: target.expected.clone(),
             response,
             lines: score.lines,
@@ -556,6 +621,20 @@ pub struct Timings {
 pub struct OldScoring(pub String);
 
 impl RunFile {
+    /// A ladder's window at `length` as a run of its own: its targets, its
+    /// summary and its lines; the whole run when it is not a ladder.
+    pub fn at_length(&self, length: usize) -> RunFile {
+        let mut run = self.clone();
+        let Some(ladder) = run.ladder.take() else { return run };
+        run.targets.retain(|t| t.length == Some(length));
+        if let Some(g) = ladder.rungs.iter().find(|g| g.length == length) {
+            run.summary = g.summary.clone();
+            run.manifest.corpus.crop = g.crop.clone();
+            run.manifest.corpus.prefix_tokens = Some(g.prefix_tokens);
+        }
+        run
+    }
+
     /// Reads a run file and checks its format version; anything else is a
     /// one-line error.
     pub fn load(path: &Path) -> Result<RunFile> {

@@ -52,15 +52,15 @@ pub struct ExecOptions<'a> {
 }
 
 /// What every pass shares.
-struct Run<'a> {
-    model: &'a Model,
-    plan: &'a Plan,
-    opts: &'a ScoreOptions,
-    exec: &'a ExecOptions<'a>,
+pub(super) struct Run<'a> {
+    pub model: &'a Model,
+    pub plan: &'a Plan,
+    pub opts: &'a ScoreOptions,
+    pub exec: &'a ExecOptions<'a>,
 }
 
 impl Run<'_> {
-    fn bar(&self, len: usize, what: &str, unit: &str) -> indicatif::ProgressBar {
+    pub(super) fn bar(&self, len: usize, what: &str, unit: &str) -> indicatif::ProgressBar {
         progress::bar(self.exec.show_progress, self.exec.multi, len as u64, what, unit)
     }
 
@@ -92,38 +92,58 @@ pub fn execute(
     mut on_result: impl FnMut(&TargetResult),
 ) -> Result<Executed> {
     let run = Run { model, plan, opts, exec };
-    let decoding = exec.decoding;
-    let mut session = Session::new(model, cfg).map_err(|e| match decoding.parallel() {
-        true => e.context(format!("{} parallel sequences", decoding.slots)),
-        false => e,
-    })?;
-    session.set_restore_mode(decoding.restore);
+    let mut session = new_session(model, cfg, exec.decoding)?;
     let mut timings = Timings {
         prefix_source: "prefill".into(),
         ..Timings::default()
     };
     load_or_prefill(&run, &mut session, &mut timings)?;
-    session.span_budget = span_budget(model, plan);
+    let mut saved = exec.save_top_k.map(|_| Vec::new());
+    let (results, _) = answer(&run, session, cfg, &mut timings, &mut saved, &mut on_result)?;
+    Ok(Executed { results, timings, saved })
+}
+
+/// A context for a run decoded as `decoding` says.
+pub(super) fn new_session<'m>(model: &'m Model, cfg: &ContextConfig, decoding: &Decoding) -> Result<Session<'m>> {
+    let mut session = Session::new(model, cfg).map_err(|e| match decoding.parallel() {
+        true => e.context(format!("{} parallel sequences", decoding.slots)),
+        false => e,
+    })?;
+    session.set_restore_mode(decoding.restore);
+    Ok(session)
+}
+
+/// With the prefix evaluated: snapshot it, answer every target, then the
+/// check and closed-book passes. Returns the results and the session the
+/// last pass left (the check pass answers in a context of its own).
+pub(super) fn answer<'m>(
+    run: &Run<'m>,
+    mut session: Session<'m>,
+    cfg: &ContextConfig,
+    timings: &mut Timings,
+    saved: &mut Option<Vec<(RefTarget, Vec<TopK>)>>,
+    on_result: &mut impl FnMut(&TargetResult),
+) -> Result<(Vec<TargetResult>, Session<'m>)> {
+    let decoding = run.exec.decoding;
+    session.span_budget = span_budget(run.model, run.plan);
     let t = Instant::now();
-    timings.snapshot_bytes = session.snapshot()?;
-    timings.snapshot_ms = ms(t);
+    timings.snapshot_bytes = timings.snapshot_bytes.max(session.snapshot()?);
+    timings.snapshot_ms += ms(t);
 
     let mut answers = match decoding.parallel() {
-        true => answer_in_parallel(&run, &mut session, &mut timings)?,
-        false => vec![None; plan.targets.len()],
+        true => answer_in_parallel(run, &mut session, timings)?,
+        false => vec![None; run.plan.targets.len()],
     };
-    let mut saved = exec.save_top_k.map(|_| Vec::new());
-    let (mut results, answered_tokens) =
-        per_target(&run, &mut session, &mut answers, &mut timings, &mut saved, &mut on_result)?;
+    let (mut results, answered_tokens) = per_target(run, &mut session, &mut answers, timings, saved, on_result)?;
     if decoding.parallel() && decoding.check_sequential {
         let t = Instant::now();
-        session = check_sequential(&run, session, cfg, &mut results, &answered_tokens)?;
+        session = check_sequential(run, session, cfg, &mut results, &answered_tokens)?;
         timings.check_ms = Some(ms(t));
     }
-    if exec.closed_book {
-        closed_book_pass(&run, &mut session, &mut results)?;
+    if run.exec.closed_book {
+        closed_book_pass(run, &mut session, &mut results)?;
     }
-    Ok(Executed { results, timings, saved })
+    Ok((results, session))
 }
 
 /// Checks, before any decoding, that `reference` measures this plan: every
@@ -155,7 +175,7 @@ fn span_budget(model: &Model, plan: &Plan) -> Option<crate::engine::session::Spa
 
 /// Loads the evaluated prefix from the prefix cache, else evaluates it (and
 /// saves it there).
-fn load_or_prefill(run: &Run, session: &mut Session, timings: &mut Timings) -> Result<()> {
+pub(super) fn load_or_prefill(run: &Run, session: &mut Session, timings: &mut Timings) -> Result<()> {
     let prefix = &run.plan.prefix_tokens;
     if let Some((cache, key)) = &run.exec.prefix_cache {
         let t = Instant::now();
@@ -203,8 +223,8 @@ fn answer_in_parallel(run: &Run, session: &mut Session, timings: &mut Timings) -
             Ok(())
         },
     )?;
-    timings.generation_ms = Some(ms(t));
-    timings.decode_steps = Some(stats);
+    *timings.generation_ms.get_or_insert(0.0) += ms(t);
+    timings.decode_steps.get_or_insert_with(Default::default).merge(&stats);
     bar.finish_and_clear();
     Ok(answered)
 }
@@ -276,8 +296,8 @@ fn per_target(
     }
     bar.finish_and_clear();
     if sequential {
-        timings.generation_ms = Some(sequential_ms);
-        timings.decode_steps = Some(std::mem::take(&mut session.steps));
+        *timings.generation_ms.get_or_insert(0.0) += sequential_ms;
+        timings.decode_steps.get_or_insert_with(Default::default).merge(&std::mem::take(&mut session.steps));
     }
     Ok((results, answered_tokens))
 }

@@ -10,6 +10,7 @@
 
 pub mod decoding;
 pub mod execute;
+pub mod ladder;
 pub mod plan;
 pub mod record;
 
@@ -73,6 +74,10 @@ pub struct BenchOptions {
     pub closed_book: bool,
     /// Keep the evaluated prefix state in this folder.
     pub prefix_cache: Option<PathBuf>,
+    /// Ask at each of these lengths, from one evaluation of the file.
+    pub lengths: Option<ladder::Lengths>,
+    /// The pass rate the effective length keeps at every length up to it.
+    pub effective_at: f64,
 }
 
 impl BenchOptions {

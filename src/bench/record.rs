@@ -156,6 +156,19 @@ impl RunSpec<'_> {
         sha256_hex(&serde_json::to_vec(&key).unwrap_or_default())
     }
 
+    /// The run file of a length ladder (this spec's plan is its longest
+    /// window's): every window's results, and per window its record.
+    pub fn ladder_run_file(&self, lx: super::ladder::LadderExecuted, stopped: Option<String>, effective_at: f64, total_ms: f64) -> RunFile {
+        let mut run = self.run_file(lx.executed, total_ms);
+        run.ladder = Some(crate::run::LadderRecord {
+            effective_at,
+            effective_length: crate::run::RungRecord::effective_length(&lx.rungs, effective_at),
+            stopped,
+            rungs: lx.rungs,
+        });
+        run
+    }
+
     /// The run file: the manifest, the results and their summary, and the
     /// timings, with the model's load and hash times; `total_ms` is the run
     /// as its command measured it.
@@ -171,6 +184,7 @@ impl RunSpec<'_> {
             summary: Summary::of(&executed.results),
             targets: executed.results,
             timings: Some(timings),
+            ladder: None,
         }
     }
 }

@@ -23,6 +23,18 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
     if args.no_forced && (args.reference.is_some() || args.save_reference.is_some()) {
         bail!("--reference and --save-reference work on the teacher-forced pass; drop --no-forced");
     }
+    if args.lengths.is_some() {
+        let clash = [
+            (args.closed_book, "--closed-book (recall without the file does not depend on its length)"),
+            (args.decode.check_sequential, "--check-sequential"),
+            (args.reference.is_some(), "--reference"),
+            (args.save_reference.is_some(), "--save-reference"),
+            (!args.only.is_empty(), "--only (each length samples its own targets)"),
+        ];
+        if let Some((_, flag)) = clash.iter().find(|(on, _)| *on) {
+            bail!("--lengths runs a ladder of windows; it does not combine with {flag}");
+        }
+    }
     if args.only.iter().any(|n| n.trim().is_empty()) {
         bail!("--only takes function names separated by commas; one of them is empty");
     }
@@ -52,6 +64,8 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
         build: args.build.clone(),
         closed_book: args.closed_book,
         prefix_cache: args.prefix_cache.clone(),
+        lengths: args.lengths.clone(),
+        effective_at: args.effective_at,
     };
     opts.validate().map_err(|e| hint(e, Some(args.crop)))?;
     Ok(opts)
@@ -85,6 +99,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         eprintln!("{note}");
     }
     let model = model::load(&args.model, opts.context.gpu_layers)?;
+    if let Some(lengths) = &opts.lengths {
+        return run_ladder(args, &opts, lengths, &model, &src, started);
+    }
     let prepared = bench::prepare(&model, &src, &opts).map_err(|e| hint(e, Some(args.crop)))?;
     let spec = RunSpec {
         model: &model,
@@ -137,4 +154,90 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     stdout?;
     crate::commands::out(&terminal::summary(&run.summary))
+}
+
+/// `bench --lengths`: one evaluation of the file, every window's questions.
+fn run_ladder(
+    args: &BenchArgs,
+    opts: &BenchOptions,
+    lengths: &bench::ladder::Lengths,
+    model: &model::Model,
+    src: &Source,
+    started: Instant,
+) -> Result<()> {
+    use bench::ladder;
+    let ladder = ladder::plan_ladder(model, src, &opts.plan, lengths).map_err(|e| hint(e, Some(args.crop)))?;
+    if let Some(note) = &ladder.stopped {
+        eprintln!("note: {note}");
+    }
+    let (cfg, decoding) = bench::decide(model, ladder.longest(), &opts.context, &opts.decode, true)
+        .map_err(|e| hint(e, Some(args.crop)))?;
+    let spec_of = |plan| RunSpec {
+        model,
+        src,
+        plan,
+        cfg: &cfg,
+        build: opts.build.as_deref(),
+        target: &opts.plan.target,
+        decoding: &decoding,
+        reference: None,
+    };
+    let cache = opts.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
+    let keys: Vec<String> = ladder.rungs.iter().map(|r| spec_of(&r.plan).prefix_cache_key()).collect();
+    let color = terminal::stdout_wants_color();
+    let mut stdout: Result<()> = match args.quiet {
+        true => Ok(()),
+        false => outln!("{}\n", terminal::legend(color)),
+    };
+    let exec = ExecOptions {
+        decoding: &decoding,
+        prefix_cache: None,
+        closed_book: false,
+        show_progress: !args.quiet,
+        multi: None,
+        save_top_k: None,
+        reference: None,
+    };
+    let score_opts = opts.plan.target.score_options();
+    let on_rung = |r: &ladder::Rung, stdout: &mut Result<()>| {
+        if !args.quiet && stdout.is_ok() {
+            *stdout = outln!(
+                "== length {}: lines {}..{}, {} tokens ==",
+                ladder::label(r.length),
+                r.plan.crop.first_line,
+                r.plan.crop.last_line,
+                r.plan.prefix_tokens.len()
+            );
+        }
+    };
+    let stdout_cell = std::cell::RefCell::new(&mut stdout);
+    let lx = ladder::execute_ladder(
+        model,
+        &ladder,
+        &cfg,
+        &decoding,
+        &score_opts,
+        &exec,
+        cache.as_ref().map(|c| (c, keys.as_slice())),
+        |r| on_rung(r, &mut stdout_cell.borrow_mut()),
+        |r| {
+            let mut out = stdout_cell.borrow_mut();
+            if !args.quiet && out.is_ok() {
+                **out = outln!("{}", terminal::target_diff(r, score_opts.lines, color));
+            }
+        },
+    )?;
+    let run = spec_of(ladder.longest()).ladder_run_file(lx, ladder.stopped.clone(), opts.effective_at, ms(started));
+    if let Some(out) = &args.out {
+        run.save(out)?;
+    }
+    if let Some(html) = &args.html {
+        crate::report::html::write_bench_page(&run, args.out.as_deref(), html)?;
+    }
+    stdout?;
+    let mut text = terminal::summary(&run.summary);
+    if let Some(l) = &run.ladder {
+        text.push_str(&terminal::ladder_grid(l));
+    }
+    crate::commands::out(&text)
 }

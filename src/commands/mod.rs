@@ -157,6 +157,14 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
             _ => anyhow!("--{} {s}", s.setting()),
         };
     }
+    if let Some(l) = e.downcast_ref::<crate::bench::ladder::LadderError>() {
+        return match l {
+            crate::bench::ladder::LadderError::TooShort { shortest, .. } => {
+                anyhow!("{l}; start --lengths at {shortest} or more, or lower --count")
+            }
+            _ => anyhow!("{l}; lower --count, or keep more of the corpus (--crop densest, --crop-lines)"),
+        };
+    }
     if let Some(c) = e.downcast_ref::<CropError>() {
         return match c {
             CropError::PastTheEnd { first, last, line_count } => {

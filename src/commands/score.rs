@@ -106,6 +106,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         summary: Summary::of(&results),
         targets: results,
         timings: None,
+        ladder: None,
     };
     if let Some(out) = &args.out {
         run.save(out)?;

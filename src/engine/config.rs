@@ -302,6 +302,16 @@ impl StepStats {
             self.mixed_tokens += tokens;
         }
     }
+
+    /// Adds the steps of another pass (a length ladder's next window).
+    pub fn merge(&mut self, other: &StepStats) {
+        self.steps += other.steps;
+        self.generation_only_ms += other.generation_only_ms;
+        self.generation_only_tokens += other.generation_only_tokens;
+        self.mixed_ms += other.mixed_ms;
+        self.mixed_tokens += other.mixed_tokens;
+        self.max_live = self.max_live.max(other.max_live);
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,12 @@ impl PrefixCache {
         )
     }
 
+    /// Whether a state (verified or not) is saved under `key`.
+    pub fn contains(&self, key: &str) -> bool {
+        let (state, sidecar) = self.paths(key);
+        state.exists() && sidecar.exists()
+    }
+
     /// Loads the state saved under `key` into `session` after verifying its
     /// sha256 and that it holds exactly `tokens`.
     pub fn load(&self, session: &mut Session, key: &str, tokens: &[LlamaToken]) -> Result<Lookup> {

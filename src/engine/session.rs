@@ -156,6 +156,33 @@ enum Snapshot {
     Lean(Option<SeqState>),
 }
 
+impl Snapshot {
+    fn byte_len(&self) -> usize {
+        match self {
+            Snapshot::Full(s) | Snapshot::Lean(Some(s)) => s.byte_len(),
+            Snapshot::Lean(None) => 0,
+        }
+    }
+}
+
+/// A point of the evaluated prefix to come back to ([`Session::checkpoint`]).
+pub struct Checkpoint {
+    state: Snapshot,
+    len: usize,
+}
+
+impl Checkpoint {
+    /// The prefix tokens it stands after.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes it keeps.
+    pub fn byte_len(&self) -> usize {
+        self.state.byte_len()
+    }
+}
+
 /// A prefix state that another context over the same model and KV types can
 /// adopt ([`Session::set_snapshot`]): the whole sequence state and the prefix
 /// length.
@@ -277,19 +304,53 @@ impl<'m> Session<'m> {
     /// asks; returns the bytes kept (0 for a lean snapshot of a model with
     /// only full-attention layers).
     pub fn snapshot(&mut self) -> Result<usize> {
-        let snapshot = match self.restore_mode {
+        let snapshot = self.capture()?;
+        let bytes = snapshot.byte_len();
+        self.snapshot = Some((snapshot, self.prefix_len));
+        Ok(bytes)
+    }
+
+    /// The evaluated prefix's state, kept as the session's [`RestoreMode`] asks.
+    fn capture(&self) -> Result<Snapshot> {
+        Ok(match self.restore_mode {
             RestoreMode::Full => Snapshot::Full(self.seq_state(LlamaStateSeqFlags::empty())?),
             RestoreMode::Lean => Snapshot::Lean(match self.has_partial_state() {
                 true => Some(self.seq_state(LlamaStateSeqFlags::PARTIAL_ONLY)?),
                 false => None,
             }),
-        };
-        let bytes = match &snapshot {
-            Snapshot::Full(s) | Snapshot::Lean(Some(s)) => s.byte_len(),
-            Snapshot::Lean(None) => 0,
-        };
-        self.snapshot = Some((snapshot, self.prefix_len));
-        Ok(bytes)
+        })
+    }
+
+    /// Evaluates `tokens` after the evaluated prefix, which they lengthen
+    /// (the snapshot, now of a shorter prefix, is dropped); `progress` gets
+    /// the number of tokens done after each chunk. A length ladder evaluates
+    /// each window as the previous one's continuation this way.
+    pub fn extend(&mut self, tokens: &[LlamaToken], mut progress: impl FnMut(usize)) -> Result<()> {
+        self.snapshot = None;
+        self.seq = 0;
+        self.decode_at(tokens, self.prefix_len, false, &mut progress)
+            .context("prefill failed")?;
+        self.prefix_len += tokens.len();
+        Ok(())
+    }
+
+    /// The evaluated prefix as it stands, to come back to with
+    /// [`Session::rewind`] after the prefix was extended past it. Kept the
+    /// way the snapshot is: a lean checkpoint of a model with only
+    /// full-attention layers holds nothing but its length.
+    pub fn checkpoint(&self) -> Result<Checkpoint> {
+        Ok(Checkpoint { state: self.capture()?, len: self.prefix_len })
+    }
+
+    /// Cuts the evaluated prefix back to `checkpoint` (taken from this
+    /// session, which has only extended it since): the other sequences are
+    /// emptied and the snapshot, of a longer prefix, is dropped.
+    pub fn rewind(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        for seq in 1..self.n_seq as i32 {
+            self.clear_seq(seq);
+        }
+        self.snapshot = None;
+        self.apply(&checkpoint.state, checkpoint.len)
     }
 
     fn seq_state(&self, flags: LlamaStateSeqFlags) -> Result<SeqState> {
@@ -302,9 +363,16 @@ impl<'m> Session<'m> {
     pub fn restore(&mut self) -> Result<()> {
         let (snapshot, len) = self
             .snapshot
-            .as_ref()
+            .take()
             .ok_or_else(|| anyhow!("no snapshot to restore"))?;
-        self.prefix_len = *len;
+        let result = self.apply(&snapshot, len);
+        self.snapshot = Some((snapshot, len));
+        result
+    }
+
+    /// Makes sequence 0 the prefix of `len` tokens that `snapshot` kept.
+    fn apply(&mut self, snapshot: &Snapshot, len: usize) -> Result<()> {
+        self.prefix_len = len;
         self.seq = 0;
         match snapshot {
             Snapshot::Full(state) => {

@@ -332,7 +332,7 @@ impl Grid {
                     .targets
                     .iter()
                     .zip(&first.run.targets)
-                    .all(|(a, b)| a.name == b.name)
+                    .all(|(a, b)| a.name == b.name && a.length == b.length)
                 && r.run.manifest.params.lines == first.run.manifest.params.lines
         });
         if !same {
@@ -344,7 +344,7 @@ impl Grid {
             .iter()
             .enumerate()
             .map(|(i, t)| GridRow {
-                name: t.name.clone(),
+                name: with_length(&t.name, t.length),
                 line: t.line,
                 depth: t.depth,
                 cells: runs
@@ -392,6 +392,8 @@ pub fn pass_rate(t: &Totals) -> String {
 pub struct TargetColumn<'a> {
     pub name: &'a str,
     pub line: usize,
+    /// The ladder length it was asked at (`bench --lengths`).
+    pub length: Option<usize>,
     pub depth: f64,
     pub results: Vec<Option<&'a TargetResult>>,
 }
@@ -404,13 +406,14 @@ pub fn target_columns(runs: &[LoadedRun]) -> Vec<TargetColumn<'_>> {
         for t in &r.run.targets {
             let at = out
                 .iter()
-                .position(|c| c.name == t.name && c.line == t.line);
+                .position(|c| c.name == t.name && c.line == t.line && c.length == t.length);
             let col = match at {
                 Some(k) => &mut out[k],
                 None => {
                     out.push(TargetColumn {
                         name: &t.name,
                         line: t.line,
+                        length: t.length,
                         depth: t.depth,
                         results: vec![None; runs.len()],
                     });
@@ -420,6 +423,14 @@ pub fn target_columns(runs: &[LoadedRun]) -> Vec<TargetColumn<'_>> {
             col.results[i] = Some(t);
         }
     }
-    out.sort_by(|a, b| a.depth.total_cmp(&b.depth));
+    out.sort_by(|a, b| a.length.cmp(&b.length).then(a.depth.total_cmp(&b.depth)));
     out
+}
+
+/// A target's name, with the ladder length it was asked at: `name @4k`.
+pub fn with_length(name: &str, length: Option<usize>) -> String {
+    match length {
+        Some(l) => format!("{name} @{}", crate::run::length_label(l)),
+        None => name.to_string(),
+    }
 }

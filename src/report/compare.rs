@@ -132,6 +132,16 @@ pub struct Comparison {
     /// Differences in how the two runs decoded, which the reader should weigh.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Two length ladders: the same comparison per length, shortest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_length: Vec<LengthComparison>,
+}
+
+/// One length of two ladders compared.
+#[derive(Debug, Clone, Serialize)]
+pub struct LengthComparison {
+    pub length: usize,
+    pub comparison: Comparison,
 }
 
 /// Refuses two runs that were not asked the same questions under the same
@@ -174,7 +184,7 @@ pub fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) ->
         );
     }
     for (i, (x, y)) in a.targets.iter().zip(&b.targets).enumerate() {
-        if x.name != y.name || x.line != y.line {
+        if x.name != y.name || x.line != y.line || x.length != y.length {
             bail!(
                 "cannot compare {an} and {bn}: their targets differ (target {} is {} at line {} vs {} at line {})",
                 i + 1,
@@ -187,6 +197,10 @@ pub fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) ->
     }
     if a.targets.is_empty() {
         bail!("cannot compare {an} and {bn}: they have no targets");
+    }
+    let lengths = |r: &RunFile| r.ladder.as_ref().map(|l| l.rungs.iter().map(|g| g.length).collect::<Vec<_>>());
+    if lengths(a) != lengths(b) {
+        bail!("cannot compare {an} and {bn}: they were asked at different lengths ({:?} vs {:?})", lengths(a), lengths(b));
     }
     Ok(())
 }
@@ -226,8 +240,15 @@ pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result
         targets: rows,
         verdict: String::new(),
         notes: decoding_notes(a, b),
+        per_length: Vec::new(),
     };
     c.verdict = verdict(&c);
+    if let Some(l) = &a.ladder {
+        for g in &l.rungs {
+            let (x, y) = (a.at_length(g.length), b.at_length(g.length));
+            c.per_length.push(LengthComparison { length: g.length, comparison: compare(&x, a_path, &y, b_path)? });
+        }
+    }
     Ok(c)
 }
 
@@ -607,7 +628,38 @@ pub fn render_text(c: &Comparison) -> String {
     tests_text(c, &mut out);
     out.push('\n');
     let _ = writeln!(out, "verdict: {}", c.verdict);
+    if !c.per_length.is_empty() {
+        length_table(c, &mut out);
+    }
     out
+}
+
+/// Two ladders per length: passes, matched lines and the paired tests.
+fn length_table(c: &Comparison, out: &mut String) {
+    let _ = writeln!(out, "\nper length (Δ = B − A):");
+    let _ = writeln!(
+        out,
+        "{:>8} {:>9} {:>9} {:>11} {:>10} {:>9} {:>11}",
+        "length", "A passes", "B passes", "McNemar p", "matched Δ", "Wilcoxon p", "top-1 Δ"
+    );
+    for l in &c.per_length {
+        let x = &l.comparison;
+        let top1 = match (x.a.top1_share_mean, x.b.top1_share_mean) {
+            (Some(p), Some(q)) => format!("{:+.3}", q - p),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>8} {:>9} {:>9} {:>11} {:>+10} {:>9} {:>11}",
+            crate::run::length_label(l.length),
+            format!("{}/{}", x.a.passes, x.targets_count),
+            format!("{}/{}", x.b.passes, x.targets_count),
+            fmt_p(x.mcnemar.p),
+            x.b.matched as i64 - x.a.matched as i64,
+            fmt_p(x.wilcoxon_matched.p),
+            top1
+        );
+    }
 }
 
 /// The per-target table: matched lines, passes and flips, by depth.

@@ -106,6 +106,9 @@ pre.diff .l { display: block; padding: 0 6px; }
 .l-hallucinated, .k-hallucinated { color: #4d3800; background: #fff1a8; }
 .l-extra, .k-extra { color: #0a3069; background: #d3e6ff; }
 .meta td { white-space: normal; }
+.heatmaps { display: flex; flex-wrap: wrap; gap: 18px; }
+figure.heatmap { margin: 0; }
+figure.heatmap figcaption { font-weight: 600; margin-bottom: 4px; }
 "#;
 
 /// The whole page.
@@ -151,6 +154,10 @@ fn page(runs: &[LoadedRun]) -> Result<String> {
         out.push_str("</div>\n<p class=\"legend\">");
         out.push_str(&legend(runs, has_kld));
         out.push_str("</p>\n");
+    }
+
+    if runs.iter().any(|r| r.run.ladder.is_some()) {
+        out.push_str(&ladder_section(runs)?);
     }
 
     if runs.len() > 1 {
@@ -418,6 +425,183 @@ fn depth_chart(runs: &[LoadedRun], value: impl Fn(&TargetResult) -> Option<f64>,
     Ok(svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1))
 }
 
+/// Runs with a length ladder: a depth × length heat map per run, side by
+/// side, and the pass rate against length with its 95% interval.
+fn ladder_section(runs: &[LoadedRun]) -> Result<String> {
+    let mut out = String::from("<h2>Recall by depth and length</h2>\n");
+    out.push_str(
+        "<p class=\"caption\">Each cell is one depth quarter of one window: colour by the share of expected lines matched \
+         (white 0, dark 1), text passes/targets and matched lines; hover for the counts. Each window holds the file \
+         from the same first line up to its length in prefix tokens.</p>\n<div class=\"heatmaps\" id=\"heatmap\">\n",
+    );
+    for (i, r) in runs.iter().enumerate() {
+        if let Some(l) = &r.run.ladder {
+            out.push_str(&heat_map(i, &r.label, l, r.run.manifest.params.lines));
+        }
+    }
+    out.push_str("</div>\n<h2>Pass rate by length</h2>\n");
+    out.push_str("<p class=\"caption\">Per window, passes / targets with its 95% Wilson interval; the dashed line is the threshold of the effective length.</p>\n");
+    out.push_str("<div class=\"chart\" id=\"chart-lengths\">\n");
+    out.push_str(&length_chart(runs)?);
+    out.push_str("</div>\n<p class=\"legend\">");
+    out.push_str(&legend(runs, |r| r.run.ladder.is_some()));
+    out.push_str("</p>\n<ul class=\"caption\">\n");
+    for r in runs {
+        if let Some(l) = &r.run.ladder {
+            let eff = l.effective_length.map_or("below the shortest length".to_string(), crate::run::length_label);
+            let _ = writeln!(
+                out,
+                "<li>{}: effective length (pass rate ≥ {:.2} at every length up to it) {}{}</li>",
+                text(&r.label),
+                l.effective_at,
+                text(&eff),
+                l.stopped.as_ref().map(|s| format!("; {}", text(s))).unwrap_or_default()
+            );
+        }
+    }
+    out.push_str("</ul>\n");
+    Ok(out)
+}
+
+/// One run's depth × length heat map, as an SVG table of cells.
+fn heat_map(run: usize, label: &str, l: &crate::run::LadderRecord, lines: usize) -> String {
+    const CW: usize = 92;
+    const CH: usize = 40;
+    const LEFT: usize = 86;
+    const TOP: usize = 44;
+    let (w, h) = (LEFT + CW * l.rungs.len() + 8, TOP + CH * 4 + 8);
+    let (cr, cg, cb) = series_color(run);
+    let mut out = format!(
+        "<figure class=\"heatmap\"><figcaption>{}</figcaption>\n<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">\n",
+        text(label)
+    );
+    let _ = writeln!(out, "<text x=\"4\" y=\"16\" font-size=\"12\">depth \\ length</text>");
+    for (c, r) in l.rungs.iter().enumerate() {
+        let x = LEFT + c * CW + CW / 2;
+        let _ = writeln!(
+            out,
+            "<text x=\"{x}\" y=\"30\" font-size=\"13\" text-anchor=\"middle\">{} <tspan font-size=\"10\">({})</tspan></text>",
+            crate::run::length_label(r.length),
+            r.prefix_tokens
+        );
+    }
+    for q in 0..4 {
+        let y = TOP + q * CH;
+        let _ = writeln!(
+            out,
+            "<text x=\"4\" y=\"{}\" font-size=\"12\">{}</text>",
+            y + CH / 2 + 4,
+            crate::report::aggregate::quarter_label(q)
+        );
+        for (c, r) in l.rungs.iter().enumerate() {
+            let t = &r.summary.by_quarter[q];
+            let x = LEFT + c * CW;
+            let share = match t.count {
+                0 => None,
+                n => Some(t.matched as f64 / (n * lines.max(1)) as f64),
+            };
+            let fill = match share {
+                None => "#f6f8fa".to_string(),
+                Some(s) => {
+                    let mix = |v: u8| (255.0 - (255.0 - v as f64) * s).round() as u8;
+                    format!("rgb({},{},{})", mix(cr), mix(cg), mix(cb))
+                }
+            };
+            let ink = if share.is_some_and(|s| s > 0.55) { "#fff" } else { "#1f2328" };
+            let (body, hover) = match share {
+                None => ("·".to_string(), "no target".to_string()),
+                Some(s) => (
+                    format!("{}/{} · {}", t.passes, t.count, t.matched),
+                    format!(
+                        "{} at depth {}: {} of {} passed, {} matched lines ({:.0}% of {}), {} missing, {} hallucinated",
+                        crate::run::length_label(r.length),
+                        crate::report::aggregate::quarter_label(q),
+                        t.passes,
+                        t.count,
+                        t.matched,
+                        100.0 * s,
+                        t.count * lines,
+                        t.missing,
+                        t.hallucinated
+                    ),
+                ),
+            };
+            let _ = writeln!(
+                out,
+                "<g><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"#fff\"/>\
+                 <text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" fill=\"{ink}\">{}</text></g>",
+                text(&hover),
+                CW - 2,
+                CH - 2,
+                x + CW / 2,
+                y + CH / 2 + 4,
+                text(&body)
+            );
+        }
+    }
+    out.push_str("</svg></figure>\n");
+    out
+}
+
+/// Pass rate (y) against length (x, log scale), one series per ladder run,
+/// each point with its 95% interval.
+fn length_chart(runs: &[LoadedRun]) -> Result<String> {
+    use plotters::prelude::*;
+    let series: Vec<(usize, Vec<(f64, f64, f64, f64)>)> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let l = r.run.ladder.as_ref()?;
+            Some((i, l.rungs.iter().map(|g| ((g.prefix_tokens.max(1) as f64).log2(), g.pass_rate, g.pass_low, g.pass_high)).collect()))
+        })
+        .collect();
+    let xs = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.0));
+    let (lo, hi) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+    let (lo, hi) = (lo.floor() - 0.3, hi.ceil() + 0.3);
+    let thresholds: Vec<f64> = runs.iter().filter_map(|r| Some(r.run.ladder.as_ref()?.effective_at)).collect();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (960, 340)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(14)
+            .x_label_area_size(44)
+            .y_label_area_size(56)
+            .build_cartesian_2d(lo..hi, -0.03f64..1.03f64)?;
+        chart
+            .configure_mesh()
+            .x_desc("prefix tokens (log scale)")
+            .y_desc("pass rate")
+            .x_labels(((hi - lo) as usize + 1).min(16))
+            .y_labels(11)
+            .x_label_formatter(&|x| {
+                let n = 2f64.powf(*x).round() as usize;
+                if (x - x.round()).abs() > 1e-6 { String::new() } else { crate::run::length_label(n) }
+            })
+            .y_label_formatter(&|y| if *y < 0.0 || *y > 1.0 { String::new() } else { format!("{y:.1}") })
+            .max_light_lines(1)
+            .light_line_style(RGBColor(0xf2, 0xf2, 0xf2))
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 15))
+            .draw()?;
+        let gray = RGBColor(0x88, 0x88, 0x88);
+        for t in thresholds {
+            chart.draw_series(DashedLineSeries::new(vec![(lo, t), (hi, t)], 8, 5, gray.stroke_width(2)))?;
+        }
+        let n = series.len();
+        for (k, (i, pts)) in series.into_iter().enumerate() {
+            let (cr, cg, cb) = series_color(i);
+            let color = RGBColor(cr, cg, cb);
+            let w = (n - 1 - k).min(4);
+            chart.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), color.stroke_width(2 + 2 * w as u32)))?;
+            chart.draw_series(pts.iter().map(|p| PathElement::new(vec![(p.0, p.2), (p.0, p.3)], color.stroke_width(2))))?;
+            chart.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 4 + 2 * w as i32, color.filled())))?;
+        }
+        root.present()?;
+    }
+    Ok(svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1))
+}
+
 /// The classes of the diff lines: CSS suffix, marker, word.
 const CLASSES: [(&str, &str, &str); 4] = [
     ("matched", "=", "matched"),
@@ -443,7 +627,7 @@ fn target_section(col: &TargetColumn<'_>, runs: &[LoadedRun]) -> String {
     let _ = write!(
         out,
         "<strong>{}</strong> · line {} · depth {:.2}",
-        text(col.name),
+        text(&crate::report::aggregate::with_length(col.name, col.length)),
         col.line,
         col.depth
     );

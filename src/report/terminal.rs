@@ -4,7 +4,7 @@
 //! hallucinated, blue extra. Without colour (not a terminal, or `NO_COLOR`
 //! set) every line carries a marker instead, so a log stays readable.
 
-use crate::run::{Summary, TargetResult, Totals};
+use crate::run::{LadderRecord, Summary, TargetResult, Totals};
 use crate::score::LineStatus;
 use console::Style;
 use std::fmt::Write as _;
@@ -139,6 +139,69 @@ pub fn summary(s: &Summary) -> String {
                 totals_line(q)
             );
         }
+    }
+    out
+}
+
+/// A length ladder as a depth × length grid: per cell the passes over the
+/// targets and the matched lines; then per length the pass rate with its
+/// 95% interval and the forced top-1 share, and the effective length.
+pub fn ladder_grid(l: &LadderRecord) -> String {
+    use crate::run::length_label as label;
+    const W: usize = 14;
+    let mut out = String::from("recall by depth and length (passes/targets, matched lines):\n");
+    let _ = write!(out, "{:<11}", "depth");
+    for r in &l.rungs {
+        let _ = write!(out, "{:>W$}", format!("{} ({})", label(r.length), r.prefix_tokens));
+    }
+    out.push('\n');
+    for q in 0..4 {
+        let _ = write!(out, "{:<11}", format!("{:.2}-{:.2}", q as f64 / 4.0, (q + 1) as f64 / 4.0));
+        for r in &l.rungs {
+            let t = &r.summary.by_quarter[q];
+            let cell = match t.count {
+                0 => "·".to_string(),
+                _ => format!("{}/{} {:>4}", t.passes, t.count, t.matched),
+            };
+            let _ = write!(out, "{cell:>W$}");
+        }
+        out.push('\n');
+    }
+    let _ = write!(out, "{:<11}", "all");
+    for r in &l.rungs {
+        let t = &r.summary.total;
+        let _ = write!(out, "{:>W$}", format!("{}/{} {:>4}", t.passes, t.count, t.matched));
+    }
+    out.push('\n');
+    let _ = write!(out, "{:<11}", "pass rate");
+    for r in &l.rungs {
+        let _ = write!(out, "{:>W$}", format!("{:.2}", r.pass_rate));
+    }
+    out.push('\n');
+    let _ = write!(out, "{:<11}", "  95% CI");
+    for r in &l.rungs {
+        let _ = write!(out, "{:>W$}", format!("{:.2}-{:.2}", r.pass_low, r.pass_high));
+    }
+    out.push('\n');
+    if l.rungs.iter().any(|r| r.summary.forced.is_some()) {
+        let _ = write!(out, "{:<11}", "top-1");
+        for r in &l.rungs {
+            let cell = r.summary.forced.as_ref().map_or("-".to_string(), |f| format!("{:.3}", f.top1_share));
+            let _ = write!(out, "{cell:>W$}");
+        }
+        out.push('\n');
+    }
+    let effective = match l.effective_length {
+        Some(n) => label(n),
+        None => "below the shortest length".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "effective length (pass rate >= {:.2} at every length up to it): {effective}",
+        l.effective_at
+    );
+    if let Some(s) = &l.stopped {
+        let _ = writeln!(out, "note: {s}");
     }
     out
 }
