@@ -142,3 +142,17 @@ pub fn cache_dir() -> PathBuf {
 pub fn default_corpus_path() -> PathBuf {
     cache_dir().join("corpus").join("lodash-4.17.21.js")
 }
+
+/// Where `scripts/fetch-corpus --language LANGUAGE` puts that language's
+/// default corpus (names as [`crate::corpus::Language::name`]).
+pub fn default_corpus_for(language: &str) -> Option<PathBuf> {
+    let file = match language {
+        "javascript" => return Some(default_corpus_path()),
+        _ => DEFAULT_CORPORA.iter().find(|(l, _)| *l == language)?.1,
+    };
+    Some(cache_dir().join("corpus").join(file))
+}
+
+/// The default corpus file of each language but JavaScript, as
+/// `scripts/fetch-corpus` names them.
+pub const DEFAULT_CORPORA: &[(&str, &str)] = &[];

@@ -118,6 +118,10 @@ pub struct CorpusInfo {
     /// kept in targets files only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rename: Option<crate::corpus::RenameInfo>,
+    /// A folder corpus (`path` is the folder): its files in the order they
+    /// were concatenated, each with its sha256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::corpus::SourceFile>,
 }
 
 impl CorpusInfo {
@@ -134,6 +138,7 @@ impl CorpusInfo {
                 mapping: Default::default(),
                 ..r.clone()
             }),
+            files: src.files.clone(),
         }
     }
 }
