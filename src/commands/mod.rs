@@ -127,7 +127,7 @@ pub fn corpus_spec(given: Option<&Path>, a: &crate::cli::CorpusArgs) -> Result<C
                         p.display()
                     );
                 }
-                CorpusSpec::file(&p)
+                CorpusSpec { dir: p.is_dir(), ..CorpusSpec::file(&p) }
             }
             None => CorpusSpec::file(&corpus_path(None)?),
         },
