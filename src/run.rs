@@ -122,6 +122,11 @@ pub struct CorpusInfo {
     /// were concatenated, each with its sha256.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<crate::corpus::SourceFile>,
+    /// A folder corpus's include and exclude globs, as given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
 }
 
 impl CorpusInfo {
@@ -139,6 +144,8 @@ impl CorpusInfo {
                 ..r.clone()
             }),
             files: src.files.clone(),
+            include: src.include.clone(),
+            exclude: src.exclude.clone(),
         }
     }
 }

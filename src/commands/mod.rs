@@ -110,6 +110,18 @@ pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
     crate::fsutil::check_output(out, inputs).map_err(|e| anyhow!("{flag}: {e}"))
 }
 
+impl crate::sweep::Sweep {
+    /// `[corpus]`'s folder, globs and language, as the flags give them.
+    pub fn corpus_args(&self) -> crate::cli::CorpusArgs {
+        crate::cli::CorpusArgs {
+            language: self.language.clone(),
+            corpus_dir: self.corpus_dir.clone(),
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+        }
+    }
+}
+
 /// The corpus the flags name: the file given, the folder given, else the
 /// default corpus (of `--language`, when given), which must have been fetched.
 pub fn corpus_spec(given: Option<&Path>, a: &crate::cli::CorpusArgs) -> Result<CorpusSpec> {

@@ -58,6 +58,9 @@ fn relative_paths(root: &Path) -> Result<Vec<String>> {
 /// Reads the files of `spec.path` that `spec` selects and concatenates them.
 pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) -> Result<Folder> {
     let root = &spec.path;
+    if !root.exists() {
+        anyhow::bail!("folder {} does not exist", root.display());
+    }
     if !root.is_dir() {
         anyhow::bail!("{} is not a folder", root.display());
     }
@@ -116,11 +119,18 @@ pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) 
         parts.push((start, text.len(), language));
     }
     if files.is_empty() {
-        let what = match (&spec.include.is_empty(), &forced) {
+        let mut what = match (&spec.include.is_empty(), &forced) {
             (true, None) => format!(" (no file with a known extension: {})", super::known_extensions()),
-            (true, Some(f)) => format!(" (no {} file: {})", f.name(), super::extensions_of(f.name()).join(", ")),
+            (true, Some(f)) => {
+                let exts: Vec<String> = super::extensions_of(f.name()).iter().map(|e| format!(".{e}")).collect();
+                format!(" (no {} file: {})", f.name(), exts.join(", "))
+            }
             (false, _) => " that the include and exclude globs select".to_string(),
         };
+        for n in &notes {
+            what.push_str("; ");
+            what.push_str(n.strip_prefix("note: ").unwrap_or(n));
+        }
         return Err(CorpusError::NoMatchingFile { dir: root.display().to_string(), what }.into());
     }
     let corpus = Corpus::from_bytes(root, text.into_bytes())?;

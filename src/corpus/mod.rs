@@ -195,6 +195,9 @@ pub struct Source {
     pub files: Vec<SourceFile>,
     /// Notes for stderr: syntax errors, skipped files.
     pub notes: Vec<String>,
+    /// A folder corpus's include and exclude globs.
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
 }
 
 /// How a corpus was renamed: recorded in `manifest.corpus.rename`.
@@ -227,6 +230,23 @@ impl CorpusSpec {
     /// One file, its language from its extension.
     pub fn file(path: &Path) -> CorpusSpec {
         CorpusSpec { path: path.to_path_buf(), ..CorpusSpec::default() }
+    }
+
+    /// The corpus a run or targets file recorded, read again from `path`
+    /// (the recorded one, or where it is now): a folder with the same
+    /// globs, or one file, in the language recorded.
+    pub fn recorded(path: &Path, info: &crate::run::CorpusInfo) -> CorpusSpec {
+        let language = (info.language != "mixed").then(|| info.language.clone());
+        if info.files.is_empty() {
+            return CorpusSpec { language, ..CorpusSpec::file(path) };
+        }
+        CorpusSpec {
+            path: path.to_path_buf(),
+            dir: true,
+            include: info.include.clone(),
+            exclude: info.exclude.clone(),
+            language,
+        }
     }
 }
 
@@ -411,7 +431,8 @@ impl Source {
                 ));
             }
         }
-        Ok(Source { corpus, language, parsed, file_sha256, renamed, files, notes })
+        let (include, exclude) = (spec.include.clone(), spec.exclude.clone());
+        Ok(Source { corpus, language, parsed, file_sha256, renamed, files, notes, include, exclude })
     }
 
     /// The notes for stderr (syntax error regions, skipped files), one per line.
