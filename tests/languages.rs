@@ -339,3 +339,36 @@ fn every_language_is_named_and_known_by_extension() {
     }
     assert!(posrecall::corpus::language_named("cobol").is_none());
 }
+
+/// A real model on the default Python corpus: the run names the language, the
+/// targets are those `targets` lists (methods asked as Class.method), every
+/// answer is scored against its 8 lines; the completion probe uses `#`.
+#[test]
+fn smollm2_bench_on_the_python_corpus() {
+    let _guard = common::serial();
+    let model = common::smollm2();
+    let corpus = posrecall::fsutil::default_corpus_for("python").unwrap();
+    assert!(corpus.exists(), "{} is missing: run scripts/fetch-corpus --language python", corpus.display());
+    let dir = TempDir::new().unwrap();
+    let out = dir.path().join("run.json");
+    let pick = ["--crop-lines", "1130:1300", "--lines", "8", "--count", "4"];
+    let listed: serde_json::Value = serde_json::from_str(&ok(&posrecall(&[&["targets", s(&corpus), "--json"][..], &pick].concat()))).unwrap();
+    let want: Vec<&str> = listed["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(want.contains(&"Body.bullet"), "{want:?}");
+    let args = [&["bench", s(&model), "--language", "python", "--kv", "f16", "--max-new-tokens", "40", "--quiet", "--out", s(&out)][..], &pick].concat();
+    ok(&posrecall(&args));
+    let run = common::read(&out);
+    assert_eq!(run["manifest"]["corpus"]["language"], "python");
+    assert_eq!(run["manifest"]["corpus"]["path"], s(&corpus));
+    let targets = run["targets"].as_array().unwrap();
+    let names: Vec<&str> = targets.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, want);
+    for (t, l) in targets.iter().zip(listed["targets"].as_array().unwrap()) {
+        assert_eq!(t["expected"], l["expected"]);
+        assert_eq!(t["matched"].as_u64().unwrap() + t["missing"].as_u64().unwrap(), 8);
+        assert!(!t["response"].as_str().unwrap().is_empty());
+    }
+    // The completion probe: the question is a `#` comment, then the `def` header.
+    let shown = ok(&posrecall(&[&["prompt", s(&model), "--language", "python", "--probe", "completion", "--target", "Body.bullet"][..], &pick].concat()));
+    assert!(shown.contains("# The function `Body.bullet` from above, repeated verbatim:\n    def bullet(self, match, context, next_state):\n"), "{shown}");
+}
