@@ -688,6 +688,25 @@ gpu_layers = 0
     }
 
     #[test]
+    fn corpus_folder_globs_and_language() {
+        let env = env_of(&[("CACHE", "/c")]);
+        let parse = |corpus: &str| {
+            let text = GOOD.replace("crop = \"densest\"\n", &format!("crop = \"densest\"\n{corpus}\n"));
+            Sweep::parse(&text, Path::new("/x/models.toml"), &env).map_err(|e| e.to_string())
+        };
+        let s = parse("dir = \"src\"\ninclude = [\"*.py\"]\nexclude = [\"vendor/**\"]\nlanguage = \"py\"").unwrap();
+        assert_eq!(s.corpus_dir, Some(PathBuf::from("/x/src")));
+        assert_eq!((s.include.clone(), s.exclude.clone()), (vec!["*.py".to_string()], vec!["vendor/**".to_string()]));
+        assert_eq!(s.language.as_deref(), Some("python"));
+        let e = parse("dir = \"src\"\npath = \"a.js\"").unwrap_err();
+        assert!(e.contains("path or dir"), "{e}");
+        let e = parse("include = [\"*.py\"]").unwrap_err();
+        assert!(e.contains("corpus.dir"), "{e}");
+        let e = parse("language = \"cobol\"").unwrap_err();
+        assert!(e.contains("corpus.language: unknown language `cobol`"), "{e}");
+    }
+
+    #[test]
     fn thinking_is_set_per_sweep_and_per_model() {
         let text = GOOD
             .replace("lines = 6\n", "lines = 6\nthink = \"on\"\nthink_budget = 512\ntemplate_kwargs = { a = 1 }\n")

@@ -247,3 +247,19 @@ c_language!(Cpp, "cpp", &[
     "template", "this", "throw", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor",
     "final", "override", "std",
 ]);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_branches_keeps_offsets_and_the_first_branch() {
+        let text = "#ifdef A\nlong f(long a) {\n#else\nint f(int a) { /* ü */\n#endif\n  return a;\n}\n";
+        let (first, dropped) = first_branches(text);
+        assert_eq!(first.len(), text.len());
+        assert_eq!(first.lines().map(str::trim).collect::<Vec<_>>(), ["", "long f(long a) {", "", "", "", "return a;", "}"]);
+        let left_out: Vec<&str> = dropped.iter().map(|&(s, e)| &text[s..e]).collect();
+        assert_eq!(left_out, ["#else\n", "int f(int a) { /* ü */\n"]);
+        assert!(names_a_function(left_out[1], "f") && !names_a_function(left_out[1], "in"));
+    }
+}
