@@ -135,9 +135,15 @@ pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) 
     }
     let corpus = Corpus::from_bytes(root, text.into_bytes())?;
     let mixed = Mixed { parts };
-    // A file that does not parse keeps its text but gives no targets.
-    for (i, f) in files.iter().enumerate() {
-        let (start, end, language) = &mixed.parts[i];
+    notes.extend(syntax_notes(&corpus, &mixed, &files)?);
+    Ok(Folder { corpus, language: Box::new(mixed), files, notes })
+}
+
+/// A note per file with syntax errors: how many and where (a file more than
+/// half in error regions keeps its text but gives no targets).
+fn syntax_notes(corpus: &Corpus, mixed: &Mixed, files: &[SourceFile]) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    for (f, (start, end, language)) in files.iter().zip(&mixed.parts) {
         let piece = &corpus.text[*start..*end];
         if piece.trim().is_empty() {
             continue;
@@ -154,7 +160,7 @@ pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) 
             ));
         }
     }
-    Ok(Folder { corpus, language: Box::new(mixed), files, notes })
+    Ok(notes)
 }
 
 /// The files of a folder in more than one language: each part of the text
