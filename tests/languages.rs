@@ -262,6 +262,16 @@ fn folder_flags_on_the_command_line() {
     assert_eq!(files, ["src/app.py", "src/broken.py", "src/lib/net.go"]);
     assert_eq!(v["corpus"]["language"], "mixed");
     assert_eq!(ok(&posrecall(&args)), out, "the same targets on every run");
+    // What `ask` reads back: the folder with the recorded globs gives the same text.
+    let file = posrecall::run::TargetsFile::load(&{
+        let p = dir.path().join("t.json");
+        std::fs::write(&p, &out).unwrap();
+        p
+    })
+    .unwrap();
+    let again = Source::open_spec(&CorpusSpec::recorded(dir.path(), &file.corpus), None).unwrap();
+    assert_eq!(again.corpus.sha256, file.corpus.sha256);
+    assert_eq!(file.corpus.include, ["src/**/*.py", "*.go"]);
     // --language picks that language's files.
     let out = ok(&posrecall(&["targets", "--corpus-dir", d, "--language", "go", "--lines", "3", "--count", "1", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
