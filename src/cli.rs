@@ -119,6 +119,8 @@ pub struct PromptArgs {
     /// The source file (default: the corpus `scripts/fetch-corpus` fetched).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
+    #[command(flatten)]
+    pub source: CorpusArgs,
     /// The function whose question is shown (one of the run's targets).
     #[arg(long, value_name = "NAME")]
     pub target: String,
@@ -279,10 +281,41 @@ pub struct TargetArgs {
     pub normalize: Normalize,
 }
 
+/// `--language`: a name the corpus layer knows.
+fn language_name(s: &str) -> Result<String, String> {
+    match crate::corpus::language_named(s) {
+        Some(l) => Ok(l.name().to_string()),
+        None => Err(format!("unknown language (known: {})", crate::corpus::language_names().join(", "))),
+    }
+}
+
+/// Which files make the corpus and their language; shared by `bench`, `targets` and `prompt`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CorpusArgs {
+    /// The language of the corpus, whatever the file extension says: javascript, typescript, tsx,
+    /// python, rust, go, c, cpp or java. Without a corpus: that language's default corpus.
+    #[arg(long, value_name = "NAME", value_parser = language_name)]
+    pub language: Option<String>,
+    /// Use a whole folder as the corpus: its source files concatenated in sorted path order,
+    /// each after a comment line naming its relative path.
+    #[arg(long, value_name = "DIR", conflicts_with = "corpus")]
+    pub corpus_dir: Option<PathBuf>,
+    /// With --corpus-dir: use only files whose relative path matches GLOB (repeatable)
+    /// [default: every file whose extension names a language, or --language's].
+    #[arg(long, value_name = "GLOB", requires = "corpus_dir")]
+    pub include: Vec<String>,
+    /// With --corpus-dir: leave out files whose relative path matches GLOB (repeatable).
+    #[arg(long, value_name = "GLOB", requires = "corpus_dir")]
+    pub exclude: Vec<String>,
+}
+
 #[derive(Debug, Args)]
 pub struct TargetsArgs {
-    /// The source file (JavaScript: .js, .mjs, .cjs, .jsx).
-    pub corpus: PathBuf,
+    /// The source file (its language from the extension: .js .ts .tsx .py .rs .go .c .h .cpp .java ...).
+    #[arg(required_unless_present = "corpus_dir")]
+    pub corpus: Option<PathBuf>,
+    #[command(flatten)]
+    pub source: CorpusArgs,
     #[command(flatten)]
     pub target: TargetArgs,
     /// Print the self-contained targets file (JSON) that `score` reads.
@@ -393,6 +426,8 @@ pub struct BenchArgs {
     /// The source file to recall from (default: the corpus `scripts/fetch-corpus` fetched).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
+    #[command(flatten)]
+    pub source: CorpusArgs,
     #[command(flatten)]
     pub target: TargetArgs,
     /// KV-cache type for both K and V.

@@ -142,3 +142,25 @@ pub fn cache_dir() -> PathBuf {
 pub fn default_corpus_path() -> PathBuf {
     cache_dir().join("corpus").join("lodash-4.17.21.js")
 }
+
+/// Where `scripts/fetch-corpus --language LANGUAGE` puts that language's
+/// default corpus (names as [`crate::corpus::Language::name`]).
+pub fn default_corpus_for(language: &str) -> Option<PathBuf> {
+    let file = match language {
+        "javascript" => return Some(default_corpus_path()),
+        _ => DEFAULT_CORPORA.iter().find(|(l, _)| *l == language)?.1,
+    };
+    Some(cache_dir().join("corpus").join(file))
+}
+
+/// The default corpus file of each language but JavaScript, as
+/// `scripts/fetch-corpus` names them.
+/// TypeScript's is a folder (a package's `src/`), used as a folder corpus.
+pub const DEFAULT_CORPORA: &[(&str, &str)] = &[
+    ("python", "docutils-0.21.2-states.py"),
+    ("rust", "regex-syntax-0.8.12-parse.rs"),
+    ("go", "go-1.19.8-parser.go"),
+    ("c", "llama-cpp-sys-2-0.1.161-ggml.c"),
+    ("cpp", "llama-cpp-sys-2-0.1.161-llama-vocab.cpp"),
+    ("typescript", "mobx-6.13.5-src"),
+];

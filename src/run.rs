@@ -178,6 +178,15 @@ pub struct CorpusInfo {
     /// kept in targets files only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rename: Option<crate::corpus::RenameInfo>,
+    /// A folder corpus (`path` is the folder): its files in the order they
+    /// were concatenated, each with its sha256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::corpus::SourceFile>,
+    /// A folder corpus's include and exclude globs, as given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
 }
 
 impl CorpusInfo {
@@ -194,6 +203,9 @@ impl CorpusInfo {
                 mapping: Default::default(),
                 ..r.clone()
             }),
+            files: src.files.clone(),
+            include: src.include.clone(),
+            exclude: src.exclude.clone(),
         }
     }
 }

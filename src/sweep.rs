@@ -33,6 +33,12 @@ struct RawFile {
 #[serde(deny_unknown_fields)]
 struct RawCorpus {
     path: Option<String>,
+    dir: Option<String>,
+    #[serde(default)]
+    include: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    language: Option<String>,
     crop: Option<String>,
     crop_lines: Option<String>,
     max_tokens: Option<usize>,
@@ -107,6 +113,12 @@ pub struct Sweep {
     pub file: PathBuf,
     /// `None`: the default corpus.
     pub corpus: Option<PathBuf>,
+    /// `[corpus] dir`, `include`, `exclude` and `language`: a folder as the
+    /// corpus, and the language of its files (`None`: by extension).
+    pub corpus_dir: Option<PathBuf>,
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    pub language: Option<String>,
     pub crop: CropMode,
     /// `[corpus] max_tokens`: the most tokens the kept file may take.
     pub max_prefix_tokens: Option<usize>,
@@ -252,6 +264,11 @@ impl Sweep {
         {
             bail!("{}: corpus.path: {} {}", path.display(), c.display(), missing(c));
         }
+        if let Some(d) = &sweep.corpus_dir
+            && !d.is_dir()
+        {
+            bail!("{}: corpus.dir: {} is not a folder", path.display(), d.display());
+        }
         Ok(sweep)
     }
 
@@ -267,6 +284,23 @@ impl Sweep {
         };
         let c = &raw.corpus;
         let corpus = c.path.as_deref().map(|p| r.resolve(p, "corpus.path")).transpose()?;
+        let corpus_dir = c.dir.as_deref().map(|p| r.resolve(p, "corpus.dir")).transpose()?;
+        if corpus.is_some() && corpus_dir.is_some() {
+            bail!("{file}: corpus: give path or dir, not both");
+        }
+        if corpus_dir.is_none() && !(c.include.is_empty() && c.exclude.is_empty()) {
+            bail!("{file}: corpus.include and corpus.exclude select files of corpus.dir, which is not set");
+        }
+        let language = match c.language.as_deref() {
+            None => None,
+            Some(l) => match crate::corpus::language_named(l) {
+                Some(l) => Some(l.name().to_string()),
+                None => bail!(
+                    "{file}: corpus.language: unknown language `{l}` (known: {})",
+                    crate::corpus::language_names().join(", ")
+                ),
+            },
+        };
         let crop = match c.crop.as_deref() {
             None => CropMode::Head,
             Some(s) => choice(s, &CropMode::CHOSEN, CropMode::as_str, "a crop mode").map_err(|e| r.err("corpus.crop", e))?,
@@ -311,6 +345,10 @@ impl Sweep {
         Ok(Sweep {
             file: path.to_path_buf(),
             corpus,
+            corpus_dir,
+            include: c.include.clone(),
+            exclude: c.exclude.clone(),
+            language,
             crop,
             max_prefix_tokens: c.max_tokens,
             target,
@@ -647,6 +685,25 @@ gpu_layers = 0
         assert_eq!(s.models[1].probe, Probe::Completion);
         let ids: Vec<String> = s.runs().into_iter().map(|r| r.id).collect();
         assert_eq!(ids, ["base__q4_0-q4_0", "small__f16-f16", "small__q8_0-f16"]);
+    }
+
+    #[test]
+    fn corpus_folder_globs_and_language() {
+        let env = env_of(&[("CACHE", "/c")]);
+        let parse = |corpus: &str| {
+            let text = GOOD.replace("crop = \"densest\"\n", &format!("crop = \"densest\"\n{corpus}\n"));
+            Sweep::parse(&text, Path::new("/x/models.toml"), &env).map_err(|e| e.to_string())
+        };
+        let s = parse("dir = \"src\"\ninclude = [\"*.py\"]\nexclude = [\"vendor/**\"]\nlanguage = \"py\"").unwrap();
+        assert_eq!(s.corpus_dir, Some(PathBuf::from("/x/src")));
+        assert_eq!((s.include.clone(), s.exclude.clone()), (vec!["*.py".to_string()], vec!["vendor/**".to_string()]));
+        assert_eq!(s.language.as_deref(), Some("python"));
+        let e = parse("dir = \"src\"\npath = \"a.js\"").unwrap_err();
+        assert!(e.contains("path or dir"), "{e}");
+        let e = parse("include = [\"*.py\"]").unwrap_err();
+        assert!(e.contains("corpus.dir"), "{e}");
+        let e = parse("language = \"cobol\"").unwrap_err();
+        assert!(e.contains("corpus.language: unknown language `cobol`"), "{e}");
     }
 
     #[test]

@@ -175,15 +175,18 @@ pub struct TooFewTargets {
     pub first: usize,
     pub last: usize,
     pub path: String,
+    /// What an eligible function is in the corpus language.
+    pub rule: &'static str,
+    /// What the lines asked for follow: "its opening brace".
+    pub after: &'static str,
 }
 
 impl TooFewTargets {
     /// How many eligible functions there are, where, and what eligible means.
     pub fn what_was_found(&self) -> String {
         format!(
-            "only {} eligible function(s) in lines {}..{} of {} \
-             (a unique named `function` declaration with at least {} lines after its opening brace)",
-            self.found, self.first, self.last, self.path, self.lines
+            "only {} eligible function(s) in lines {}..{} of {} ({} with at least {} lines after {})",
+            self.found, self.first, self.last, self.path, self.rule, self.lines, self.after
         )
     }
 }
@@ -201,9 +204,14 @@ pub fn eligible(
     last: usize,
     opts: &TargetOptions,
 ) -> Vec<Target> {
-    let mut declared: HashMap<&str, usize> = HashMap::new();
+    // A function is asked about by its bare name when no other function
+    // shares it, else by its qualified name (`Class.method`) when that is
+    // unique; otherwise it is ambiguous and skipped.
+    let mut bare: HashMap<&str, usize> = HashMap::new();
+    let mut qualified: HashMap<&str, usize> = HashMap::new();
     for f in &parsed.functions {
-        *declared.entry(f.name.as_str()).or_default() += 1;
+        *bare.entry(f.name.as_str()).or_default() += 1;
+        *qualified.entry(f.qualified.as_str()).or_default() += 1;
     }
     let kept_start = corpus.line_start(first);
     let kept_len = (corpus.line_end(last) - kept_start).max(1);
@@ -211,17 +219,25 @@ pub fn eligible(
 
     let mut out = Vec::new();
     for f in &parsed.functions {
-        if !f.clean || declared.get(f.name.as_str()) != Some(&1) {
+        let name = if bare.get(f.name.as_str()) == Some(&1) {
+            &f.name
+        } else if f.qualified != f.name && qualified.get(f.qualified.as_str()) == Some(&1) {
+            &f.qualified
+        } else {
+            continue;
+        };
+        if !f.clean || f.body_end <= f.open_brace_end {
             continue;
         }
         let decl_line = corpus.line_of_byte(f.start_byte);
         let brace_line = corpus.line_of_byte(f.open_brace_end.saturating_sub(1));
-        let close_line = corpus.line_of_byte(f.close_brace);
-        if decl_line < first || close_line <= brace_line + 1 || brace_line >= last {
+        // The body's last line that can be asked for.
+        let body_last_line = corpus.line_of_byte(f.body_end - 1);
+        if decl_line < first || body_last_line <= brace_line || brace_line >= last {
             continue;
         }
         // Lines strictly inside the body, after the brace line, within the kept range.
-        let body_last = (close_line - 1).min(last);
+        let body_last = body_last_line.min(last);
         let mut expected = Vec::with_capacity(opts.lines);
         let mut i = brace_line + 1;
         while i <= body_last && expected.len() < opts.lines {
@@ -247,7 +263,7 @@ pub fn eligible(
             .trim_start_matches('\u{feff}')
             .replace("\r\n", "\n");
         out.push(Target {
-            name: f.name.clone(),
+            name: name.clone(),
             line: decl_line + 1,
             byte_offset: f.start_byte,
             token_offset: None,
@@ -322,6 +338,8 @@ pub fn select(
             first: first + 1,
             last: last + 1,
             path: corpus.path.display().to_string(),
+            rule: parsed.rule,
+            after: parsed.after,
         });
     }
     Ok(sample(candidates, opts))

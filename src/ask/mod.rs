@@ -17,7 +17,7 @@
 
 pub mod client;
 
-use crate::corpus::{Corpus, language_for};
+use crate::corpus::{CorpusSpec, Source};
 use crate::prompt::{self, Frame};
 use crate::template::Think;
 use crate::run::TargetsFile;
@@ -127,10 +127,11 @@ fn port_ok(authority: Option<&ureq::http::uri::Authority>) -> bool {
 pub fn prompts(file: &TargetsFile, corpus: Option<&Path>, api: ApiKind) -> Result<Vec<(String, String)>> {
     let recorded = PathBuf::from(&file.corpus.path);
     let path = corpus.map(Path::to_path_buf).unwrap_or_else(|| recorded.clone());
-    let text = Corpus::load(&path).with_context(|| match corpus {
+    let source = Source::open_spec(&CorpusSpec::recorded(&path, &file.corpus), None).with_context(|| match corpus {
         Some(_) => "the corpus given".to_string(),
         None => "the corpus the targets file names (it may have moved)".to_string(),
     })?;
+    let text = &source.corpus;
     if text.sha256 != file.corpus.sha256 {
         bail!(
             "corpus {} is not the file the targets were made from (sha256 {}, the targets file says {})",
@@ -158,8 +159,7 @@ pub fn prompts(file: &TargetsFile, corpus: Option<&Path>, api: ApiKind) -> Resul
             .map(|t| (t.name.clone(), prompt::instruction_prompt(kept, &prompt::query(&t.name, lines, skip_blank))))
             .collect(),
         ApiKind::Completion => {
-            let language = language_for(&recorded).or_else(|_| language_for(&path))?;
-            let frame = Frame::completion(language.line_comment());
+            let frame = Frame::completion(source.language.line_comment());
             let prefix = frame.prefix(kept);
             file.targets
                 .iter()

@@ -2,7 +2,7 @@
 
 use crate::bench::{self, BenchOptions, ContextSettings, ExecOptions, PlanOptions, RunSpec};
 use crate::cli::{BenchArgs, OnOff};
-use crate::commands::{check_output, corpus_path, hint};
+use crate::commands::{check_output, corpus_spec, hint};
 use crate::corpus::Source;
 use crate::engine::model;
 use crate::engine::prefix_cache::PrefixCache;
@@ -74,7 +74,8 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
 pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
     let opts = options(args)?;
-    let corpus = corpus_path(args.corpus.as_deref())?;
+    let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
+    let corpus = spec.path.clone();
     // Output paths are checked before the model is loaded: a wrong folder
     // must not cost the run.
     if let Some(out) = &args.out {
@@ -94,7 +95,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     // A reference is read and verified before the model is loaded.
     let reference = args.reference.as_deref().map(Reference::load).transpose()?;
-    let src = Source::open_with(&corpus, opts.plan.target.rename_seed())?;
+    let src = Source::open_spec(&spec, opts.plan.target.rename_seed()).map_err(|e| hint(e, None))?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }

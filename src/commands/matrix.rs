@@ -11,7 +11,7 @@
 use crate::bench::plan::{NoSharedRange, plan_shared};
 use crate::bench::{self, ContextSettings, DecodeOptions, ExecOptions, Plan, PlanOptions, RunSpec};
 use crate::cli::MatrixArgs;
-use crate::commands::{corpus_path, hint};
+use crate::commands::{corpus_spec, hint};
 use crate::corpus::Source;
 use crate::engine::config::ContextConfig;
 use crate::engine::model::{self, Model};
@@ -105,8 +105,9 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
     if m.mine.is_empty() {
         return outln!("{}: {}: nothing to do", args.file.display(), m.shard_note);
     }
-    let corpus = corpus_path(m.sweep.corpus.as_deref())?;
-    let src = Source::open_with(&corpus, m.sweep.target.rename_seed())?;
+    let spec = corpus_spec(m.sweep.corpus.as_deref(), &m.sweep.corpus_args())?;
+    let corpus = spec.path.clone();
+    let src = Source::open_spec(&spec, m.sweep.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }

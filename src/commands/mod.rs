@@ -28,6 +28,7 @@ pub mod template;
 use crate::bench::{DecodeError, MemoryLimit, PlanError};
 use crate::cli::{DecodeArgs, TargetArgs, TemplateArgs};
 use crate::template::{TemplateFile, TemplateVars};
+use crate::corpus::{CorpusError, CorpusSpec};
 use crate::crop::{CropError, CropMode};
 use crate::engine::config::ConfigError;
 use crate::targets::{SpecError, TargetSpec, TooFewTargets};
@@ -109,6 +110,46 @@ pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
     crate::fsutil::check_output(out, inputs).map_err(|e| anyhow!("{flag}: {e}"))
 }
 
+impl crate::sweep::Sweep {
+    /// `[corpus]`'s folder, globs and language, as the flags give them.
+    pub fn corpus_args(&self) -> crate::cli::CorpusArgs {
+        crate::cli::CorpusArgs {
+            language: self.language.clone(),
+            corpus_dir: self.corpus_dir.clone(),
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+        }
+    }
+}
+
+/// The corpus the flags name: the file given, the folder given, else the
+/// default corpus (of `--language`, when given), which must have been fetched.
+pub fn corpus_spec(given: Option<&Path>, a: &crate::cli::CorpusArgs) -> Result<CorpusSpec> {
+    let mut spec = match (&a.corpus_dir, given) {
+        (Some(dir), _) => CorpusSpec { path: dir.clone(), dir: true, ..CorpusSpec::default() },
+        (None, Some(p)) => CorpusSpec::file(p),
+        (None, None) => match &a.language {
+            Some(l) => {
+                let Some(p) = crate::fsutil::default_corpus_for(l) else {
+                    bail!("no --corpus given and {l} has no default corpus; give --corpus FILE or --corpus-dir DIR");
+                };
+                if !p.exists() {
+                    bail!(
+                        "no --corpus given and the default {l} corpus is not at {}; run scripts/fetch-corpus --language {l} first",
+                        p.display()
+                    );
+                }
+                CorpusSpec { dir: p.is_dir(), ..CorpusSpec::file(&p) }
+            }
+            None => CorpusSpec::file(&corpus_path(None)?),
+        },
+    };
+    spec.include = a.include.clone();
+    spec.exclude = a.exclude.clone();
+    spec.language = a.language.clone();
+    Ok(spec)
+}
+
 /// The corpus file: the one given, else the default corpus, which must have
 /// been fetched.
 pub fn corpus_path(given: Option<&Path>) -> Result<PathBuf> {
@@ -148,6 +189,16 @@ fn too_few_hint(crop: Option<CropMode>) -> &'static str {
 pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(t) = e.downcast_ref::<TooFewTargets>() {
         return anyhow!("{}, but --count is {}; {}", t.what_was_found(), t.wanted, too_few_hint(crop));
+    }
+    if let Some(c) = e.downcast_ref::<CorpusError>() {
+        let fix = match c {
+            CorpusError::UnknownExtension { .. } => "give --language NAME",
+            CorpusError::UnknownLanguage(_) => "give one of them to --language",
+            CorpusError::NoMatchingFile { .. } => "check --corpus-dir, --include, --exclude and --language",
+            CorpusError::BadGlob { .. } => "fix --include or --exclude",
+            CorpusError::Unparsable { .. } => "check the file, or give its language with --language NAME",
+        };
+        return anyhow!("{c}; {fix}");
     }
     if let Some(s) = e.downcast_ref::<SpecError>() {
         return match s {

@@ -4,7 +4,7 @@
 
 use crate::bench::{self, PlanOptions};
 use crate::cli::PromptArgs;
-use crate::commands::{corpus_path, hint};
+use crate::commands::{corpus_spec, hint};
 use crate::corpus::Source;
 use crate::engine::model;
 use anyhow::{Result, bail};
@@ -28,8 +28,8 @@ pub fn run(args: &PromptArgs) -> Result<()> {
         think_budget: args.template.think_budget,
         only: Vec::new(),
     };
-    let corpus = corpus_path(args.corpus.as_deref())?;
-    let src = Source::open_with(&corpus, opts.target.rename_seed())?;
+    let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
+    let src = Source::open_spec(&corpus, opts.target.rename_seed()).map_err(|e| hint(e, None))?;
     let model = model::load_vocab(&args.model)?;
     let plan = bench::plan(&model, &src, &opts).map_err(|e| hint(e, Some(args.crop)))?;
     let Some(i) = plan.targets.iter().position(|t| t.name == args.target) else {
@@ -77,7 +77,7 @@ pub fn run(args: &PromptArgs) -> Result<()> {
         plan.prefix_tokens.len(),
         plan.crop.first_line,
         plan.crop.last_line,
-        corpus.display(),
+        corpus.path.display(),
         plan.queries[i].len(),
         plan.frame.kind.as_str()
     );

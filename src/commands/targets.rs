@@ -1,8 +1,8 @@
 //! `posrecall targets`: the functions a run would ask about.
 
 use crate::cli::TargetsArgs;
-use crate::commands::{check_output, hint, out};
-use crate::corpus::Source;
+use crate::commands::{check_output, corpus_spec, hint, out};
+use crate::corpus::{CorpusSpec, Source};
 use crate::crop::{Crop, CropMode};
 use crate::run::{CorpusInfo, Params, TARGETS_FORMAT_VERSION, TargetsFile};
 use crate::targets::TargetSpec;
@@ -13,10 +13,11 @@ use std::fmt::Write as _;
 pub fn run(args: &TargetsArgs) -> Result<()> {
     let spec = TargetSpec::from(&args.target);
     let kwargs = crate::ask::template_kwargs(args.think, &crate::commands::template_kwargs(args.template_kwargs.as_deref())?);
+    let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
     if let Some(path) = &args.emit_prompts {
-        check_output("--emit-prompts", path, &[&args.corpus])?;
+        check_output("--emit-prompts", path, &[&corpus.path])?;
     }
-    let (src, file) = build(&args.corpus, &spec).map_err(|e| hint(e, None))?;
+    let (src, file) = build_spec(&corpus, &spec).map_err(|e| hint(e, None))?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
@@ -57,8 +58,13 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
 
 /// Reads, crops, selects: the targets file for `corpus` under `opts`.
 pub fn build(path: &std::path::Path, opts: &TargetSpec) -> Result<(Source, TargetsFile)> {
+    build_spec(&CorpusSpec::file(path), opts)
+}
+
+/// [`build`] for a file or folder corpus.
+pub fn build_spec(corpus: &CorpusSpec, opts: &TargetSpec) -> Result<(Source, TargetsFile)> {
     opts.validate()?;
-    let src = Source::open_with(path, opts.rename_seed())?;
+    let src = Source::open_spec(corpus, opts.rename_seed())?;
     let corpus = &src.corpus;
     let (mode, (first, last)) = match opts.crop_lines {
         Some(r) => (CropMode::Lines, r.to_zero_based(corpus.line_count())?),

@@ -49,13 +49,15 @@ impl Language for JavaScript {
 
     fn functions(&self, text: &str) -> Result<Parsed> {
         let tree = parse(text)?;
-        let mut out = Parsed::default();
+        let mut out = Parsed { rule: "a unique named `function` declaration", after: "its opening brace", ..Parsed::default() };
         // Iterative walk: real libraries nest deeply enough to make recursion risky.
         let mut stack = vec![tree.root_node()];
         while let Some(node) = stack.pop() {
             if node.is_error() || node.is_missing() {
                 // One region per outermost error; its insides are not counted again.
                 out.error_regions += 1;
+                out.error_lines.push(node.start_position().row + 1);
+                out.error_bytes += node.end_byte() - node.start_byte();
             }
             if matches!(
                 node.kind(),
@@ -75,6 +77,7 @@ impl Language for JavaScript {
             stack.extend(children.into_iter().rev());
         }
         out.functions.sort_by_key(|f| f.start_byte);
+        out.error_lines.sort_unstable();
         Ok(out)
     }
 }
@@ -118,10 +121,11 @@ fn declaration(node: Node, text: &str) -> Option<FunctionDecl> {
         return None;
     }
     Some(FunctionDecl {
-        name,
+        name: name.clone(),
         start_byte: node.start_byte(),
         open_brace_end: open.end_byte(),
-        close_brace: close.start_byte(),
+        qualified: name.clone(),
+        body_end: super::line_start_before(text, close.start_byte()),
         clean: !node.has_error(),
     })
 }

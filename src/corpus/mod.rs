@@ -6,9 +6,23 @@
 //! new language is one new file beside `javascript.rs` and one arm in
 //! [`language_for`].
 
+mod c_family;
+mod dir;
+mod go;
+mod java;
 mod javascript;
+mod python;
+mod rust;
+mod typescript;
+pub(crate) mod walk;
 
+pub use c_family::{C, Cpp};
+pub use go::Go;
+pub use java::Java;
 pub use javascript::JavaScript;
+pub use python::Python;
+pub use rust::Rust;
+pub use typescript::{Tsx, TypeScript};
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -103,13 +117,22 @@ impl Corpus {
 /// A named function declaration found by a language's parser.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionDecl {
+    /// The name as declared (`method` for a method).
     pub name: String,
-    /// Byte offset where the declaration starts (`async`/`function` keyword).
+    /// The name qualified by what encloses it: `Class.method`, `Type::method`,
+    /// `ns::f`; the bare name where nothing qualifies it. A question uses it
+    /// when the bare name is declared more than once (docs/METHOD.md §2).
+    pub qualified: String,
+    /// Byte offset where the declaration starts (`async`/`function`/`def`/`fn`
+    /// keyword, or the return type in C).
     pub start_byte: usize,
-    /// Byte offset just past the body's opening brace.
+    /// Byte offset just past the body's opening brace (Python: the colon
+    /// that ends the `def` header).
     pub open_brace_end: usize,
-    /// Byte offset of the body's closing brace.
-    pub close_brace: usize,
+    /// Byte offset just past the body's last line that can be asked for:
+    /// the start of the line holding the closing brace, or (Python) the end
+    /// of the line of the body's last statement.
+    pub body_end: usize,
     /// Whether tree-sitter parsed the declaration without error or missing nodes.
     pub clean: bool,
 }
@@ -121,6 +144,25 @@ pub struct Parsed {
     pub functions: Vec<FunctionDecl>,
     /// How many separate error regions tree-sitter reported.
     pub error_regions: usize,
+    /// The 1-based first line of each error region, in file order.
+    pub error_lines: Vec<usize>,
+    /// Bytes covered by the error regions.
+    pub error_bytes: usize,
+    /// What an eligible function is in this language, for messages: "a
+    /// unique named `function` declaration".
+    pub rule: &'static str,
+    /// What the lines asked for follow: "its opening brace".
+    pub after: &'static str,
+}
+
+/// Byte offset of the start of the line that holds `byte`.
+pub(crate) fn line_start_before(text: &str, byte: usize) -> usize {
+    text[..byte].rfind('\n').map_or(0, |i| i + 1)
+}
+
+/// Byte offset just past the line that holds `byte` (its `\n` included).
+pub(crate) fn line_end_after(text: &str, byte: usize) -> usize {
+    text[byte..].find('\n').map_or(text.len(), |i| byte + i + 1)
 }
 
 /// A source language that posrecall can find targets in.
@@ -144,10 +186,18 @@ pub struct Source {
     pub corpus: Corpus,
     pub language: Box<dyn Language>,
     pub parsed: Parsed,
-    /// sha256 of the file on disk (differs from `corpus.sha256` when renamed).
+    /// sha256 of the file on disk (differs from `corpus.sha256` when renamed;
+    /// for a folder, of the concatenation).
     pub file_sha256: String,
     /// Set when the declared function names were renamed (`--rename`).
     pub renamed: Option<RenameInfo>,
+    /// The files of a folder corpus, in the order they were concatenated.
+    pub files: Vec<SourceFile>,
+    /// Notes for stderr: syntax errors, skipped files.
+    pub notes: Vec<String>,
+    /// A folder corpus's include and exclude globs.
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
 }
 
 /// How a corpus was renamed: recorded in `manifest.corpus.rename`.
@@ -159,6 +209,161 @@ pub struct RenameInfo {
     /// Old name → new name.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub mapping: std::collections::BTreeMap<String, String>,
+}
+
+/// Where a corpus comes from: one file, or the matching files of a folder.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CorpusSpec {
+    /// The file, or the folder when `dir` is set.
+    pub path: PathBuf,
+    pub dir: bool,
+    /// Globs over the folder's relative paths (`/`-separated); none: every
+    /// file whose extension names a language (of `language`, when given).
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    /// The language of every file, whatever its extension (a name
+    /// [`language_named`] knows).
+    pub language: Option<String>,
+}
+
+impl CorpusSpec {
+    /// One file, its language from its extension.
+    pub fn file(path: &Path) -> CorpusSpec {
+        CorpusSpec { path: path.to_path_buf(), ..CorpusSpec::default() }
+    }
+
+    /// The corpus a run or targets file recorded, read again from `path`
+    /// (the recorded one, or where it is now): a folder with the same
+    /// globs, or one file, in the language recorded.
+    pub fn recorded(path: &Path, info: &crate::run::CorpusInfo) -> CorpusSpec {
+        let language = (info.language != "mixed").then(|| info.language.clone());
+        if info.files.is_empty() {
+            return CorpusSpec { language, ..CorpusSpec::file(path) };
+        }
+        CorpusSpec {
+            path: path.to_path_buf(),
+            dir: true,
+            include: info.include.clone(),
+            exclude: info.exclude.clone(),
+            language,
+        }
+    }
+}
+
+/// One file of a folder corpus, as recorded in `manifest.corpus.files`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SourceFile {
+    /// Relative to the folder, `/`-separated.
+    pub path: String,
+    /// sha256 of the file as read.
+    pub sha256: String,
+    pub language: String,
+    /// 1-based line of the concatenation where the file's first line is
+    /// (the path comment is the line before).
+    pub first_line: usize,
+}
+
+/// What is wrong with a corpus; the command adds the flag that fixes it.
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    #[error("cannot tell the language of {path} from its extension (known: {known})")]
+    UnknownExtension { path: String, known: String },
+    #[error("unknown language `{0}` (known: {known})", known = language_names().join(", "))]
+    UnknownLanguage(String),
+    #[error("{dir} holds no file to use{what}")]
+    NoMatchingFile { dir: String, what: String },
+    #[error("`{glob}` is not a glob: {reason}")]
+    BadGlob { glob: String, reason: String },
+    #[error(
+        "{path} does not parse as {language}: {regions} syntax error region(s) cover {percent}% of it (first at line(s) {lines})"
+    )]
+    Unparsable { path: String, language: String, regions: usize, percent: usize, lines: String },
+}
+
+/// The languages, their names and the extensions that select them.
+const LANGUAGES: &[(&str, &[&str], &[&str])] = &[
+    ("javascript", &["js"], &["js", "mjs", "cjs", "jsx"]),
+    ("typescript", &["ts"], &["ts", "mts", "cts"]),
+    ("tsx", &[], &["tsx"]),
+    ("python", &["py"], &["py", "pyw"]),
+    ("rust", &["rs"], &["rs"]),
+    ("go", &["golang"], &["go"]),
+    ("c", &[], &["c", "h"]),
+    ("cpp", &["c++", "cxx"], &["cc", "cpp", "cxx", "c++", "hpp", "hh", "hxx", "h++", "ipp", "tpp"]),
+    ("java", &[], &["java"]),
+];
+
+/// The language names `language_named` accepts (without aliases).
+pub fn language_names() -> Vec<&'static str> {
+    LANGUAGES.iter().map(|l| l.0).collect()
+}
+
+/// The language called `name` (or one of its aliases: `js`, `ts`, `py`,
+/// `rs`, `golang`, `c++`, `cxx`), case-insensitive.
+pub fn language_named(name: &str) -> Option<Box<dyn Language>> {
+    let name = name.trim().to_ascii_lowercase();
+    let (canonical, _, _) = LANGUAGES.iter().find(|(n, aliases, _)| *n == name || aliases.contains(&name.as_str()))?;
+    Some(match *canonical {
+        "javascript" => Box::new(JavaScript),
+        "typescript" => Box::new(TypeScript),
+        "tsx" => Box::new(Tsx),
+        "python" => Box::new(Python),
+        "rust" => Box::new(Rust),
+        "go" => Box::new(Go),
+        "c" => Box::new(C),
+        "cpp" => Box::new(Cpp),
+        _ => Box::new(Java),
+    })
+}
+
+/// The extensions that select a language, without dots.
+pub fn extensions_of(name: &str) -> &'static [&'static str] {
+    LANGUAGES.iter().find(|l| l.0 == name).map_or(&[], |l| l.2)
+}
+
+/// The language an extension selects.
+fn language_of_extension(path: &Path) -> Option<Box<dyn Language>> {
+    let ext = path.extension().and_then(|e| e.to_str())?.to_ascii_lowercase();
+    let (name, _, _) = LANGUAGES.iter().find(|l| l.2.contains(&ext.as_str()))?;
+    language_named(name)
+}
+
+fn known_extensions() -> String {
+    LANGUAGES.iter().flat_map(|l| l.2.iter().map(|e| format!(".{e}"))).collect::<Vec<_>>().join(", ")
+}
+
+/// The named language, or an error listing the names.
+fn named(name: &str) -> Result<Box<dyn Language>> {
+    language_named(name).ok_or_else(|| CorpusError::UnknownLanguage(name.to_string()).into())
+}
+
+/// More than this share of a file in error regions, and it is not taken as
+/// source code in that language.
+const MAX_ERROR_SHARE: f64 = 0.5;
+
+/// The first error lines a message shows.
+const SHOWN_ERROR_LINES: usize = 5;
+
+fn error_lines(parsed: &Parsed, offset: usize) -> String {
+    let mut shown: Vec<String> =
+        parsed.error_lines.iter().take(SHOWN_ERROR_LINES).map(|l| (l + offset).to_string()).collect();
+    if parsed.error_lines.len() > SHOWN_ERROR_LINES {
+        shown.push("...".into());
+    }
+    shown.join(", ")
+}
+
+/// Whether so much of `text` is in error regions that it is not source in
+/// this language: the error naming where.
+fn unparsable(path: &str, language: &dyn Language, text: &str, parsed: &Parsed) -> Option<CorpusError> {
+    let share = parsed.error_bytes as f64 / text.len().max(1) as f64;
+    (share > MAX_ERROR_SHARE).then(|| CorpusError::Unparsable {
+        path: path.to_string(),
+        language: language.name().to_string(),
+        regions: parsed.error_regions,
+        percent: (share * 100.0).round() as usize,
+        lines: error_lines(parsed, 0),
+    })
 }
 
 impl Source {
@@ -173,60 +378,74 @@ impl Source {
     /// function name is first renamed (see [`crate::rename`]), and the
     /// renamed text is what every later stage sees.
     pub fn open_with(path: &Path, rename: Option<u64>) -> Result<Source> {
-        let language = language_for(path)?;
-        let mut corpus = Corpus::load(path)?;
+        Self::open_spec(&CorpusSpec::file(path), rename)
+    }
+
+    /// Reads the file or the folder `spec` names, as [`Source::open_with`].
+    /// A file more than half in syntax error regions is an error (a folder
+    /// keeps its text and takes no target from it, with a note).
+    pub fn open_spec(spec: &CorpusSpec, rename: Option<u64>) -> Result<Source> {
+        let forced = spec.language.as_deref().map(named).transpose()?;
+        let (corpus, language, files, mut notes) = if spec.dir {
+            let folder = dir::concatenate(spec, forced)?;
+            (folder.corpus, folder.language, folder.files, folder.notes)
+        } else {
+            let language = match forced {
+                Some(l) => l,
+                None => language_of_extension(&spec.path).ok_or_else(|| CorpusError::UnknownExtension {
+                    path: spec.path.display().to_string(),
+                    known: known_extensions(),
+                })?,
+            };
+            (Corpus::load(&spec.path)?, language, Vec::new(), Vec::new())
+        };
+        let mut corpus = corpus;
         let file_sha256 = corpus.sha256.clone();
+        let path = corpus.path.clone();
         let mut renamed = None;
         if let Some(seed) = rename {
             let before = language.functions(&corpus.text)?.error_regions;
             let r = crate::rename::rename(&corpus.text, language.as_ref(), seed)?;
-            corpus = Corpus::from_bytes(path, r.text.into_bytes())?;
+            if spec.dir && r.text.len() != corpus.text.len() {
+                // The files' byte ranges would move.
+                bail!("renaming {} would change its length; choose another seed", path.display());
+            }
+            corpus = Corpus::from_bytes(&path, r.text.into_bytes())?;
             let after = language.functions(&corpus.text)?.error_regions;
             if after > before {
                 bail!("renaming {} introduced syntax errors ({before} error regions before, {after} after)", path.display());
             }
-            renamed = Some(RenameInfo {
-                seed,
-                sha256: corpus.sha256.clone(),
-                mapping: r.mapping,
-            });
+            renamed = Some(RenameInfo { seed, sha256: corpus.sha256.clone(), mapping: r.mapping });
         }
         let parsed = language.functions(&corpus.text)?;
-        Ok(Source {
-            corpus,
-            language,
-            parsed,
-            file_sha256,
-            renamed,
-        })
+        if !spec.dir {
+            if let Some(e) = unparsable(&path.display().to_string(), language.as_ref(), &corpus.text, &parsed) {
+                return Err(e.into());
+            }
+            if parsed.error_regions > 0 {
+                notes.push(format!(
+                    "note: {} has {} syntax error region(s) (first at line(s) {}); functions in them are skipped",
+                    path.display(),
+                    parsed.error_regions,
+                    error_lines(&parsed, 0)
+                ));
+            }
+        }
+        let (include, exclude) = (spec.include.clone(), spec.exclude.clone());
+        Ok(Source { corpus, language, parsed, file_sha256, renamed, files, notes, include, exclude })
     }
 
-    /// A one-line note for stderr when tree-sitter skipped error regions.
+    /// The notes for stderr (syntax error regions, skipped files), one per line.
     pub fn error_note(&self) -> Option<String> {
-        (self.parsed.error_regions > 0).then(|| {
-            format!(
-                "note: {} has {} syntax error region(s); functions in them are skipped",
-                self.corpus.path.display(),
-                self.parsed.error_regions
-            )
-        })
+        (!self.notes.is_empty()).then(|| self.notes.join("\n"))
     }
 }
 
 /// Picks the language by file extension.
 pub fn language_for(path: &Path) -> Result<Box<dyn Language>> {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    match ext.as_str() {
-        "js" | "mjs" | "cjs" | "jsx" => Ok(Box::new(JavaScript)),
-        _ => bail!(
-            "cannot tell the language of {} (supported: .js, .mjs, .cjs, .jsx)",
-            path.display()
-        ),
-    }
+    language_of_extension(path).ok_or_else(|| {
+        CorpusError::UnknownExtension { path: path.display().to_string(), known: known_extensions() }.into()
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,85 @@
+//! TypeScript and TSX through tree-sitter-typescript.
+//!
+//! A target is a named `function` declaration (as in JavaScript) or a
+//! method with a body defined in a class; a method is named `Class.method`
+//! when its bare name repeats. Overload signatures and abstract methods have
+//! no body and are not functions here.
+
+use super::walk::{Decl, Grammar, braced, field_text, grammar_language};
+use tree_sitter::Node;
+
+/// TypeScript source (`.ts`, `.mts`, `.cts`).
+pub struct TypeScript;
+
+/// TSX source (`.tsx`).
+pub struct Tsx;
+
+fn declaration(node: Node, text: &str) -> Option<Decl> {
+    match node.kind() {
+        "function_declaration" | "generator_function_declaration" => {}
+        "method_definition" if node.parent().is_some_and(|p| p.kind() == "class_body") => {
+            let n = node.child_by_field_name("name")?;
+            if !matches!(n.kind(), "property_identifier" | "private_property_identifier") {
+                return None;
+            }
+        }
+        _ => return None,
+    }
+    let name = field_text(node, "name", text)?;
+    let (open_end, body_end) = braced(node.child_by_field_name("body")?, text)?;
+    Some(Decl { spelled: name.clone(), name, start: node.start_byte(), open_end, body_end })
+}
+
+fn scope(node: Node, text: &str) -> Option<String> {
+    match node.kind() {
+        "class_declaration" | "abstract_class_declaration" | "class" | "internal_module" | "module" => {
+            field_text(node, "name", text)
+        }
+        _ => None,
+    }
+}
+
+const TS_WORDS: &[&str] = &[
+    "arguments", "as", "async", "await", "break", "case", "catch", "class", "const", "continue",
+    "debugger", "default", "delete", "do", "else", "enum", "eval", "export", "extends", "false",
+    "finally", "for", "from", "function", "get", "if", "implements", "import", "in", "instanceof",
+    "interface", "let", "new", "null", "of", "package", "private", "protected", "public", "return",
+    "set", "static", "super", "switch", "this", "throw", "true", "try", "typeof", "undefined",
+    "var", "void", "while", "with", "yield", "NaN", "Infinity", "abstract", "any", "asserts",
+    "bigint", "boolean", "declare", "infer", "is", "keyof", "module", "namespace", "never", "number",
+    "object", "readonly", "require", "satisfies", "string", "symbol", "type", "unique", "unknown",
+    "override", "accessor", "constructor",
+];
+
+macro_rules! ts_grammar {
+    ($ty:ty, $lang:expr, $title:literal) => {
+        impl Grammar for $ty {
+            fn grammar(&self) -> tree_sitter::Language {
+                $lang.into()
+            }
+            fn title(&self) -> &'static str {
+                $title
+            }
+            fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
+                declaration(node, text)
+            }
+            fn scope(&self, node: Node, text: &str) -> Option<String> {
+                scope(node, text)
+            }
+            fn separator(&self) -> &'static str {
+                "."
+            }
+            fn identifier_kinds(&self) -> &'static [&'static str] {
+                &["identifier", "property_identifier"]
+            }
+            fn rule(&self) -> &'static str {
+                "a named `function` declaration or class method whose name (or Class.name) is unique"
+            }
+        }
+    };
+}
+
+ts_grammar!(TypeScript, tree_sitter_typescript::LANGUAGE_TYPESCRIPT, "TypeScript");
+ts_grammar!(Tsx, tree_sitter_typescript::LANGUAGE_TSX, "TSX");
+grammar_language!(TypeScript, "typescript", "//", TS_WORDS);
+grammar_language!(Tsx, "tsx", "//", TS_WORDS);

@@ -1,0 +1,172 @@
+//! The tree walk the tree-sitter languages share: a language says which
+//! nodes are named functions with a body, and which nodes give a name to the
+//! functions inside them (a class, an `impl`, a namespace); this module finds
+//! them at any depth, qualifies their names, and counts the error regions.
+//!
+//! JavaScript keeps its own walk (`javascript.rs`), which came first and
+//! whose targets must not change.
+
+use super::{FunctionDecl, Parsed};
+use anyhow::{Context, Result};
+use std::rc::Rc;
+use tree_sitter::{Node, Parser, Tree};
+
+/// A function a grammar found, before its enclosing names are added.
+pub(crate) struct Decl {
+    /// The bare name (`bar` for C++'s `Foo::bar`).
+    pub name: String,
+    /// The name as the declaration spells it (`Foo::bar`; Go: `Recv.Name`).
+    pub spelled: String,
+    pub start: usize,
+    pub open_end: usize,
+    pub body_end: usize,
+}
+
+/// What one language says about its syntax tree.
+pub(crate) trait Grammar {
+    fn grammar(&self) -> tree_sitter::Language;
+    /// The language's name in messages: `Python`.
+    fn title(&self) -> &'static str;
+    /// The function `node` is, when it is a named function with a body.
+    fn declaration(&self, node: Node, text: &str) -> Option<Decl>;
+    /// The name `node` gives the functions inside it, when it is a class,
+    /// an `impl`, a namespace or a module.
+    fn scope(&self, node: Node, text: &str) -> Option<String>;
+    /// What joins the parts of a qualified name: `.` or `::`.
+    fn separator(&self) -> &'static str;
+    /// Node kinds of plain identifiers and of member names (`x.name`) that
+    /// renaming rewrites when their text is a declared function's name.
+    fn identifier_kinds(&self) -> &'static [&'static str];
+    /// The eligibility rule in a few words, for messages.
+    fn rule(&self) -> &'static str;
+    /// What the lines asked for follow, for messages.
+    fn after(&self) -> &'static str {
+        "its opening brace"
+    }
+}
+
+pub(crate) fn parse(g: &dyn Grammar, text: &str) -> Result<Tree> {
+    let mut parser = Parser::new();
+    parser
+        .set_language(&g.grammar())
+        .with_context(|| format!("cannot load the tree-sitter {} grammar", g.title()))?;
+    parser.parse(text, None).context("tree-sitter gave up parsing the corpus")
+}
+
+/// Every named function with a body, at any depth, in file order, with its
+/// qualified name: the names of the enclosing scopes and functions, outermost
+/// first, joined by the language's separator.
+pub(crate) fn functions(g: &dyn Grammar, text: &str) -> Result<Parsed> {
+    let tree = parse(g, text)?;
+    let mut out = Parsed { rule: g.rule(), after: g.after(), ..Parsed::default() };
+    let sep = g.separator();
+    let join = |scope: &str, name: &str| -> Rc<str> {
+        if scope.is_empty() { Rc::from(name) } else { Rc::from(format!("{scope}{sep}{name}")) }
+    };
+    // Iterative walk: real files nest deeply enough to make recursion risky.
+    // Each entry: the node, the qualified name of its scope, whether it is
+    // inside an error region.
+    let mut stack: Vec<(Node, Rc<str>, bool)> = vec![(tree.root_node(), Rc::from(""), false)];
+    while let Some((node, scope, in_error)) = stack.pop() {
+        let error_here = !in_error && (node.is_error() || node.is_missing());
+        if error_here {
+            // One region per outermost error; its insides are not counted again.
+            out.error_regions += 1;
+            out.error_lines.push(node.start_position().row + 1);
+            out.error_bytes += node.end_byte() - node.start_byte();
+        }
+        let in_error = in_error || error_here;
+        let mut inner = g.scope(node, text).map(|s| join(&scope, &s));
+        if let Some(d) = g.declaration(node, text) {
+            let qualified = join(&scope, &d.spelled);
+            out.functions.push(FunctionDecl {
+                name: d.name,
+                qualified: qualified.to_string(),
+                start_byte: d.start,
+                open_brace_end: d.open_end,
+                body_end: d.body_end,
+                // Declarations inside an error region are still listed (so
+                // that their names count for uniqueness) but never targets.
+                clean: !in_error && !node.has_error(),
+            });
+            inner = Some(qualified);
+        }
+        let inner = inner.unwrap_or(scope);
+        let mut cursor = node.walk();
+        let children: Vec<Node> = node.children(&mut cursor).collect();
+        stack.extend(children.into_iter().rev().map(|c| (c, inner.clone(), in_error)));
+    }
+    out.functions.sort_by_key(|f| f.start_byte);
+    out.error_lines.sort_unstable();
+    Ok(out)
+}
+
+/// Byte spans of the identifiers `wanted` accepts, in order.
+pub(crate) fn identifier_spans(g: &dyn Grammar, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
+    let tree = parse(g, text)?;
+    let kinds = g.identifier_kinds();
+    let mut spans = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(node) = stack.pop() {
+        if kinds.contains(&node.kind())
+            && let Ok(name) = node.utf8_text(text.as_bytes())
+            && wanted(name)
+        {
+            spans.push((node.start_byte(), node.end_byte()));
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.children(&mut cursor));
+    }
+    spans.sort_unstable();
+    spans.dedup();
+    Ok(spans)
+}
+
+/// The text of `node`.
+pub(crate) fn text_of(node: Node, text: &str) -> Option<String> {
+    node.utf8_text(text.as_bytes()).ok().map(str::to_string)
+}
+
+/// A body delimited by braces: the byte just past `{` and the start of the
+/// line holding `}`, when both are really there.
+pub(crate) fn braced(body: Node, text: &str) -> Option<(usize, usize)> {
+    let open = body.child(0)?;
+    let close = body.child(body.child_count().checked_sub(1)? as u32)?;
+    if open.kind() != "{" || close.kind() != "}" || close.is_missing() || open.is_missing() {
+        return None;
+    }
+    Some((open.end_byte(), super::line_start_before(text, close.start_byte())))
+}
+
+/// The named child of `node` in field `field`, as text.
+pub(crate) fn field_text(node: Node, field: &str, text: &str) -> Option<String> {
+    text_of(node.child_by_field_name(field)?, text)
+}
+
+/// Implements [`super::Language`] for a type that implements [`Grammar`].
+macro_rules! grammar_language {
+    ($ty:ty, $name:literal, $comment:literal, $words:expr) => {
+        impl $crate::corpus::Language for $ty {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            fn line_comment(&self) -> &'static str {
+                $comment
+            }
+            fn reserved_words(&self) -> &'static [&'static str] {
+                $words
+            }
+            fn functions(&self, text: &str) -> anyhow::Result<$crate::corpus::Parsed> {
+                $crate::corpus::walk::functions(self, text)
+            }
+            fn identifier_spans(
+                &self,
+                text: &str,
+                wanted: &dyn Fn(&str) -> bool,
+            ) -> anyhow::Result<Vec<(usize, usize)>> {
+                $crate::corpus::walk::identifier_spans(self, text, wanted)
+            }
+        }
+    };
+}
+pub(crate) use grammar_language;

@@ -1,0 +1,384 @@
+//! Languages beyond JavaScript: extraction on fixtures written for the edge
+//! cases (nested functions, methods, decorators, one-liners, generics,
+//! macros, `#ifdef`-split C functions, unicode), the fetched default corpora,
+//! the Python targets checked against Python's own `ast`, folders as one
+//! corpus, and bad input.
+
+mod common;
+
+use common::{ok, posrecall, s};
+use posrecall::corpus::{CorpusSpec, Source};
+use posrecall::targets::{Target, TargetOptions, eligible};
+use std::path::{Path, PathBuf};
+use tempfile::TempDir;
+
+fn fixture(name: &str) -> PathBuf {
+    common::fixture(&format!("languages/{name}"))
+}
+
+fn open(name: &str) -> Source {
+    Source::open_spec(&CorpusSpec::file(&fixture(name)), None).unwrap()
+}
+
+fn all(src: &Source, lines: usize) -> Vec<Target> {
+    let opts = TargetOptions { count: 1, lines, seed: 1, skip_blank: false };
+    eligible(&src.corpus, &src.parsed, 0, src.corpus.line_count() - 1, &opts)
+}
+
+/// (question name, 1-based line, first expected line trimmed) of every eligible function.
+fn listing(src: &Source, lines: usize) -> Vec<(String, usize, String)> {
+    all(src, lines).into_iter().map(|t| (t.name, t.line, t.expected[0].trim().to_string())).collect()
+}
+
+fn names(src: &Source, lines: usize) -> Vec<String> {
+    all(src, lines).into_iter().map(|t| t.name).collect()
+}
+
+/// Every target's ground truth is the LINES lines after its header's last line, verbatim.
+fn assert_ground_truth(src: &Source, lines: usize) {
+    let file: Vec<&str> = src.corpus.text.split('\n').collect();
+    for t in all(src, lines) {
+        let header_lines = t.header.matches('\n').count();
+        let after = t.line + header_lines; // 0-based index of the first expected line
+        let want: Vec<String> = file[after..after + lines].iter().map(|l| l.trim_end_matches('\r').to_string()).collect();
+        assert_eq!(t.expected, want, "{}", t.name);
+    }
+}
+
+#[test]
+fn python_defs_methods_decorators_nested_and_unicode() {
+    let src = open("sample.py");
+    assert_eq!(src.language.name(), "python");
+    assert_eq!(src.language.line_comment(), "#");
+    let got = listing(&src, 3);
+    let want = [
+        ("plain", 5, "total = a + b"),
+        // A decorator is not part of the header; a docstring is the first body line.
+        ("decorated", 12, "\"\"\"Docstrings count as lines of the body.\"\"\""),
+        // A header over two lines: the lines after the one holding its colon.
+        ("fetch", 22, "response = await url.get(timeout=timeout)"),
+        ("outer", 29, "def inner(v):"),
+        ("inner", 30, "doubled = v * 2"),
+        // `area` is declared twice: each is asked for as Class.method.
+        ("Shape.area", 38, "width = self.width"),
+        ("name", 44, "label = type(self).__name__"),
+        ("Circle.area", 51, "radius = self.radius"),
+        ("grüße", 59, "text = \"Grüße, \" + name"),
+    ];
+    let want: Vec<(String, usize, String)> = want.iter().map(|(n, l, e)| (n.to_string(), *l, e.to_string())).collect();
+    // Not there: the one-liner, and `twice` (defined in both branches of an `if`).
+    assert_eq!(got, want);
+    let fetch = all(&src, 3).into_iter().find(|t| t.name == "fetch").unwrap();
+    assert_eq!(fetch.header, "async def fetch(url,\n                timeout=3) -> str:");
+    assert_ground_truth(&src, 3);
+    // The body ends with its last statement: `Circle.area` has exactly 3 lines.
+    assert!(!names(&src, 4).contains(&"Circle.area".to_string()));
+}
+
+#[test]
+fn rust_items_impls_generics_macros_and_modules() {
+    let src = open("sample.rs");
+    assert_eq!(
+        names(&src, 3),
+        ["plain", "generic", "sum", "Point::new", "fmt", "Line::new", "outer", "nested", "grüße", "support"],
+        "one-liners and functions written by macros are not targets"
+    );
+    let generic = all(&src, 3).into_iter().find(|t| t.name == "generic").unwrap();
+    assert!(generic.header.ends_with("where\n    T: PartialEq,\n{"), "{}", generic.header);
+    assert_eq!(generic.expected[0], "    let mut out = Vec::new();");
+    assert_ground_truth(&src, 3);
+}
+
+#[test]
+fn go_functions_methods_and_generics() {
+    let src = open("sample.go");
+    assert_eq!(names(&src, 3), ["Plain", "Generic", "Point.String", "List.Len", "Name.String", "Name.Len", "Grüße"]);
+    assert_ground_truth(&src, 3);
+}
+
+#[test]
+fn c_functions_ifdef_splits_and_macros() {
+    let src = open("sample.c");
+    // `split` has its header split between #ifdef branches; `platform` is
+    // defined in both branches of an #if: neither is a target, and the
+    // functions after them still are.
+    assert_eq!(names(&src, 3), ["plain", "pointer_return", "with_ifdef_inside", "uses_macro", "main"]);
+    let t = all(&src, 3).into_iter().find(|t| t.name == "with_ifdef_inside").unwrap();
+    assert_eq!(t.expected[1], "#ifdef DEBUG", "directives inside a body are lines of it");
+    let plain = all(&src, 3).into_iter().find(|t| t.name == "plain").unwrap();
+    assert_eq!(plain.header, "static int plain(int a, int b)\n{", "Allman braces");
+    assert_ground_truth(&src, 3);
+}
+
+#[test]
+fn cpp_classes_out_of_line_methods_operators_and_overloads() {
+    let src = open("sample.cpp");
+    assert_eq!(
+        names(&src, 3),
+        ["add", "~Shape", "geo::Shape::area", "name", "geo::Circle::area", "operator==", "grüße"],
+        "overloads are never targets; repeated method names are qualified"
+    );
+    assert_ground_truth(&src, 3);
+}
+
+#[test]
+fn typescript_and_tsx_functions_and_class_methods() {
+    let src = open("sample.ts");
+    assert_eq!(
+        names(&src, 3),
+        ["plain", "generic", "overload", "Shape.describe", "constructor", "area", "Circle.describe", "counter", "grüße"],
+        "arrow functions, object-literal methods, one-liners and abstract methods are not targets"
+    );
+    let tsx = open("sample.tsx");
+    assert_eq!(tsx.language.name(), "tsx");
+    assert_eq!(names(&tsx, 3), ["Greeting", "render"]);
+    assert_ground_truth(&src, 3);
+    assert_ground_truth(&tsx, 3);
+}
+
+#[test]
+fn java_methods_constructors_and_overloads() {
+    let src = open("Sample.java");
+    assert_eq!(names(&src, 3), ["Sample", "plain", "max", "grüße"]);
+    assert_ground_truth(&src, 3);
+}
+
+#[test]
+fn language_flag_overrides_the_extension() {
+    let dir = TempDir::new().unwrap();
+    let odd = dir.path().join("code.txt");
+    std::fs::copy(fixture("sample.py"), &odd).unwrap();
+    let err = Source::open_spec(&CorpusSpec::file(&odd), None).err().unwrap().to_string();
+    assert!(err.contains("cannot tell the language"), "{err}");
+    let spec = CorpusSpec { language: Some("python".into()), ..CorpusSpec::file(&odd) };
+    let src = Source::open_spec(&spec, None).unwrap();
+    assert_eq!(names(&src, 3), names(&open("sample.py"), 3));
+    // Through the command line: the flag names the fix.
+    let o = posrecall(&["targets", s(&odd), "--lines", "3", "--count", "2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--language"), "{err}");
+    let out = ok(&posrecall(&["targets", s(&odd), "--language", "py", "--lines", "3", "--count", "2", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["corpus"]["language"], "python");
+}
+
+#[test]
+fn a_file_that_does_not_parse_is_refused_with_where() {
+    let dir = TempDir::new().unwrap();
+    let bad = dir.path().join("bad.py");
+    let mut text = String::from("def fine(x):\n    y = x\n    return y\n");
+    for i in 0..40 {
+        text.push_str(&format!("int main_{i}(void) {{ return {{{{ ]]; }}\n"));
+    }
+    std::fs::write(&bad, text).unwrap();
+    let o = posrecall(&["targets", s(&bad), "--lines", "2", "--count", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("does not parse as python") && err.contains("first at line(s) 4"), "{err}");
+    // A few bad lines in a good file: a note saying how many and where, and targets.
+    let o = posrecall(&["targets", s(&fixture("tree/src/broken.py")), "--lines", "3", "--count", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("1 syntax error region(s) (first at line(s) 5)"), "{err}");
+}
+
+/// The fixture tree copied, with a binary file and one that does not parse added.
+fn tree() -> TempDir {
+    let dir = TempDir::new().unwrap();
+    let copy = |from: &Path, to: &Path| {
+        for e in walk(from) {
+            let rel = e.strip_prefix(from).unwrap();
+            std::fs::create_dir_all(to.join(rel).parent().unwrap()).unwrap();
+            std::fs::copy(&e, to.join(rel)).unwrap();
+        }
+    };
+    copy(&fixture("tree"), dir.path());
+    std::fs::write(dir.path().join("src/blob.c"), b"\x7fELF\x00\x01\x02 not text").unwrap();
+    let mut garbage = String::new();
+    for _ in 0..30 {
+        garbage.push_str("fn ]]] {{{ let = = ; ))) impl\n");
+    }
+    std::fs::write(dir.path().join("src/zz_garbage.rs"), garbage).unwrap();
+    dir
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+    }
+    out
+}
+
+#[test]
+fn a_folder_is_one_corpus_in_path_order_with_path_comments() {
+    let dir = tree();
+    let spec = CorpusSpec { path: dir.path().to_path_buf(), dir: true, exclude: vec!["vendor/**".into()], ..Default::default() };
+    let src = Source::open_spec(&spec, None).unwrap();
+    let files: Vec<&str> = src.files.iter().map(|f| f.path.as_str()).collect();
+    // Sorted paths; hidden folders, unknown extensions, the excluded folder and the binary file left out.
+    assert_eq!(files, ["src/app.py", "src/broken.py", "src/lib/net.go", "src/lib/util.rs", "src/zz_garbage.rs"]);
+    let notes = src.error_note().unwrap();
+    assert!(notes.contains("skipped src/blob.c: a binary file"), "{notes}");
+    assert!(notes.contains("src/zz_garbage.rs does not parse as rust") && notes.contains("no targets are taken from it"), "{notes}");
+    assert_eq!(src.language.name(), "mixed");
+    // Each file after a comment line in its own syntax, at the line the manifest says.
+    let lines: Vec<&str> = src.corpus.text.lines().collect();
+    for f in &src.files {
+        let comment = if f.path.ends_with(".py") { "#" } else { "//" };
+        assert_eq!(lines[f.first_line - 2], format!("{comment} {}", f.path));
+        let on_disk = std::fs::read(dir.path().join(&f.path)).unwrap();
+        assert_eq!(f.sha256, posrecall::fsutil::sha256_hex(&on_disk));
+        let first = String::from_utf8_lossy(&on_disk).lines().next().unwrap_or("").to_string();
+        assert_eq!(lines[f.first_line - 1], first);
+    }
+    // Targets per file, in the concatenation's coordinates.
+    let got = listing(&src, 3);
+    let want = [
+        ("Store.load", 9, "value = self.data[key]"),
+        ("ok_before", 14, "y = x + 1"),
+        ("Dial", 22, "conn := addr"),
+        ("checksum", 28, "let mut sum = 0u32;"),
+    ];
+    let want: Vec<(String, usize, String)> = want.iter().map(|(n, l, e)| (n.to_string(), *l, e.to_string())).collect();
+    assert_eq!(got, want, "`load` is declared twice: the module function is skipped, the method is Store.load");
+    assert_ground_truth(&src, 3);
+    // The same folder and options give the same corpus and targets every time.
+    let again = Source::open_spec(&spec, None).unwrap();
+    assert_eq!(again.corpus.sha256, src.corpus.sha256);
+    assert_eq!(listing(&again, 3), got);
+}
+
+#[test]
+fn folder_flags_on_the_command_line() {
+    let dir = tree();
+    let d = s(dir.path());
+    let args = ["targets", "--corpus-dir", d, "--include", "src/**/*.py", "--include", "*.go", "--lines", "3", "--count", "2", "--json"];
+    let out = ok(&posrecall(&args));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let files: Vec<&str> = v["corpus"]["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(files, ["src/app.py", "src/broken.py", "src/lib/net.go"]);
+    assert_eq!(v["corpus"]["language"], "mixed");
+    assert_eq!(ok(&posrecall(&args)), out, "the same targets on every run");
+    // What `ask` reads back: the folder with the recorded globs gives the same text.
+    let file = posrecall::run::TargetsFile::load(&{
+        let p = dir.path().join("t.json");
+        std::fs::write(&p, &out).unwrap();
+        p
+    })
+    .unwrap();
+    let again = Source::open_spec(&CorpusSpec::recorded(dir.path(), &file.corpus), None).unwrap();
+    assert_eq!(again.corpus.sha256, file.corpus.sha256);
+    assert_eq!(file.corpus.include, ["src/**/*.py", "*.go"]);
+    // --language picks that language's files.
+    let out = ok(&posrecall(&["targets", "--corpus-dir", d, "--language", "go", "--lines", "3", "--count", "1", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["corpus"]["files"].as_array().unwrap().len(), 1);
+    assert_eq!(v["corpus"]["language"], "go");
+    // No matching file: one line naming the flags.
+    let o = posrecall(&["targets", "--corpus-dir", d, "--include", "*.java", "--count", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("holds no file") && err.contains("--include"), "{err}");
+}
+
+/// The default corpora: each holds at least 16 eligible functions of 20
+/// lines (`scripts/fetch-corpus --language L` fetches them).
+#[test]
+fn default_corpora_hold_enough_targets() {
+    for (language, file) in posrecall::fsutil::DEFAULT_CORPORA {
+        let p = posrecall::fsutil::default_corpus_for(language).unwrap();
+        assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", p.display());
+        let spec = CorpusSpec { dir: p.is_dir(), ..CorpusSpec::file(&p) };
+        let src = Source::open_spec(&spec, None).unwrap();
+        assert_eq!(src.language.name(), *language, "{file}");
+        let n = all(&src, 20).len();
+        assert!(n >= 16, "{file}: only {n} eligible functions");
+        assert_ground_truth(&src, 20);
+    }
+}
+
+/// posrecall's Python targets on the default Python corpus are exactly those
+/// Python's own `ast` gives (scripts/python-targets): names, lines and
+/// expected lines.
+#[test]
+fn python_targets_agree_with_pythons_ast() {
+    let p = posrecall::fsutil::default_corpus_for("python").unwrap();
+    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language python", p.display());
+    for (path, lines) in [(p, 20), (fixture("sample.py"), 3)] {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/python-targets");
+        let o = std::process::Command::new("python3").arg(&script).arg(&path).arg(lines.to_string()).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let theirs: Vec<(String, usize, Vec<String>)> = String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let e = v["expected"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+                (v["name"].as_str().unwrap().to_string(), v["line"].as_u64().unwrap() as usize, e)
+            })
+            .collect();
+        let src = Source::open_spec(&CorpusSpec::file(&path), None).unwrap();
+        let ours: Vec<(String, usize, Vec<String>)> = all(&src, lines).into_iter().map(|t| (t.name, t.line, t.expected)).collect();
+        assert!(!ours.is_empty());
+        assert_eq!(ours, theirs, "{}", path.display());
+    }
+}
+
+#[test]
+fn renaming_works_in_every_language() {
+    for f in ["sample.py", "sample.rs", "sample.go", "sample.c", "sample.cpp", "sample.ts", "Sample.java"] {
+        let plain = open(f);
+        let renamed = Source::open_spec(&CorpusSpec::file(&fixture(f)), Some(7)).unwrap();
+        let r = renamed.renamed.as_ref().unwrap();
+        assert!(!r.mapping.is_empty(), "{f}");
+        assert_eq!(renamed.parsed.error_regions, plain.parsed.error_regions, "{f}");
+        assert_eq!(renamed.corpus.line_count(), plain.corpus.line_count(), "{f}");
+        assert_eq!(all(&renamed, 3).len(), all(&plain, 3).len(), "{f}");
+    }
+}
+
+#[test]
+fn every_language_is_named_and_known_by_extension() {
+    for (name, ext) in [("javascript", "js"), ("typescript", "ts"), ("tsx", "tsx"), ("python", "py"), ("rust", "rs"), ("go", "go"), ("c", "h"), ("cpp", "hpp"), ("java", "java")] {
+        let l = posrecall::corpus::language_named(name).unwrap();
+        assert_eq!(l.name(), name);
+        assert_eq!(posrecall::corpus::language_for(Path::new(&format!("x.{ext}"))).unwrap().name(), name);
+    }
+    assert!(posrecall::corpus::language_named("cobol").is_none());
+}
+
+/// A real model on the default Python corpus: the run names the language, the
+/// targets are those `targets` lists (methods asked as Class.method), every
+/// answer is scored against its 8 lines; the completion probe uses `#`.
+#[test]
+fn smollm2_bench_on_the_python_corpus() {
+    let _guard = common::serial();
+    let model = common::smollm2();
+    let corpus = posrecall::fsutil::default_corpus_for("python").unwrap();
+    assert!(corpus.exists(), "{} is missing: run scripts/fetch-corpus --language python", corpus.display());
+    let dir = TempDir::new().unwrap();
+    let out = dir.path().join("run.json");
+    let pick = ["--crop-lines", "1130:1300", "--lines", "8", "--count", "4"];
+    let listed: serde_json::Value = serde_json::from_str(&ok(&posrecall(&[&["targets", s(&corpus), "--json"][..], &pick].concat()))).unwrap();
+    let want: Vec<&str> = listed["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(want.contains(&"Body.bullet"), "{want:?}");
+    let args = [&["bench", s(&model), "--language", "python", "--kv", "f16", "--max-new-tokens", "40", "--quiet", "--out", s(&out)][..], &pick].concat();
+    ok(&posrecall(&args));
+    let run = common::read(&out);
+    assert_eq!(run["manifest"]["corpus"]["language"], "python");
+    assert_eq!(run["manifest"]["corpus"]["path"], s(&corpus));
+    let targets = run["targets"].as_array().unwrap();
+    let names: Vec<&str> = targets.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, want);
+    for (t, l) in targets.iter().zip(listed["targets"].as_array().unwrap()) {
+        assert_eq!(t["expected"], l["expected"]);
+        assert_eq!(t["matched"].as_u64().unwrap() + t["missing"].as_u64().unwrap(), 8);
+        assert!(!t["response"].as_str().unwrap().is_empty());
+    }
+    // The completion probe: the question is a `#` comment, then the `def` header.
+    let shown = ok(&posrecall(&[&["prompt", s(&model), "--language", "python", "--probe", "completion", "--target", "Body.bullet"][..], &pick].concat()));
+    assert!(shown.contains("# The function `Body.bullet` from above, repeated verbatim:\n    def bullet(self, match, context, next_state):\n"), "{shown}");
+}
