@@ -152,20 +152,7 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
         ends.sort_unstable();
         ends.get(topts.count.max(1) - 1).map(|&e| est.tokens(e))
     };
-    let fits = longest.prefix_tokens.len();
-    let asked: Vec<usize> = match lengths {
-        Lengths::List(l) => l.clone(),
-        Lengths::Auto => {
-            let start = shortest_that_works().unwrap_or(AUTO_FIRST).max(AUTO_FIRST);
-            let mut l: Vec<usize> = (0..)
-                .map(|k| AUTO_FIRST << k)
-                .skip_while(|&n| n < start)
-                .take_while(|&n| n < fits)
-                .collect();
-            l.push(fits);
-            l
-        }
-    };
+    let asked = asked_lengths(lengths, longest.prefix_tokens.len(), shortest_that_works);
 
     let mut rungs: Vec<Rung> = Vec::new();
     let mut dropped = Vec::new();
@@ -212,23 +199,46 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
         let found = targets::eligible(corpus, &src.parsed, first, last_max, &topts).len();
         return Err(LadderError::TooFewAnywhere { found, wanted: topts.count }.into());
     }
-    let top = rungs.last().expect("not empty");
-    let stopped = (top.plan.prefix_tokens.len() < top.length || !dropped.is_empty()).then(|| {
-        let why = match last_max + 1 == corpus.line_count() && longest.crop.first_line == 1 {
-            true => "the whole corpus".to_string(),
-            false => format!("what fits the context of {} tokens with the answer budget", longest.n_ctx),
-        };
-        let mut note = format!(
-            "the ladder stops at {} tokens ({why})",
-            top.plan.prefix_tokens.len()
-        );
-        if !dropped.is_empty() {
-            let d: Vec<String> = dropped.iter().map(|&n| label(n)).collect();
-            note.push_str(&format!("; {} dropped", d.join(", ")));
-        }
-        note
-    });
+    let whole_corpus = last_max + 1 == corpus.line_count();
+    let stopped = stop_note(&rungs, &dropped, whole_corpus, longest.n_ctx);
     Ok(Ladder { rungs, stopped })
+}
+
+/// The lengths of the ladder: those asked, or for `auto` the powers of two
+/// from 1K (or from the shortest length that holds COUNT) below `fits`, and
+/// `fits`.
+fn asked_lengths(lengths: &Lengths, fits: usize, shortest_that_works: impl Fn() -> Option<usize>) -> Vec<usize> {
+    match lengths {
+        Lengths::List(l) => l.clone(),
+        Lengths::Auto => {
+            let start = shortest_that_works().unwrap_or(AUTO_FIRST).max(AUTO_FIRST);
+            let mut l: Vec<usize> = (0..)
+                .map(|k| AUTO_FIRST << k)
+                .skip_while(|&n| n < start)
+                .take_while(|&n| n < fits)
+                .collect();
+            l.push(fits);
+            l
+        }
+    }
+}
+
+/// Why the ladder stops before the lengths asked for, when it does.
+fn stop_note(rungs: &[Rung], dropped: &[usize], whole_corpus: bool, n_ctx: u32) -> Option<String> {
+    let top = rungs.last()?;
+    if top.plan.prefix_tokens.len() >= top.length && dropped.is_empty() {
+        return None;
+    }
+    let why = match whole_corpus {
+        true => "the end of the corpus".to_string(),
+        false => format!("what fits the context of {n_ctx} tokens with the answer budget"),
+    };
+    let mut note = format!("the ladder stops at {} tokens ({why})", top.plan.prefix_tokens.len());
+    if !dropped.is_empty() {
+        let d: Vec<String> = dropped.iter().map(|&n| label(n)).collect();
+        note.push_str(&format!("; {} dropped", d.join(", ")));
+    }
+    Some(note)
 }
 
 fn too_short(length: usize, prefix: usize, found: usize, topts: &targets::TargetOptions, shortest: Option<usize>) -> anyhow::Error {
