@@ -62,6 +62,8 @@ struct RawParams {
     think: Option<String>,
     think_budget: Option<usize>,
     template_kwargs: Option<toml::Table>,
+    lengths: Option<String>,
+    effective_at: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,6 +134,10 @@ pub struct Sweep {
     pub closed_book: bool,
     /// Reasoning tokens allowed when a model thinks (`params.think_budget`).
     pub think_budget: usize,
+    /// A length ladder per run (`params.lengths`, as `bench --lengths`).
+    pub lengths: Option<crate::bench::ladder::Lengths>,
+    /// `params.effective_at` (0.5 when not given).
+    pub effective_at: f64,
     pub models: Vec<ModelEntry>,
 }
 
@@ -342,6 +348,23 @@ impl Sweep {
             }
             models.push(entry);
         }
+        let lengths = p
+            .lengths
+            .as_deref()
+            .map(|l| l.parse::<crate::bench::ladder::Lengths>().map_err(|e| anyhow::anyhow!("{file}: params.lengths: {e}")))
+            .transpose()?;
+        let effective_at = p.effective_at.unwrap_or(0.5);
+        if !(0.0..=1.0).contains(&effective_at) {
+            bail!("{file}: params.effective_at: must be between 0 and 1");
+        }
+        if lengths.is_some() {
+            if p.closed_book == Some(true) {
+                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with params.closed_book");
+            }
+            if let Some(m) = models.iter().find(|m| m.reference.is_some()) {
+                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with model `{}`'s reference", m.name);
+            }
+        }
         Ok(Sweep {
             file: path.to_path_buf(),
             corpus,
@@ -358,6 +381,8 @@ impl Sweep {
             swa_full: p.swa_full.unwrap_or(false),
             closed_book: p.closed_book.unwrap_or(false),
             think_budget,
+            lengths,
+            effective_at,
             models,
         })
     }

@@ -17,7 +17,7 @@ use super::execute::{Executed, ExecOptions, Run, answer, new_session};
 use super::plan::{self, Plan, PlanOptions, token_starts};
 use crate::corpus::Source;
 use crate::crop::{Crop, CropMode, LineRange};
-use crate::engine::config::{ContextConfig, CtxSize};
+use crate::engine::config::ContextConfig;
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Checkpoint, Session};
@@ -199,8 +199,23 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
         let found = targets::eligible(corpus, &src.parsed, first, last_max, &topts).len();
         return Err(LadderError::TooFewAnywhere { found, wanted: topts.count }.into());
     }
+    // One context serves every window: as large as the largest window's
+    // needs (a shorter window's questions or forced text may be longer).
+    let n_ctx = rungs.iter().map(|r| r.plan.n_ctx).max().expect("not empty");
+    let per_sequence = rungs.iter().map(|r| r.plan.per_sequence).max().expect("not empty");
+    let top = &mut rungs.last_mut().expect("not empty").plan;
+    (top.n_ctx, top.per_sequence) = (n_ctx.max(top.n_ctx), per_sequence);
+    // The top window stops short of its length when it holds the whole
+    // longest window and the next line would still have fitted the length.
     let whole_corpus = last_max + 1 == corpus.line_count();
-    let stopped = stop_note(&rungs, &dropped, whole_corpus, longest.n_ctx);
+    let top = rungs.last().expect("not empty");
+    let top_tokens = top.plan.prefix_tokens.len();
+    let short = top.plan.crop.last_line == last_max + 1
+        && match whole_corpus {
+            true => top_tokens < top.length,
+            false => top_tokens + model.tokenize_plain(corpus.line(last_max + 1)).len() <= top.length,
+        };
+    let stopped = stop_note(&rungs, &dropped, short, whole_corpus, longest.n_ctx);
     Ok(Ladder { rungs, stopped })
 }
 
@@ -224,9 +239,9 @@ fn asked_lengths(lengths: &Lengths, fits: usize, shortest_that_works: impl Fn() 
 }
 
 /// Why the ladder stops before the lengths asked for, when it does.
-fn stop_note(rungs: &[Rung], dropped: &[usize], whole_corpus: bool, n_ctx: u32) -> Option<String> {
+fn stop_note(rungs: &[Rung], dropped: &[usize], short: bool, whole_corpus: bool, n_ctx: u32) -> Option<String> {
     let top = rungs.last()?;
-    if top.plan.prefix_tokens.len() >= top.length && dropped.is_empty() {
+    if !short && dropped.is_empty() {
         return None;
     }
     let why = match whole_corpus {
@@ -249,12 +264,11 @@ fn too_short(length: usize, prefix: usize, found: usize, topts: &targets::Target
 }
 
 /// The plan of the window of 0-based lines `first..=last`: a plain run with
-/// those lines kept, in the longest window's context.
+/// those lines kept.
 fn rung_plan(model: &Model, src: &Source, o: &PlanOptions, longest: &Plan, first: usize, last: usize) -> Result<Plan> {
     let mut ro = o.clone();
     ro.target.crop_lines = Some(LineRange { first: first + 1, last: last + 1 });
     ro.max_prefix_tokens = None;
-    ro.ctx = CtxSize::Fixed(longest.n_ctx);
     let mut p = plan::plan(model, src, &ro)?;
     if last == longest.crop.last_line - 1 {
         // The longest window is the one the crop mode chose.

@@ -33,7 +33,27 @@ struct Planned {
     /// metadata. Reused for the runs when the runs offload nothing either.
     model: Option<Model>,
     plan: Plan,
+    /// The model's length ladder (`params.lengths`), its longest window
+    /// within the shared range.
+    ladder: Option<bench::ladder::Ladder>,
     gpu_layers: u32,
+}
+
+impl Planned {
+    /// The plan the run's context and record follow: the longest window's
+    /// for a ladder.
+    fn run_plan(&self) -> &Plan {
+        self.ladder.as_ref().map_or(&self.plan, |l| l.longest())
+    }
+
+    /// Every target the run asks, in order, as (name, line).
+    fn targets(&self) -> Vec<(String, usize)> {
+        let plans: Vec<&Plan> = match &self.ladder {
+            Some(l) => l.rungs.iter().map(|r| &r.plan).collect(),
+            None => vec![&self.plan],
+        };
+        plans.iter().flat_map(|p| p.targets.iter().map(|t| (t.name.clone(), t.line))).collect()
+    }
 }
 
 /// The sweep as this command runs it: the file, its decoding, this shard.
@@ -80,14 +100,14 @@ impl Matrix<'_> {
     /// and KV type. `to_run` false: deciding whether a finished run may be
     /// kept (no memory check, no notes).
     fn decide(&self, r: &SweepRun, p: &Planned, model: &Model, to_run: bool) -> Result<(ContextConfig, bench::Decoding)> {
-        bench::decide(model, &p.plan, &self.context(r, p), &self.decode, to_run).map_err(|e| hint(e, Some(self.sweep.crop)))
+        bench::decide(model, p.run_plan(), &self.context(r, p), &self.decode, to_run).map_err(|e| hint(e, Some(self.sweep.crop)))
     }
 
     fn spec<'s>(&'s self, r: &SweepRun, p: &'s Planned, model: &'s Model, src: &'s Source, run: &'s (ContextConfig, bench::Decoding)) -> RunSpec<'s> {
         RunSpec {
             model,
             src,
-            plan: &p.plan,
+            plan: p.run_plan(),
             cfg: &run.0,
             build: self.sweep.models[r.model].build.as_deref(),
             target: &self.sweep.target,
@@ -190,16 +210,30 @@ fn plan_every_model(m: &Matrix, src: &Source) -> Result<Vec<Planned>> {
         Some(n) => anyhow!("{n}; set [corpus] crop_lines or max_tokens, or give that model a larger ctx"),
         None => hint(e, Some(sweep.crop)),
     })?;
-    Ok(models
-        .into_iter()
-        .zip(plans)
-        .zip(&sweep.models)
-        .map(|((model, plan), e)| Planned {
+    let mut planned = Vec::with_capacity(models.len());
+    for (((model, plan), e), mut o) in models.into_iter().zip(plans).zip(&sweep.models).zip(options) {
+        // A ladder per model within the shared range: a window is a number
+        // of the model's own tokens.
+        let ladder = match &sweep.lengths {
+            Some(lengths) => {
+                o.target.crop_lines = Some(crate::crop::LineRange { first: plan.crop.first_line, last: plan.crop.last_line });
+                let l = bench::ladder::plan_ladder(&model, src, &o, lengths)
+                    .map_err(|err| hint(err, Some(sweep.crop)).context(format!("model `{}`", e.name)))?;
+                if let Some(note) = &l.stopped {
+                    eprintln!("note: model `{}`: {note}", e.name);
+                }
+                Some(l)
+            }
+            None => None,
+        };
+        planned.push(Planned {
             model: Some(model),
             plan,
+            ladder,
             gpu_layers: e.gpu_layers.unwrap_or_else(bench::default_gpu_layers),
-        })
-        .collect())
+        });
+    }
+    Ok(planned)
 }
 
 /// Creates the output folder and removes the temporary files a killed run
@@ -223,16 +257,16 @@ fn prepare_out_dir(m: &Matrix) -> Result<()> {
 /// This shard's runs still to do: with `--resume`, those without a finished
 /// run file of the same configuration.
 fn pending_runs<'r>(m: &'r Matrix, planned: &[Planned], src: &Source) -> Result<Vec<&'r SweepRun>> {
-    let targets: Vec<(String, usize)> = planned[0].plan.targets.iter().map(|t| (t.name.clone(), t.line)).collect();
     let mut pending = Vec::new();
     for r in &m.mine {
+        let targets = planned[r.model].targets();
         let out = r.file(&m.args.out_dir);
         if m.args.resume && out.exists() {
             let p = &planned[r.model];
             let model = p.model.as_ref().ok_or_else(|| anyhow!("model not loaded"))?;
             let decided = m.decide(r, p, model, false)?;
             match RunFile::load(&out) {
-                Ok(existing) if keeps(m, r, &existing, &m.spec(r, p, model, src, &decided), &targets) => {
+                Ok(existing) if keeps(m, r, &existing, &m.spec(r, p, model, src, &decided), &targets) && existing.ladder.is_some() == p.ladder.is_some() => {
                     if !m.args.quiet {
                         outln!("{}: finished before, skipped", r.id)?;
                     }
@@ -293,8 +327,8 @@ fn run_pending(m: &Matrix, planned: &mut [Planned], src: &Source, cache: Option<
         true => MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
         false => MultiProgress::new(),
     };
-    let n_targets = planned[0].plan.targets.len();
-    let overall = multi.add(ProgressBar::new((pending.len() * n_targets) as u64));
+    let total: usize = pending.iter().map(|r| planned[r.model].targets().len()).sum();
+    let overall = multi.add(ProgressBar::new(total as u64));
     overall.set_style(progress::style("   sweep [{bar:30}] {pos}/{len} targets  ETA {eta}  {msg}"));
     for (i, e) in m.sweep.models.iter().enumerate() {
         let mut runs: Vec<&SweepRun> = pending.iter().copied().filter(|r| r.model == i).collect();
@@ -351,6 +385,15 @@ fn run_one(
         reference: reference.as_ref(),
     };
     let opts = m.sweep.target.score_options();
+    if let Some(ladder) = &p.ladder {
+        let keys: Vec<String> = ladder.rungs.iter().map(|g| RunSpec { plan: &g.plan, ..m.spec(r, p, model, src, &decided) }.prefix_cache_key()).collect();
+        let exec = ExecOptions { prefix_cache: None, ..exec };
+        let lx = bench::ladder::execute_ladder(model, ladder, &decided.0, &decided.1, &opts, &exec, cache.map(|c| (c, keys.as_slice())), |_| {}, |_| overall.inc(1))
+            .with_context(|| format!("run {}", r.id))?;
+        let run = spec.ladder_run_file(lx, ladder.stopped.clone(), m.sweep.effective_at, ms(started));
+        run.save(&r.file(&m.args.out_dir))?;
+        return finished(m, r, &run, multi, started);
+    }
     let executed = bench::execute(model, &p.plan, &decided.0, &opts, &exec, |_| overall.inc(1))
         .with_context(|| format!("run {}", r.id))?;
     // The reference file before the run file: a finished reference run always has it.
@@ -359,6 +402,11 @@ fn run_one(
     }
     let run = spec.run_file(executed, ms(started));
     run.save(&r.file(&m.args.out_dir))?;
+    finished(m, r, &run, multi, started)
+}
+
+/// Says a run is done, with its totals (and its effective length).
+fn finished(m: &Matrix, r: &SweepRun, run: &RunFile, multi: &MultiProgress, started: Instant) -> Result<()> {
     if !m.args.quiet {
         let t = &run.summary.total;
         multi.suspend(|| {
@@ -372,7 +420,11 @@ fn run_one(
                 t.hallucinated,
                 t.extra,
                 started.elapsed().as_secs_f64()
-            )
+            )?;
+            match &run.ladder {
+                Some(l) => outln!("{}", crate::report::terminal::ladder_grid(l)),
+                None => Ok(()),
+            }
         })?;
     }
     Ok(())
