@@ -297,16 +297,7 @@ impl Sweep {
         if corpus_dir.is_none() && !(c.include.is_empty() && c.exclude.is_empty()) {
             bail!("{file}: corpus.include and corpus.exclude select files of corpus.dir, which is not set");
         }
-        let language = match c.language.as_deref() {
-            None => None,
-            Some(l) => match crate::corpus::language_named(l) {
-                Some(l) => Some(l.name().to_string()),
-                None => bail!(
-                    "{file}: corpus.language: unknown language `{l}` (known: {})",
-                    crate::corpus::language_names().join(", ")
-                ),
-            },
-        };
+        let language = r.language(c.language.as_deref())?;
         let crop = match c.crop.as_deref() {
             None => CropMode::Head,
             Some(s) => choice(s, &CropMode::CHOSEN, CropMode::as_str, "a crop mode").map_err(|e| r.err("corpus.crop", e))?,
@@ -348,23 +339,7 @@ impl Sweep {
             }
             models.push(entry);
         }
-        let lengths = p
-            .lengths
-            .as_deref()
-            .map(|l| l.parse::<crate::bench::ladder::Lengths>().map_err(|e| anyhow::anyhow!("{file}: params.lengths: {e}")))
-            .transpose()?;
-        let effective_at = p.effective_at.unwrap_or(0.5);
-        if !(0.0..=1.0).contains(&effective_at) {
-            bail!("{file}: params.effective_at: must be between 0 and 1");
-        }
-        if lengths.is_some() {
-            if p.closed_book == Some(true) {
-                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with params.closed_book");
-            }
-            if let Some(m) = models.iter().find(|m| m.reference.is_some()) {
-                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with model `{}`'s reference", m.name);
-            }
-        }
+        let (lengths, effective_at) = r.ladder(p, &models)?;
         Ok(Sweep {
             file: path.to_path_buf(),
             corpus,
@@ -470,6 +445,43 @@ impl Reader<'_> {
 
     /// `[params]` and `[corpus] crop_lines` as target settings, with the
     /// method's defaults for what is not given.
+    /// corpus.language, checked against the languages posrecall knows.
+    fn language(&self, l: Option<&str>) -> Result<Option<String>> {
+        let Some(l) = l else { return Ok(None) };
+        match crate::corpus::language_named(l) {
+            Some(l) => Ok(Some(l.name().to_string())),
+            None => bail!(
+                "{}: corpus.language: unknown language `{l}` (known: {})",
+                self.file,
+                crate::corpus::language_names().join(", ")
+            ),
+        }
+    }
+
+    /// params.lengths and params.effective_at. A ladder measures one growing
+    /// prefix, so it refuses the settings that replace or compare that prefix.
+    fn ladder(&self, p: &RawParams, models: &[ModelEntry]) -> Result<(Option<crate::bench::ladder::Lengths>, f64)> {
+        let file = self.file;
+        let lengths = p
+            .lengths
+            .as_deref()
+            .map(|l| l.parse::<crate::bench::ladder::Lengths>().map_err(|e| anyhow::anyhow!("{file}: params.lengths: {e}")))
+            .transpose()?;
+        let effective_at = p.effective_at.unwrap_or(0.5);
+        if !(0.0..=1.0).contains(&effective_at) {
+            bail!("{file}: params.effective_at: must be between 0 and 1");
+        }
+        if lengths.is_some() {
+            if p.closed_book == Some(true) {
+                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with params.closed_book");
+            }
+            if let Some(m) = models.iter().find(|m| m.reference.is_some()) {
+                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with model `{}`'s reference", m.name);
+            }
+        }
+        Ok((lengths, effective_at))
+    }
+
     fn target_spec(&self, c: &RawCorpus, p: &RawParams) -> Result<TargetSpec> {
         let crop_lines = c
             .crop_lines

@@ -15,7 +15,7 @@
 use super::decoding::Decoding;
 use super::execute::{Executed, ExecOptions, Run, answer, new_session};
 use super::plan::{self, Plan, PlanOptions, token_starts};
-use crate::corpus::Source;
+use crate::corpus::{Corpus, Source};
 use crate::crop::{Crop, CropMode, LineRange};
 use crate::engine::config::ContextConfig;
 use crate::engine::model::Model;
@@ -199,24 +199,32 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
         let found = targets::eligible(corpus, &src.parsed, first, last_max, &topts).len();
         return Err(LadderError::TooFewAnywhere { found, wanted: topts.count }.into());
     }
-    // One context serves every window: as large as the largest window's
-    // needs (a shorter window's questions or forced text may be longer).
+    share_one_context(&mut rungs);
+    let whole_corpus = last_max + 1 == corpus.line_count();
+    let short = top_cut_short(model, corpus, rungs.last().expect("not empty"), last_max, whole_corpus);
+    let stopped = stop_note(&rungs, &dropped, short, whole_corpus, longest.n_ctx);
+    Ok(Ladder { rungs, stopped })
+}
+
+/// One context serves every window: the top window's plan (the one that
+/// creates the context) is sized for the largest needs of any window, since a
+/// shorter window's questions or forced text may be longer.
+fn share_one_context(rungs: &mut [Rung]) {
     let n_ctx = rungs.iter().map(|r| r.plan.n_ctx).max().expect("not empty");
     let per_sequence = rungs.iter().map(|r| r.plan.per_sequence).max().expect("not empty");
     let top = &mut rungs.last_mut().expect("not empty").plan;
     (top.n_ctx, top.per_sequence) = (n_ctx.max(top.n_ctx), per_sequence);
-    // The top window stops short of its length when it holds the whole
-    // longest window and the next line would still have fitted the length.
-    let whole_corpus = last_max + 1 == corpus.line_count();
-    let top = rungs.last().expect("not empty");
+}
+
+/// Whether the top window stops short of its length: it holds the whole
+/// longest window and the next line (if any) would still have fitted.
+fn top_cut_short(model: &Model, corpus: &Corpus, top: &Rung, last_max: usize, whole_corpus: bool) -> bool {
     let top_tokens = top.plan.prefix_tokens.len();
-    let short = top.plan.crop.last_line == last_max + 1
+    top.plan.crop.last_line == last_max + 1
         && match whole_corpus {
             true => top_tokens < top.length,
             false => top_tokens + model.tokenize_plain(corpus.line(last_max + 1)).len() <= top.length,
-        };
-    let stopped = stop_note(&rungs, &dropped, short, whole_corpus, longest.n_ctx);
-    Ok(Ladder { rungs, stopped })
+        }
 }
 
 /// The lengths of the ladder: those asked, or for `auto` the powers of two
