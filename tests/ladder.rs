@@ -1,0 +1,310 @@
+//! `bench --lengths` on the real models: one evaluation of the file serves
+//! every length, each length answers exactly as a plain run of its window,
+//! the outputs carry the depth × length grid, and bad ladders are refused.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Small questions so that a ladder of three windows stays quick.
+const SMALL: &[&str] = &["--count", "2", "--lines", "6", "--max-new-tokens", "24", "--threads", "2", "--quiet"];
+
+fn bench(model: &Path, corpus: &Path, extra: &[&str], out: Option<&Path>) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench").arg(model).arg("--corpus").arg(corpus).args(SMALL).args(extra);
+    if let Some(o) = out {
+        cmd.arg("--out").arg(o);
+    }
+    cmd.env("NO_COLOR", "1").output().unwrap()
+}
+
+fn rungs(run: &Value) -> &Vec<Value> {
+    run["ladder"]["rungs"].as_array().expect("a ladder run has rungs")
+}
+
+fn u(v: &Value) -> usize {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}")) as usize
+}
+
+/// The targets a ladder run answered at `length`.
+fn at_length(run: &Value, length: usize) -> Vec<&Value> {
+    run["targets"].as_array().unwrap().iter().filter(|t| u(&t["length"]) == length).collect()
+}
+
+/// Checks the shape every ladder has, from the run file alone: the windows
+/// share their first line and grow, each prefix within its length, the
+/// evaluation resumed where the previous window ended (so the file was
+/// evaluated once), and every target lies inside its window.
+fn assert_one_growing_prefix(run: &Value) {
+    let rs = rungs(run);
+    assert!(rs.len() >= 2, "{rs:?}");
+    let first = &rs[0]["crop"]["first_line"];
+    let mut evaluated = 0;
+    let mut previous: Option<&Value> = None;
+    for r in rs {
+        let (length, tokens) = (u(&r["length"]), u(&r["prefix_tokens"]));
+        assert_eq!(&r["crop"]["first_line"], first);
+        assert!(tokens <= length, "window of {tokens} tokens at length {length}");
+        if let Some(p) = previous {
+            assert!(u(&r["crop"]["last_line"]) > u(&p["crop"]["last_line"]), "windows must grow: {p} then {r}");
+            assert!(tokens > u(&p["prefix_tokens"]));
+            // The shared prefix is kept: this window's evaluation began
+            // within the previous one, never from the start.
+            assert!(u(&r["resumed_at"]) > 0 && u(&r["resumed_at"]) <= u(&p["prefix_tokens"]), "{r}");
+        } else {
+            assert_eq!(u(&r["resumed_at"]), 0);
+        }
+        assert_eq!(r["prefix_source"], "prefill");
+        assert_eq!(u(&r["resumed_at"]) + u(&r["prefill_tokens"]), tokens, "{r}");
+        evaluated += u(&r["prefill_tokens"]);
+        let (lo, hi) = (u(&r["crop"]["first_line"]), u(&r["crop"]["last_line"]));
+        let ts = at_length(run, length);
+        assert_eq!(ts.len(), 2, "two targets at length {length}");
+        assert_eq!(u(&r["summary"]["total"]["count"]), 2);
+        for t in ts {
+            let line = u(&t["line"]);
+            assert!(lo <= line && line + 6 <= hi, "target at line {line} outside lines {lo}..{hi}");
+            let depth = t["depth"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&depth));
+        }
+        previous = Some(r);
+    }
+    // One prefill: the tokens evaluated are the longest window's prefix,
+    // plus, per shorter window, only the few tokens of its frame after the
+    // point it shares with the next (docs/METHOD.md §8).
+    let longest = u(&rs.last().unwrap()["prefix_tokens"]);
+    assert_eq!(u(&run["timings"]["prefill_tokens"]), evaluated);
+    for w in rs.windows(2) {
+        let again = u(&w[0]["prefix_tokens"]) - u(&w[1]["resumed_at"]);
+        assert!(again < 32, "{again} tokens evaluated again after a window: {} then {}", w[0], w[1]);
+    }
+    assert!(evaluated >= longest && evaluated < longest + 32 * rs.len(), "{evaluated} evaluated, longest {longest}");
+    // The summed prefix of separate runs is what the ladder saves.
+    let separate: usize = rs.iter().map(|r| u(&r["prefix_tokens"])).sum();
+    assert!(separate > evaluated);
+}
+
+/// The effective length recomputed from the rungs' pass rates: the longest
+/// length such that it and every shorter one pass at `at` or more.
+fn effective_length(run: &Value, at: f64) -> Option<usize> {
+    let mut best = None;
+    for r in rungs(run) {
+        let passes = u(&r["summary"]["total"]["passes"]) as f64;
+        let count = u(&r["summary"]["total"]["count"]) as f64;
+        if passes / count < at {
+            break;
+        }
+        best = Some(u(&r["length"]));
+    }
+    best
+}
+
+/// A plain run of one window (its lines kept, a fresh context) with the
+/// same options.
+fn plain_window(model: &Path, corpus: &Path, r: &Value, extra: &[&str], out: &Path) -> Value {
+    let lines = format!("{}:{}", r["crop"]["first_line"], r["crop"]["last_line"]);
+    ok(&bench(model, corpus, &[&["--crop-lines", &lines], extra].concat(), Some(out)));
+    read(out)
+}
+
+fn assert_same_answers(ladder: &[&Value], plain: &Value, what: &str) {
+    let plain = plain["targets"].as_array().unwrap();
+    assert_eq!(ladder.len(), plain.len(), "{what}");
+    for (a, b) in ladder.iter().zip(plain) {
+        assert_eq!(a["name"], b["name"], "{what}: the same targets");
+        assert_eq!(a["token_offset"], b["token_offset"], "{what}");
+        assert_eq!(a["response"], b["response"], "{what}: {} answers differently", a["name"]);
+        assert_eq!(a["matched"], b["matched"], "{what}");
+    }
+}
+
+#[test]
+fn one_prefill_serves_every_length_and_each_answers_as_a_plain_run() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let run_path = dir.path().join("ladder.json");
+    let corpus = fixture("dense.js");
+    let o = bench(&smollm2(), &corpus, &["--lengths", "768,1536,2304", "--kv", "f16"], Some(&run_path));
+    ok(&o);
+    let run = read(&run_path);
+    assert_one_growing_prefix(&run);
+    assert_eq!(run["manifest"]["corpus"]["prefix_tokens"], rungs(&run).last().unwrap()["prefix_tokens"]);
+    assert_eq!(run["ladder"]["effective_at"].as_f64(), Some(0.5));
+    let eff = run["ladder"]["effective_length"].as_u64().map(|n| n as usize);
+    assert_eq!(eff, effective_length(&run, 0.5));
+
+    // Each window answers exactly as a plain run of that window does.
+    for (i, r) in rungs(&run).iter().enumerate() {
+        let plain = plain_window(&smollm2(), &corpus, r, &["--kv", "f16"], &dir.path().join(format!("plain{i}.json")));
+        assert_eq!(plain["manifest"]["corpus"]["prefix_tokens"], r["prefix_tokens"], "window {i}");
+        assert_same_answers(&at_length(&run, u(&r["length"])), &plain, &format!("window {i}"));
+    }
+}
+
+#[test]
+fn terminal_grid_html_heat_map_and_compare_per_length() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = fixture("dense.js");
+    let (f16, q8) = (dir.path().join("f16.json"), dir.path().join("q8.json"));
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench").arg(smollm2()).arg("--corpus").arg(&corpus);
+    cmd.args(&SMALL[..SMALL.len() - 1]).args(["--lengths", "1k,2k", "--kv", "f16", "--out"]).arg(&f16);
+    let o = cmd.env("NO_COLOR", "1").output().unwrap();
+    let stdout = ok(&o);
+    assert!(stdout.contains("== length 1k: lines 1.."), "{stdout}");
+    assert!(stdout.contains("== length 2k: lines 1.."), "{stdout}");
+    assert!(stdout.contains("recall by depth and length"), "{stdout}");
+    for row in ["0.00-0.25", "0.75-1.00", "all", "pass rate", "95% CI"] {
+        assert!(stdout.lines().any(|l| l.starts_with(row)), "no `{row}` row in:\n{stdout}");
+    }
+    ok(&bench(&smollm2(), &corpus, &["--lengths", "1k,2k", "--kv", "q8_0"], Some(&q8)));
+
+    let page = dir.path().join("both.html");
+    ok(&posrecall(&["report", s(&f16), s(&q8), "--format", "html", "-o", s(&page)]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("id=\"heatmap\""), "no heat map");
+    assert!(html.contains("id=\"chart-lengths\""), "no pass-rate chart");
+    // One heat map per run, each with a cell per length and depth quarter.
+    assert_eq!(html.matches("<figure class=\"heatmap\">").count(), 2);
+
+    let cmp = ok(&posrecall(&["compare", s(&f16), s(&q8)]));
+    for label in ["1k", "2k"] {
+        assert!(cmp.lines().any(|l| l.trim_start().starts_with(label)), "no {label} row in compare:\n{cmp}");
+    }
+}
+
+#[test]
+fn the_prefix_cache_keeps_each_window() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let corpus = fixture("dense.js");
+    let args = ["--lengths", "1k,2k", "--kv", "f16", "--prefix-cache", s(&cache)];
+    ok(&bench(&smollm2(), &corpus, &args, Some(&a)));
+    ok(&bench(&smollm2(), &corpus, &args, Some(&b)));
+    let (ra, rb) = (read(&a), read(&b));
+    for r in rungs(&rb) {
+        assert_eq!(r["prefix_source"], "cache", "{r}");
+        assert_eq!(u(&r["prefill_tokens"]), 0);
+    }
+    assert_eq!(u(&rb["timings"]["prefill_tokens"]), 0);
+    assert_eq!(ra["targets"], rb["targets"], "answers from the cached windows differ");
+}
+
+#[test]
+fn sliding_window_and_hybrid_models_rewind_to_each_window() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = fixture("dense.js");
+    // Gemma 3 keeps only a window of its sliding-window layers' cells, and
+    // the hybrids' recurrent state cannot be cut back by removing cells:
+    // both must come back to each window's end exactly.
+    let mut models = vec![("gemma3".to_string(), gemma3())];
+    models.extend(tiny_hybrids().into_iter().take(1));
+    for (name, model) in models {
+        let out = dir.path().join(format!("{name}.json"));
+        ok(&bench(&model, &corpus, &["--lengths", "1k,2k", "--kv", "f16"], Some(&out)));
+        let run = read(&out);
+        assert_one_growing_prefix(&run);
+        let r = &rungs(&run)[0];
+        let plain = plain_window(&model, &corpus, r, &["--kv", "f16"], &dir.path().join(format!("{name}-plain.json")));
+        assert_same_answers(&at_length(&run, u(&r["length"])), &plain, &name);
+    }
+}
+
+#[test]
+fn the_ladder_stops_where_the_corpus_or_the_context_ends_and_says_so() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = fixture("dense.js");
+    let out = dir.path().join("end.json");
+    let o = bench(&smollm2(), &corpus, &["--lengths", "1k,32k,64k", "--kv", "f16"], Some(&out));
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("the end of the corpus"), "{err}");
+    assert!(err.contains("64k dropped"), "{err}");
+    let run = read(&out);
+    let rs = rungs(&run);
+    assert_eq!(rs.len(), 2);
+    assert_eq!(u(&rs[1]["crop"]["last_line"]), std::fs::read_to_string(&corpus).unwrap().lines().count());
+    assert!(run["ladder"]["stopped"].as_str().unwrap().contains("the end of the corpus"));
+
+    // A context smaller than the file: the ladder stops at what fits it.
+    let out = dir.path().join("ctx.json");
+    let o = bench(&smollm2(), &corpus, &["--lengths", "1k,4k", "--ctx", "2048", "--kv", "f16"], Some(&out));
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("what fits the context of 2048 tokens"), "{err}");
+    let run = read(&out);
+    let top = rungs(&run).last().unwrap();
+    assert!(u(&top["prefix_tokens"]) < 2048);
+    assert_eq!(u(&run["manifest"]["context"]["n_ctx"]), 2048);
+}
+
+#[test]
+fn bad_ladders_are_refused_in_one_line() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = fixture("dense.js");
+    let out = dir.path().join("x.json");
+    for (args, needle) in [
+        (vec!["--lengths", "2k,2k"], "given twice"),
+        (vec!["--lengths", "32"], "between 64"),
+        (vec!["--lengths", "4q"], "not a length in tokens"),
+        (vec!["--lengths", "1k,,2k"], "one of them is empty"),
+        (vec!["--lengths", "1k", "--effective-at", "1.5"], "between 0 and 1"),
+        (vec!["--effective-at", "0.5"], "--lengths"),
+        (vec!["--lengths", "1k,2k", "--closed-book"], "--closed-book"),
+    ] {
+        let o = bench(&smollm2(), &corpus, &args, Some(&out));
+        assert_clean_failure(&o, dir.path(), needle);
+    }
+
+    // Too short a first window: the error names the shortest length that
+    // holds COUNT targets, and that length works.
+    let o = bench(&smollm2(), &corpus, &["--lengths", "128,2k"], Some(&out));
+    assert_clean_failure(&o, dir.path(), "the shortest length that holds 2 is");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let shortest: usize = err
+        .split("the shortest length that holds 2 is ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no length in: {err}"));
+    assert!(shortest > 128, "{err}");
+    let o = bench(&smollm2(), &corpus, &["--lengths", &format!("{shortest},2k"), "--kv", "f16"], Some(&out));
+    ok(&o);
+    let run = read(&out);
+    assert_eq!(u(&rungs(&run)[0]["length"]), shortest);
+    assert_eq!(at_length(&run, shortest).len(), 2);
+}
+
+#[test]
+fn matrix_runs_a_ladder_from_params_lengths() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = dir.path().join("models.toml");
+    let runs = dir.path().join("runs");
+    std::fs::write(
+        &sweep,
+        format!(
+            "[corpus]\npath = {:?}\n\n[params]\ncount = 2\nlines = 6\nmax_new_tokens = 24\nthreads = 2\nlengths = \"1k,2k\"\neffective_at = 0.25\n\n\
+             [[model]]\nname = \"smol\"\npath = {:?}\nkv = [\"f16\"]\n",
+            fixture("dense.js").to_str().unwrap(),
+            smollm2().to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    ok(&posrecall(&["matrix", s(&sweep), "--out-dir", s(&runs), "--quiet"]));
+    let files: Vec<_> = std::fs::read_dir(&runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let run = read(&files[0]);
+    assert_eq!(run["ladder"]["effective_at"].as_f64(), Some(0.25));
+    assert_eq!(rungs(&run).iter().map(|r| u(&r["length"])).collect::<Vec<_>>(), [1024, 2048]);
+    assert_one_growing_prefix(&run);
+}
