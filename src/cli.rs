@@ -311,8 +311,9 @@ pub struct CorpusArgs {
 
 #[derive(Debug, Args)]
 pub struct TargetsArgs {
-    /// The source file (its language from the extension: .js .ts .tsx .py .rs .go .c .h .cpp .java ...).
-    #[arg(required_unless_present = "corpus_dir")]
+    /// The source file (its language from the extension: .js .ts .tsx .py .rs .go .c .h .cpp .java ...);
+    /// with --language and no file, that language's default corpus.
+    #[arg(required_unless_present_any = ["corpus_dir", "language"])]
     pub corpus: Option<PathBuf>,
     #[command(flatten)]
     pub source: CorpusArgs,

@@ -382,3 +382,73 @@ fn smollm2_bench_on_the_python_corpus() {
     let shown = ok(&posrecall(&[&["prompt", s(&model), "--language", "python", "--probe", "completion", "--target", "Body.bullet"][..], &pick].concat()));
     assert!(shown.contains("# The function `Body.bullet` from above, repeated verbatim:\n    def bullet(self, match, context, next_state):\n"), "{shown}");
 }
+
+/// The promise for the default corpora: the densest window Gemma 3
+/// 270M (32K context) holds has 16 targets of 20 lines in every language,
+/// and SmolLM2's 8K window at least 8 (README, "Languages": 8–13 there).
+/// Only the vocabularies are loaded: this plans, it does not decode.
+#[test]
+fn default_corpora_fill_the_densest_window_of_the_fetched_models() {
+    use posrecall::bench::{PlanOptions, plan};
+    use posrecall::crop::CropMode;
+    use posrecall::prompt::Probe;
+    let _guard = common::serial();
+    let mut defaults = vec![("javascript", "lodash.js")];
+    defaults.extend(posrecall::fsutil::DEFAULT_CORPORA.iter().copied());
+    for (model, count) in [(common::gemma3(), 16), (common::smollm2(), 8)] {
+        let m = posrecall::engine::model::load_vocab(&model).unwrap();
+        for (language, file) in &defaults {
+            let p = posrecall::fsutil::default_corpus_for(language).unwrap();
+            assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", p.display());
+            let src = Source::open_spec(&CorpusSpec { dir: p.is_dir(), ..CorpusSpec::file(&p) }, None).unwrap();
+            let o = PlanOptions {
+                crop: CropMode::Densest,
+                max_new_tokens: None,
+                ..common::plan_options(common::target_spec(count, 20, None), 0, Probe::Auto)
+            };
+            let planned = plan(&m, &src, &o).unwrap_or_else(|e| panic!("{}, {file}: {e:#}", model.display()));
+            assert_eq!(planned.targets.len(), count, "{}, {file}", model.display());
+        }
+    }
+}
+
+/// Skipped files and syntax errors are shown even when too few targets are
+/// left (they are often why); a Latin-1 file is not called binary.
+#[test]
+fn folder_notes_come_before_a_too_few_targets_error() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(dir.path().join("a.py"), "def one(x):\n    y = x\n    z = y\n    return z\n").unwrap();
+    std::fs::write(dir.path().join("b.c"), b"\x7fELF\x00\x01 not text").unwrap();
+    std::fs::write(dir.path().join("c.go"), b"package c\n// caf\xe9\n").unwrap();
+    let o = posrecall(&["targets", "--corpus-dir", s(dir.path()), "--lines", "3", "--count", "4"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("note: skipped b.c: a binary file"), "{err}");
+    assert!(err.contains("note: skipped c.go: not UTF-8 text (invalid byte at offset 16)"), "{err}");
+    assert!(err.lines().last().unwrap().contains("only 1 eligible function(s)"), "{err}");
+}
+
+/// --include and --exclude choose files in a folder: on one file they are
+/// refused, not ignored.
+#[test]
+fn globs_on_one_file_are_refused() {
+    for flag in ["--include", "--exclude"] {
+        let o = posrecall(&["targets", s(&fixture("sample.py")), flag, "*.py", "--lines", "3", "--count", "1"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{flag}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("is one file") && err.contains("--corpus-dir"), "{err}");
+    }
+}
+
+/// `targets --language L` without a file lists the default corpus's targets,
+/// as the option's help says.
+#[test]
+fn targets_language_alone_uses_the_default_corpus() {
+    let p = posrecall::fsutil::default_corpus_for("python").unwrap();
+    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language python", p.display());
+    let out = ok(&posrecall(&["targets", "--language", "python", "--count", "2", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["corpus"]["path"], s(&p));
+    assert_eq!(v["corpus"]["language"], "python");
+}

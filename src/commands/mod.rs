@@ -144,6 +144,13 @@ pub fn corpus_spec(given: Option<&Path>, a: &crate::cli::CorpusArgs) -> Result<C
             None => CorpusSpec::file(&corpus_path(None)?),
         },
     };
+    // Globs choose among a folder's files; on one file they would be ignored.
+    if !spec.dir && !(a.include.is_empty() && a.exclude.is_empty()) {
+        bail!(
+            "--include and --exclude choose files in a folder, but {} is one file; give the folder with --corpus-dir DIR",
+            spec.path.display()
+        );
+    }
     spec.include = a.include.clone();
     spec.exclude = a.exclude.clone();
     spec.language = a.language.clone();

@@ -30,6 +30,9 @@ pub fn run(args: &PromptArgs) -> Result<()> {
     };
     let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
     let src = Source::open_spec(&corpus, opts.target.rename_seed()).map_err(|e| hint(e, None))?;
+    if let Some(note) = src.error_note() {
+        eprintln!("{note}");
+    }
     let model = model::load_vocab(&args.model)?;
     let plan = bench::plan(&model, &src, &opts).map_err(|e| hint(e, Some(args.crop)))?;
     let Some(i) = plan.targets.iter().position(|t| t.name == args.target) else {

@@ -17,10 +17,14 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
     if let Some(path) = &args.emit_prompts {
         check_output("--emit-prompts", path, &[&corpus.path])?;
     }
-    let (src, file) = build_spec(&corpus, &spec).map_err(|e| hint(e, None))?;
+    spec.validate().map_err(|e| hint(e.into(), None))?;
+    let src = Source::open_spec(&corpus, spec.rename_seed()).map_err(|e| hint(e, None))?;
+    // Before the targets are chosen: skipped files and syntax errors are
+    // often why too few are found.
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
+    let file = targets_file(&src, &spec).map_err(|e| hint(e, None))?;
     if let Some(path) = &args.emit_prompts {
         let corpus = &src.corpus;
         let kept = corpus.slice_lines(file.corpus.crop.first_line - 1, file.corpus.crop.last_line - 1);
@@ -65,20 +69,25 @@ pub fn build(path: &std::path::Path, opts: &TargetSpec) -> Result<(Source, Targe
 pub fn build_spec(corpus: &CorpusSpec, opts: &TargetSpec) -> Result<(Source, TargetsFile)> {
     opts.validate()?;
     let src = Source::open_spec(corpus, opts.rename_seed())?;
+    let file = targets_file(&src, opts)?;
+    Ok((src, file))
+}
+
+/// Crops and selects: the targets file for a corpus already read.
+fn targets_file(src: &Source, opts: &TargetSpec) -> Result<TargetsFile> {
     let corpus = &src.corpus;
     let (mode, (first, last)) = match opts.crop_lines {
         Some(r) => (CropMode::Lines, r.to_zero_based(corpus.line_count())?),
         None => (CropMode::None, (0, corpus.line_count() - 1)),
     };
     let selected = targets::select(corpus, &src.parsed, first, last, &opts.options())?;
-    let file = TargetsFile {
+    Ok(TargetsFile {
         format: TARGETS_FORMAT_VERSION,
-        corpus: CorpusInfo::of(&src, Crop::of(corpus, mode, first, last), None),
+        corpus: CorpusInfo::of(src, Crop::of(corpus, mode, first, last), None),
         params: Params::of(opts),
         error_regions: src.parsed.error_regions,
         targets: selected,
-    };
-    Ok((src, file))
+    })
 }
 
 /// The human-readable listing: name, line, depth, first expected line.

@@ -55,6 +55,18 @@ fn relative_paths(root: &Path) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// A file's text, or the note saying why it is skipped: a NUL byte marks a
+/// binary file; other text must be UTF-8 (a Latin-1 source file is not
+/// binary, and the note says so).
+fn file_text(rel: &str, bytes: Vec<u8>) -> Result<String, String> {
+    if bytes.contains(&0) {
+        return Err(format!("note: skipped {rel}: a binary file (it holds NUL bytes)"));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!("note: skipped {rel}: not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())
+    })
+}
+
 /// Reads the files of `spec.path` that `spec` selects and concatenates them.
 pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) -> Result<Folder> {
     let root = &spec.path;
@@ -98,9 +110,12 @@ pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) 
         };
         let bytes = std::fs::read(root.join(&rel)).with_context(|| format!("cannot read {}/{rel}", root.display()))?;
         let sha256 = crate::fsutil::sha256_hex(&bytes);
-        let Some(body) = (!bytes.contains(&0)).then(|| String::from_utf8(bytes).ok()).flatten() else {
-            notes.push(format!("note: skipped {rel}: a binary file (not UTF-8 text)"));
-            continue;
+        let body = match file_text(&rel, bytes) {
+            Ok(body) => body,
+            Err(note) => {
+                notes.push(note);
+                continue;
+            }
         };
         if rel.contains(['\n', '\r']) {
             notes.push(format!("note: skipped {rel:?}: a line break in its name"));
