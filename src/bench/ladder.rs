@@ -445,17 +445,23 @@ fn extend_window(
             _ => session.extend(&tokens[from..to], progress),
         }
     };
-    match next {
-        // The next window shares this one's tokens up to `common`: keep the
-        // state there. (A next window that parts before this one resumed,
-        // which whole-line windows never do, starts from nothing.)
-        Some(common) if common >= resumed_at && common > 0 => {
-            if common > resumed_at {
-                feed(session, resumed_at, common)?;
+    // The next window shares this one's tokens up to `common`; the state is
+    // kept at the last multiple of n_batch at or before it, so that the next
+    // window evaluates every token after the shared chunks in the batch a
+    // plain prefill of that window puts it in (on a CPU, batch shape can
+    // change an f16 cache's rounding and so an answer at a near tie). That
+    // costs fewer than n_batch tokens evaluated again per window. A next
+    // window that shares less than one chunk (or parts before this one
+    // resumed, which whole-line windows never do) starts from nothing.
+    let keep = next.map(|common| common - common % session.n_batch());
+    match keep {
+        Some(keep) if keep >= resumed_at && keep > 0 => {
+            if keep > resumed_at {
+                feed(session, resumed_at, keep)?;
             }
             *checkpoint = Some(session.checkpoint()?);
-            if tokens.len() > common {
-                feed(session, common, tokens.len())?;
+            if tokens.len() > keep {
+                feed(session, keep, tokens.len())?;
             }
         }
         _ => feed(session, resumed_at, tokens.len())?,

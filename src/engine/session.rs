@@ -267,24 +267,28 @@ impl<'m> Session<'m> {
         self.ctx.clear_kv_cache();
         self.snapshot = None;
         self.seq = 0;
-        self.decode_at(tokens, 0, false, &mut progress)
+        self.decode_at(tokens, 0, self.n_batch, false, &mut progress)
             .context("prefill failed")?;
         self.prefix_len = tokens.len();
         Ok(())
     }
 
-    /// Decodes `tokens` at positions `start..` in chunks; with `logits_last`
-    /// the last token's logits are kept for sampling.
+    /// Decodes `tokens` at positions `start..` in chunks of `n_batch` (the
+    /// first one `first` tokens at most); with `logits_last` the last token's
+    /// logits are kept for sampling.
     fn decode_at(
         &mut self,
         tokens: &[LlamaToken],
         start: usize,
+        first: usize,
         logits_last: bool,
         progress: &mut dyn FnMut(usize),
     ) -> Result<()> {
         let mut batch = LlamaBatch::new(self.n_batch, 1);
         let mut done = 0;
-        for chunk in tokens.chunks(self.n_batch) {
+        let head = first.clamp(1, self.n_batch).min(tokens.len());
+        let chunks = std::iter::once(&tokens[..head]).chain(tokens[head..].chunks(self.n_batch));
+        for chunk in chunks.filter(|c| !c.is_empty()) {
             batch.clear();
             for (i, &tok) in chunk.iter().enumerate() {
                 let pos = start + done + i;
@@ -328,10 +332,20 @@ impl<'m> Session<'m> {
     pub fn extend(&mut self, tokens: &[LlamaToken], mut progress: impl FnMut(usize)) -> Result<()> {
         self.snapshot = None;
         self.seq = 0;
-        self.decode_at(tokens, self.prefix_len, false, &mut progress)
+        // The chunks end where a prefill from position 0 would end them (at
+        // multiples of n_batch), so each token after the first chunk is
+        // evaluated in the batch a plain prefill of the longer prefix puts it
+        // in: batch shape can change the rounding of a CPU f16 cache.
+        let first = self.n_batch - self.prefix_len % self.n_batch;
+        self.decode_at(tokens, self.prefix_len, first, false, &mut progress)
             .context("prefill failed")?;
         self.prefix_len += tokens.len();
         Ok(())
+    }
+
+    /// Tokens decoded at once: a prefill's chunks end at multiples of it.
+    pub fn n_batch(&self) -> usize {
+        self.n_batch
     }
 
     /// The evaluated prefix as it stands, to come back to with
@@ -496,7 +510,7 @@ impl<'m> Session<'m> {
         }
         let t = Instant::now();
         let vocab = self.model.model.vocab();
-        self.decode_at(query, self.prefix_len, true, &mut |_| {})
+        self.decode_at(query, self.prefix_len, self.n_batch, true, &mut |_| {})
             .context("evaluating the question failed")?;
         self.steps.steps += query.len().div_ceil(self.n_batch);
         self.steps.mixed_ms += t.elapsed().as_secs_f64() * 1e3;
