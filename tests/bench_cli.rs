@@ -117,6 +117,10 @@ fn every_kv_type_and_a_mixed_pair_run() {
     let f16 = run(&["--kv", "f16"], "f16");
     let reference = logprobs(&f16);
     let kinds = ["f32", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"];
+    // The types that move f16's values, with their values: no two may give
+    // the same log-probabilities, or one type was silently run as another
+    // (q5_1 run as q5_0 still differs from f16).
+    let mut moved: Vec<(&str, Vec<f64>)> = Vec::new();
     for kv in kinds {
         let r = run(&["--kv", kv], kv);
         assert_eq!(r["manifest"]["context"]["type_k"], kv);
@@ -130,6 +134,11 @@ fn every_kv_type_and_a_mixed_pair_run() {
             for (x, y) in reference.iter().zip(logprobs(&r)) {
                 assert!((x - y).abs() > 1e-9, "{kv}: mean log-prob {y} equals f16's {x}");
             }
+            let values = logprobs(&r);
+            for (other, theirs) in &moved {
+                assert_ne!(&values, theirs, "{kv} gave {other}'s mean log-probs: one KV type ran as the other");
+            }
+            moved.push((kv, values));
         }
     }
     let mixed = run(&["--kv-k", "q8_0", "--kv-v", "f16"], "q8_0-f16");

@@ -158,6 +158,15 @@ fn forced_metrics_are_deterministic_and_see_the_kv_type() {
     let summary = a["summary"]["forced"]["top1_share"].as_f64().unwrap();
     assert!((summary - mean).abs() < 1e-9, "summary {summary} is the mean {mean}");
     assert!(summary > 0.6, "top-1 share {summary}");
+    // The forced text is the expected lines, each ending in a newline (no
+    // scaffold: a forced-only run has no answer to open a fence), built here
+    // from the run file's lines and tokenized: the pass scored all of them.
+    let m = model::load(&smollm2(), 0).unwrap();
+    for t in a["targets"].as_array().unwrap() {
+        let text: String = t["expected"].as_array().unwrap().iter().map(|l| format!("{}\n", l.as_str().unwrap())).collect();
+        let n = m.tokenize_plain(&text).len() as u64;
+        assert_eq!(t["forced"]["tokens"].as_u64().unwrap(), n, "{}: forced tokens vs the expected lines' tokens", t["name"]);
+    }
     for t in a["targets"].as_array().unwrap() {
         assert_eq!(t["generated_tokens"], Value::Null, "--forced-only generates nothing");
         assert_eq!(t["forced"]["lines_exact"].as_array().unwrap().len(), 8);
