@@ -223,7 +223,6 @@ fn sliding_window_and_hybrid_models_rewind_to_each_window() {
 }
 
 #[test]
-#[ignore = "written, not yet run to the end: run with --ignored, then drop this"]
 fn the_ladder_stops_where_the_corpus_or_the_context_ends_and_says_so() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
