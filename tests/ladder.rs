@@ -181,7 +181,6 @@ fn terminal_grid_html_heat_map_and_compare_per_length() {
 }
 
 #[test]
-#[ignore = "written, not yet run to the end: run with --ignored, then drop this"]
 fn the_prefix_cache_keeps_each_window() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
