@@ -289,7 +289,6 @@ fn bad_ladders_are_refused_in_one_line() {
 }
 
 #[test]
-#[ignore = "written, not yet run to the end: run with --ignored, then drop this"]
 fn matrix_runs_a_ladder_from_params_lengths() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
