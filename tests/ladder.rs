@@ -147,7 +147,6 @@ fn one_prefill_serves_every_length_and_each_answers_as_a_plain_run() {
 }
 
 #[test]
-#[ignore = "written, not yet run to the end: run with --ignored, then drop this"]
 fn terminal_grid_html_heat_map_and_compare_per_length() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
