@@ -199,7 +199,6 @@ fn the_prefix_cache_keeps_each_window() {
 }
 
 #[test]
-#[ignore = "written, not yet run to the end: run with --ignored, then drop this"]
 fn sliding_window_and_hybrid_models_rewind_to_each_window() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
