@@ -145,18 +145,50 @@ fn closed_book_answers_are_made_without_the_file_and_add_up() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cb.json");
-    let o = Command::new(bin())
-        .arg("bench")
-        .arg(smollm2())
-        .arg("--corpus")
-        .arg(fixture("dense.js"))
-        .args(["--count", "3", "--lines", "6", "--crop-lines", "1:150", "--kv", "f16"])
-        .args(["--max-new-tokens", "24", "--threads", "2", "--quiet", "--closed-book", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let run = |corpus: &std::path::Path, out: &std::path::Path| -> Value {
+        let o = Command::new(bin())
+            .arg("bench")
+            .arg(smollm2())
+            .arg("--corpus")
+            .arg(corpus)
+            .args(["--count", "3", "--lines", "6", "--crop-lines", "1:150", "--kv", "f16", "--ctx", "2048"])
+            .args(["--max-new-tokens", "24", "--threads", "2", "--quiet", "--closed-book", "--out"])
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
+    };
+    let r = run(&fixture("dense.js"), &out);
+
+    // The same functions in a file whose bodies say `let` where dense.js says
+    // `var`: the headers, line counts and byte offsets are unchanged, so the
+    // sampler picks the same targets and the closed-book questions are the
+    // same tokens. Answers made without the file must then be byte-identical;
+    // answers made with it see other bodies.
+    let other = dir.path().join("dense-let.js");
+    std::fs::write(&other, std::fs::read_to_string(fixture("dense.js")).unwrap().replace("var ", "let ")).unwrap();
+    let r2 = run(&other, &dir.path().join("cb-let.json"));
+    let by_name = |r: &Value, key: &str| -> Vec<(String, String)> {
+        r["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let resp = if key == "closed_book" { &t["closed_book"]["response"] } else { &t["response"] };
+                (t["name"].as_str().unwrap().to_string(), resp.as_str().unwrap().to_string())
+            })
+            .collect()
+    };
+    assert_eq!(by_name(&r, "closed_book"), by_name(&r2, "closed_book"), "closed-book answers depend on the file");
+    // Control for the check above: the answers with the file follow its
+    // bodies (SmolLM2 copies at least one `let` line), so a closed-book pass
+    // that still saw the file would differ too.
+    assert!(
+        by_name(&r2, "context").iter().any(|(_, a)| a.contains("let ")),
+        "no answer with the file copied a `let` line: {:?}",
+        by_name(&r2, "context")
+    );
     let prefix = r["manifest"]["corpus"]["prefix_tokens"].as_u64().unwrap();
     let mut total_ctx = 0i64;
     let mut total_cb = 0u64;
