@@ -598,6 +598,13 @@ pub struct Timings {
     pub cache_save_ms: Option<f64>,
     pub snapshot_ms: f64,
     pub snapshot_bytes: usize,
+    /// The whole context's state once the prefix is evaluated, as llama.cpp
+    /// counts it: every layer's cache cells in use (a window-only cache's
+    /// sliding-window layers hold their window alone; `--swa-full on` keeps
+    /// every position), recurrent state and the last logits. The largest
+    /// over a ladder's windows.
+    #[serde(default)]
+    pub context_bytes: usize,
     pub restore_ms: Vec<f64>,
     pub query_ms: Vec<f64>,
     /// Per query: restore plus the teacher-forced pass.

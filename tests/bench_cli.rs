@@ -154,7 +154,7 @@ fn gemma3_base_model_runs_with_the_completion_probe() {
     let out = dir.path().join("g.json");
     ok(&bench(
         &gemma3(),
-        &["--count", "2", "--lines", "6", "--crop-lines", "1:100", "--max-new-tokens", "24"],
+        &["--count", "2", "--lines", "6", "--crop-lines", "1:100", "--max-new-tokens", "24", "--kv", "f16"],
         Some(&out),
     ));
     let r = read(&out);
@@ -356,10 +356,33 @@ fn bench_options_reach_the_run() {
 
     // --crop densest under a prefix cap: the window holds the most eligible
     // functions, its prefix stays under the cap, and targets come from it.
-    let r = run(&smollm2(), &with(&["--crop", "densest", "--max-prefix-tokens", "700"]), "densest");
+    // The corpus is dense.js after 300 lines of comments: 700 tokens hold
+    // about 32 of those lines and no function, so the head of the file has
+    // nothing to ask (checked below) and the densest window must lie in
+    // dense.js, past line 300.
+    let filler: String = (1..=300).map(|i| format!("// filler line {i}: this part of the file holds no function at all, only words.\n")).collect();
+    let corpus = dir.path().join("filler.js");
+    std::fs::write(&corpus, filler + &std::fs::read_to_string(fixture("dense.js")).unwrap()).unwrap();
+    let capped = |crop: &str| -> Output {
+        let out = dir.path().join(format!("{crop}.json"));
+        Command::new(bin())
+            .arg("bench")
+            .arg(smollm2())
+            .arg("--corpus")
+            .arg(&corpus)
+            .args(small)
+            .args(["--crop", crop, "--max-prefix-tokens", "700", "--threads", "2", "--quiet", "--out"])
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let head = capped("head");
+    assert!(!head.status.success() && String::from_utf8_lossy(&head.stderr).contains("only 0 eligible"), "{head:?}");
+    ok(&capped("densest"));
+    let r = read(&dir.path().join("densest.json"));
     let crop = &r["manifest"]["corpus"]["crop"];
     assert_eq!(crop["mode"], "densest");
-    assert!(crop["first_line"].as_u64().unwrap() > 1 || crop["last_line"].as_u64().unwrap() < 306, "{crop}");
+    assert!(crop["first_line"].as_u64().unwrap() > 300, "{crop}");
     let prefix = r["manifest"]["corpus"]["prefix_tokens"].as_u64().unwrap();
     // The cap is on the file; the chat template adds a few dozen tokens.
     assert!(prefix <= 700 + 64, "{prefix} prefix tokens under a 700-token cap");
@@ -391,9 +414,16 @@ fn bench_options_reach_the_run() {
     let report = ok(&posrecall(&["report", dir.path().join("build.json").to_str().unwrap()]));
     assert!(report.contains("Q4_1-from-PyPI"), "{report}");
 
-    // --swa-full on reaches the context of a sliding-window model.
+    // --swa-full on reaches the context of a sliding-window model: Gemma 3's
+    // sliding-window layers (512 positions) then keep every one of the
+    // prefix's ~1,900 positions, so the context's state is larger than the
+    // window-only cache's, whose window layers keep their window alone.
     let on = run(&gemma3(), &with(&["--crop-lines", "1:150", "--swa-full", "on"]), "swa-on");
+    let off = run(&gemma3(), &with(&["--crop-lines", "1:150"]), "swa-off");
     assert_eq!(on["manifest"]["context"]["swa_full"], true);
+    assert_eq!(off["manifest"]["context"]["swa_full"], false);
+    let bytes = |r: &Value| r["timings"]["context_bytes"].as_u64().unwrap();
+    assert!(bytes(&on) > bytes(&off), "context state {} bytes with --swa-full on, {} off", bytes(&on), bytes(&off));
 
     // bench --rename asks about the renamed functions of the renamed text.
     let r = run(&smollm2(), &with(&["--crop-lines", "1:150", "--rename", "--seed", "3"]), "rename");

@@ -129,6 +129,7 @@ pub(super) fn answer<'m>(
     let t = Instant::now();
     timings.snapshot_bytes = timings.snapshot_bytes.max(session.snapshot()?);
     timings.snapshot_ms += ms(t);
+    timings.context_bytes = timings.context_bytes.max(session.state_bytes());
 
     let mut answers = match decoding.parallel() {
         true => answer_in_parallel(run, &mut session, timings)?,

@@ -304,6 +304,12 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
+    /// The size of the whole context's state as llama.cpp would save it
+    /// (counted, not written).
+    pub fn state_bytes(&self) -> usize {
+        self.ctx.get_state_size()
+    }
+
     /// Saves the evaluated prefix's state as the session's [`RestoreMode`]
     /// asks; returns the bytes kept (0 for a lean snapshot of a model with
     /// only full-attention layers).
