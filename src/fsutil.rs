@@ -163,4 +163,5 @@ pub const DEFAULT_CORPORA: &[(&str, &str)] = &[
     ("c", "llama-cpp-sys-2-0.1.161-ggml.c"),
     ("cpp", "llama-cpp-sys-2-0.1.161-llama-vocab.cpp"),
     ("typescript", "mobx-6.13.5-src"),
+    ("java", "openjdk-17.0.19-Pattern.java"),
 ];
