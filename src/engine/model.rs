@@ -27,12 +27,19 @@ pub struct Model {
     pub n_swa: u32,
     /// Milliseconds spent hashing (0 when the hash came from the cache).
     pub hash_ms: f64,
+    /// Layers offloaded to the GPU: what was asked for, resolved against
+    /// the device (see [`super::device::resolve_layers`]); 0 without one.
+    pub gpu_layers: u32,
     /// Milliseconds llama.cpp spent loading the weights (the run file's
     /// `load_ms` is this plus [`Model::hash_ms`]).
     pub weights_ms: f64,
 }
 
-/// Loads `path` with `gpu_layers` layers offloaded.
+/// Loads `path` with `gpu_layers` layers offloaded ([`GPU_LAYERS_AUTO`]:
+/// as many as fit). A model whose asked layers do not fit the device is
+/// refused before llama.cpp tries, with the number of layers that would.
+///
+/// [`GPU_LAYERS_AUTO`]: super::device::GPU_LAYERS_AUTO
 pub fn load(path: &Path, gpu_layers: u32) -> Result<Model> {
     load_with(path, gpu_layers, false)
 }
@@ -44,6 +51,17 @@ pub fn load_vocab(path: &Path) -> Result<Model> {
     load_with(path, 0, true)
 }
 
+/// How many of `path`'s layers a load asked for `asked` offloads on this
+/// machine (see [`super::device::resolve_layers`]), without loading it.
+pub fn resolve_gpu_layers(path: &Path, asked: u32) -> Result<u32> {
+    if asked == 0 {
+        return Ok(0);
+    }
+    let Some(gpu) = super::device::gpu() else { return Ok(0) };
+    let layout = super::device::WeightLayout::read(path)?;
+    Ok(super::device::resolve_layers(&layout, asked, Some(&gpu))?)
+}
+
 fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
     check_gguf(path)?;
     let size_bytes = std::fs::metadata(path)?.len();
@@ -52,6 +70,10 @@ fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
     let hash_ms = t.elapsed().as_secs_f64() * 1e3;
 
     let backend = super::backend()?;
+    let gpu_layers = match vocab_only {
+        true => 0,
+        false => resolve_gpu_layers(path, gpu_layers)?,
+    };
     let t = Instant::now();
     let params = LlamaModelParams::default().with_n_gpu_layers(gpu_layers).with_vocab_only(vocab_only);
     let model = LlamaModel::load_from_file(backend, path, &params).with_context(|| {
@@ -88,6 +110,7 @@ fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
         chat_template,
         recurrent_or_hybrid: model.is_recurrent() || model.is_hybrid(),
         n_swa: meta_u32(&model, "attention.sliding_window").unwrap_or(0),
+        gpu_layers,
         hash_ms,
         weights_ms,
         model,
@@ -228,6 +251,20 @@ impl Model {
             unsafe { llama_cpp_sys_2::ggml_row_size(ggml, heads * len) as u64 }
         };
         m.n_layer() as u64 * (row(type_k, k_len) + row(type_v, v_len))
+    }
+
+    /// Bytes of the KV cache a context of `cfg` keeps on the GPU: the
+    /// offloaded layers' share of the whole cache (sliding-window layers
+    /// keep their window only, unless `swa_full`; recurrent layers keep
+    /// their fixed state). An estimate that errs high.
+    pub fn device_kv_bytes(&self, cfg: &super::config::ContextConfig) -> u64 {
+        let n_layer = (self.model.n_layer() as u64).max(1);
+        let cells = cfg.n_ctx as u64;
+        let bytes = match cfg.swa_full {
+            true => self.kv_bytes_per_cell(cfg.type_k, cfg.type_v) * cells,
+            false => self.state_shape(cfg.type_k, cfg.type_v).full_bytes(cells),
+        };
+        bytes / n_layer * (cfg.gpu_layers as u64).min(n_layer)
     }
 
     /// What sizes this model's saved sequence state at these K and V types
