@@ -82,6 +82,15 @@ pub enum DecodeError {
         /// The largest number of sequences that fits, when two or more do.
         largest: Option<u64>,
     },
+    #[error("a context of {cells} cells needs a KV cache of {bytes} bytes on the GPU, more than the limit")]
+    ContextDoesNotFit {
+        cells: u64,
+        bytes: u64,
+        kv: (KvType, KvType),
+        limit: MemoryLimit,
+        /// The largest context, in cells, whose cache fits.
+        largest: u64,
+    },
     #[error("the prefix snapshot ({restore} restore) would take {bytes} bytes of host memory, more than the limit")]
     SnapshotDoesNotFit {
         restore: RestoreMode,
@@ -122,6 +131,9 @@ impl DecodeOptions {
         let requested = if self.forced_only { 1 } else { self.parallel };
         let memory = to_run.then_some(self.kv_memory);
         let (slots, fallback) = slots(model, plan, cfg, requested, memory)?;
+        if to_run && slots == 1 {
+            check_device_kv(model, cfg)?;
+        }
         if let Some(why) = fallback.as_ref().filter(|_| to_run) {
             eprintln!("note: {requested} parallel sequences asked for: answering one question at a time ({why})");
         }
@@ -143,6 +155,40 @@ impl DecodeOptions {
             restore: self.restore,
         })
     }
+}
+
+/// Refuses a one-sequence context whose KV cache would not fit in 90% of
+/// the GPU's free memory (after the weights were loaded), naming the
+/// longest context that fits. Parallel contexts are checked by [`slots`].
+/// The prefix snapshot is copied to main memory and is checked there.
+fn check_device_kv(model: &Model, cfg: &ContextConfig) -> Result<(), DecodeError> {
+    if cfg.gpu_layers == 0 {
+        return Ok(());
+    }
+    let Some(gpu) = crate::engine::device::gpu().filter(|d| d.free > 0) else {
+        return Ok(());
+    };
+    let usable = gpu.free / 10 * 9;
+    let bytes_at = |n_ctx: u64| model.device_kv_bytes(&ContextConfig { n_ctx: n_ctx as u32, ..cfg.clone() });
+    let bytes = bytes_at(cfg.n_ctx as u64);
+    if bytes <= usable {
+        return Ok(());
+    }
+    let (mut lo, mut hi) = (0u64, cfg.n_ctx as u64);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        match bytes_at(mid) <= usable {
+            true => lo = mid,
+            false => hi = mid - 1,
+        }
+    }
+    Err(DecodeError::ContextDoesNotFit {
+        cells: cfg.n_ctx as u64,
+        bytes,
+        kv: (cfg.type_k, cfg.type_v),
+        limit: MemoryLimit::Free(gpu.free, gpu.label()),
+        largest: lo,
+    })
 }
 
 impl DecodeOptions {

@@ -118,11 +118,12 @@ pub fn prepare(model: &Model, src: &crate::corpus::Source, opts: &BenchOptions) 
     Ok(Prepared { plan, decoding, cfg })
 }
 
-/// Layers offloaded when none are asked for: all of them when the build has
-/// a GPU backend, else none.
+/// Layers offloaded when none are asked for: on a build with a GPU backend,
+/// as many as fit in the device's memory (resolved when the model is loaded,
+/// see [`crate::engine::device::resolve_layers`]), else none.
 pub fn default_gpu_layers() -> u32 {
     match crate::engine::backend() {
-        Ok(b) if b.supports_gpu_offload() => 999,
+        Ok(b) if b.supports_gpu_offload() => crate::engine::device::GPU_LAYERS_AUTO,
         _ => 0,
     }
 }

@@ -73,7 +73,7 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
-    let opts = options(args)?;
+    let mut opts = options(args)?;
     let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
     let corpus = spec.path.clone();
     // Output paths are checked before the model is loaded: a wrong folder
@@ -99,7 +99,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
-    let model = model::load(&args.model, opts.context.gpu_layers)?;
+    let model = model::load(&args.model, opts.context.gpu_layers).map_err(|e| hint(e, None))?;
+    // What was offloaded, not what was asked: the run file records it.
+    opts.context.gpu_layers = model.gpu_layers;
     if let Some(lengths) = &opts.lengths {
         return run_ladder(args, &opts, lengths, &model, &src, started);
     }

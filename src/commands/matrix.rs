@@ -230,7 +230,9 @@ fn plan_every_model(m: &Matrix, src: &Source) -> Result<Vec<Planned>> {
             model: Some(model),
             plan,
             ladder,
-            gpu_layers: e.gpu_layers.unwrap_or_else(bench::default_gpu_layers),
+            // What a load offloads on this machine, so that the runs record it.
+            gpu_layers: model::resolve_gpu_layers(&e.path, e.gpu_layers.unwrap_or_else(bench::default_gpu_layers))
+                .map_err(|err| hint(err, None).context(format!("model `{}`", e.name)))?,
         });
     }
     Ok(planned)
@@ -345,7 +347,7 @@ fn run_pending(m: &Matrix, planned: &mut [Planned], src: &Source, cache: Option<
             other => {
                 drop(other);
                 overall.set_message(format!("loading {}", e.name));
-                model::load(&e.path, p.gpu_layers).with_context(|| format!("model `{}`", e.name))?
+                model::load(&e.path, p.gpu_layers).map_err(|err| hint(err, None).context(format!("model `{}`", e.name)))?
             }
         };
         for r in runs {

@@ -253,6 +253,13 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(d) = e.downcast_ref::<DecodeError>() {
         return anyhow!("{}", decode_message(d));
     }
+    if let Some(d) = e.downcast_ref::<crate::engine::device::DeviceError>() {
+        let crate::engine::device::DeviceError::ModelDoesNotFit { fit, .. } = d;
+        return match fit {
+            0 => anyhow!("{d}; run with --gpu-layers 0"),
+            n => anyhow!("{d}; run with --gpu-layers {n}, or leave --gpu-layers out to offload what fits"),
+        };
+    }
     e
 }
 
@@ -280,6 +287,21 @@ fn decode_message(d: &DecodeError) -> String {
                 size(*bytes),
                 kv.0.as_str(),
                 kv.1.as_str()
+            )
+        }
+        DecodeError::ContextDoesNotFit { cells, bytes, kv, limit, largest } => {
+            let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
+            let what = match limit {
+                MemoryLimit::Given(b) => format!("{} allowed", size(*b)),
+                MemoryLimit::Free(free, device) => format!("90% of the {} free in {device}", size(*free)),
+            };
+            format!(
+                "a context of {cells} cells needs a KV cache of {} on the GPU at K {} / V {}, more than the {what}; \
+                 a context of at most {largest} cells fits (--ctx), or offload fewer layers (--gpu-layers){}",
+                size(*bytes),
+                kv.0.as_str(),
+                kv.1.as_str(),
+                if kv.0.is_quantized() && kv.1.is_quantized() { "" } else { ", or use --kv q8_0" }
             )
         }
         DecodeError::SnapshotDoesNotFit { restore, bytes, limit, lean_fits, largest_prefix } => {
