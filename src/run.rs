@@ -277,6 +277,11 @@ pub struct Runtime {
     pub llama_cpp_sys_2: Option<String>,
     #[serde(default)]
     pub backend: Option<String>,
+    /// The GPU the offloaded layers ran on, as llama.cpp names and describes
+    /// it (`CUDA0 (NVIDIA H100 80GB HBM3)`); absent when nothing was
+    /// offloaded, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
     #[serde(default)]
     pub chat_renderer: Option<String>,
     #[serde(default)]
@@ -306,6 +311,7 @@ impl Runtime {
             llama_cpp_2: Some(env!("POSRECALL_LLAMA_CPP_2_VERSION").to_string()),
             llama_cpp_sys_2: Some(env!("POSRECALL_LLAMA_CPP_SYS_2_VERSION").to_string()),
             backend: None,
+            device: None,
             chat_renderer: None,
             prefix_sha256: None,
             prompt_boundary_exact: None,

@@ -132,6 +132,7 @@ impl RunSpec<'_> {
     fn runtime(&self) -> Runtime {
         Runtime {
             backend: Some(crate::engine::backend_name().to_string()),
+            device: crate::engine::device::offload_label(self.cfg.gpu_layers),
             chat_renderer: self.plan.frame.renderer.clone(),
             prefix_sha256: Some(sha256_hex(self.plan.prefix_text.as_bytes())),
             prompt_boundary_exact: Some(self.plan.boundary_exact),
