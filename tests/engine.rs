@@ -48,7 +48,7 @@ fn assert_fidelity(model: &Model, plan: &Plan, lines: usize) {
 #[test]
 fn smollm2_chat_prompt_fidelity() {
     let _g = serial();
-    let m = model::load(&smollm2(), 0).unwrap();
+    let m = model::load(&smollm2(), gpu_layers()).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
     let p = plan(&m, &src, &plan_options(target_spec(4, 10, None), 32, Probe::Auto)).unwrap();
     assert_eq!(p.frame.kind, Kind::Chat, "SmolLM2 has a chat template: auto must pick chat");
@@ -67,7 +67,7 @@ fn smollm2_chat_prompt_fidelity() {
 #[test]
 fn gemma3_base_model_gets_the_completion_probe_with_exact_tokens() {
     let _g = serial();
-    let m = model::load(&gemma3(), 0).unwrap();
+    let m = model::load(&gemma3(), gpu_layers()).unwrap();
     assert!(m.chat_template.is_none(), "this Gemma 3 build is a base model");
     let src = Source::open(&fixture("dense.js")).unwrap();
     let p = plan(&m, &src, &plan_options(target_spec(4, 10, None), 32, Probe::Auto)).unwrap();
@@ -83,7 +83,7 @@ fn gemma3_base_model_gets_the_completion_probe_with_exact_tokens() {
 #[test]
 fn smollm2_restore_equals_fresh_context_f16_and_q8_0() {
     let _g = serial();
-    let m = model::load(&smollm2(), 0).unwrap();
+    let m = model::load(&smollm2(), gpu_layers()).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
     let p = plan(&m, &src, &plan_options(target_spec(3, 10, Some((1, 150))), 24, Probe::Auto)).unwrap();
     assert!(p.prefix_tokens.len() > 1000, "prefix of {} tokens", p.prefix_tokens.len());
@@ -95,7 +95,7 @@ fn smollm2_restore_equals_fresh_context_f16_and_q8_0() {
 #[test]
 fn gemma3_sliding_window_restore_equals_fresh_context() {
     let _g = serial();
-    let m = model::load(&gemma3(), 0).unwrap();
+    let m = model::load(&gemma3(), gpu_layers()).unwrap();
     let window: usize = m
         .model
         .meta_val_str("gemma3.attention.sliding_window")
@@ -123,7 +123,7 @@ fn gemma3_sliding_window_restore_equals_fresh_context() {
 #[test]
 fn gemma3_window_only_cache_forgets_old_positions() {
     let _g = serial();
-    let m = model::load(&gemma3(), 0).unwrap();
+    let m = model::load(&gemma3(), gpu_layers()).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
     let p = plan(&m, &src, &plan_options(target_spec(3, 10, None), 24, Probe::Auto)).unwrap();
     let mut seen = Vec::new();

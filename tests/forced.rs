@@ -21,7 +21,7 @@ use std::process::Command;
 #[test]
 fn forced_pass_agrees_with_greedy_decoding() {
     let _g = serial();
-    let m = model::load(&smollm2(), 0).unwrap();
+    let m = model::load(&smollm2(), gpu_layers()).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
     let max_new = 40;
     let p = plan(&m, &src, &plan_options(target_spec(8, 8, None), max_new, Probe::Chat)).unwrap();
@@ -89,7 +89,7 @@ fn forced_pass_agrees_with_greedy_decoding() {
 #[test]
 fn lines_in_the_context_score_clearly_higher_than_lines_not_in_it() {
     let _g = serial();
-    let m = model::load(&smollm2(), 0).unwrap();
+    let m = model::load(&smollm2(), gpu_layers()).unwrap();
     // Bodies of arbitrary identifiers and numbers: only the context can tell them.
     let src = Source::open(&fixture("distinct.js")).unwrap();
     // Keep the first half of the file; the second half's functions are unseen.

@@ -29,7 +29,7 @@ const TOKENS: usize = 12;
 fn hybrid_restore_equals_fresh_context_and_empties_cleanly() {
     let _g = serial();
     for (name, path) in tiny_hybrids() {
-        let m = model::load(&path, 0).unwrap();
+        let m = model::load(&path, gpu_layers()).unwrap();
         assert!(m.recurrent_or_hybrid, "{name}: llama.cpp must see recurrent memory");
         let src = Source::open(&fixture("dense.js")).unwrap();
         let p = plan(&m, &src, &plan_options(target_spec(3, 6, Some((1, 80))), TOKENS, Probe::Auto)).unwrap();

@@ -34,7 +34,7 @@ const QWEN35: &str = "Qwen3.5-4B.jinja";
 #[test]
 fn thinking_off_renders_the_closed_empty_block() {
     let _g = serial();
-    let m = model::load(&smollm2(), 0).unwrap();
+    let m = model::load(&smollm2(), gpu_layers()).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
     let vars = TemplateVars { think: Think::Off, kwargs: Default::default() };
     let mut o = plan_options(target_spec(2, 4, Some((1, 80))), 24, Probe::Auto);
@@ -195,7 +195,7 @@ fn prompt_prints_what_the_model_is_given() {
     let full = args(true);
     let text = ok(&full);
     // The same plan, from the library: the prefix and this target's suffix.
-    let m = model::load(&model, 0).unwrap();
+    let m = model::load(&model, gpu_layers()).unwrap();
     let src = Source::open(&dense).unwrap();
     let vars = TemplateVars { think: Think::Off, kwargs: Default::default() };
     let mut o = plan_options(target_spec(2, 4, Some((1, 80))), 24, Probe::Auto);

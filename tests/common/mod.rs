@@ -143,8 +143,18 @@ pub fn plan_options(target: TargetSpec, max_new: usize, probe: Probe) -> PlanOpt
     }
 }
 
+/// Layers the engine tests offload: `POSRECALL_TEST_GPU_LAYERS` (a GPU
+/// build runs the same tests on its device, as `scripts/test-gpu` does),
+/// else none.
+pub fn gpu_layers() -> u32 {
+    match std::env::var("POSRECALL_TEST_GPU_LAYERS") {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("POSRECALL_TEST_GPU_LAYERS={v} is not a number")),
+        Err(_) => 0,
+    }
+}
+
 pub fn context(n_ctx: u32, kv: KvType, swa_full: bool) -> ContextConfig {
-    ContextConfig::sequential(n_ctx, (kv, kv), FlashAttn::Auto, swa_full, Some(2), 0)
+    ContextConfig::sequential(n_ctx, (kv, kv), FlashAttn::Auto, swa_full, Some(2), gpu_layers())
 }
 
 /// One clear line on stderr naming `needle`, a non-zero exit, no panic,
