@@ -43,7 +43,7 @@ pub struct ContextSettings {
 
 impl Default for ContextSettings {
     /// The method's defaults: q8_0 K and V, nothing offloaded (the commands
-    /// offload everything on a GPU build: [`default_gpu_layers`]).
+    /// offload what fits on a GPU build: [`default_gpu_layers`]).
     fn default() -> Self {
         ContextSettings {
             kv: (KvType::Q8_0, KvType::Q8_0),
