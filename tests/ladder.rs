@@ -176,9 +176,14 @@ fn terminal_grid_html_heat_map_and_compare_per_length() {
     assert_eq!(html.matches("<figure class=\"heatmap\">").count(), 2);
 
     let cmp = ok(&posrecall(&["compare", s(&f16), s(&f32)]));
+    let (targets, per_length) = cmp.split_once("per length").unwrap_or_else(|| panic!("no per-length table:\n{cmp}"));
     for label in ["1k", "2k"] {
-        assert!(cmp.lines().any(|l| l.trim_start().starts_with(label)), "no {label} row in compare:\n{cmp}");
+        assert!(per_length.lines().any(|l| l.trim_start().starts_with(label)), "no {label} row in compare:\n{cmp}");
+        // The per-target table names each row's window: a function may be
+        // asked at both lengths.
+        assert!(targets.lines().any(|l| l.trim_start().starts_with(label)), "no {label} target row:\n{cmp}");
     }
+    assert!(targets.lines().any(|l| l.trim_start().starts_with("length  target")), "{cmp}");
 }
 
 #[test]

@@ -58,6 +58,9 @@ pub enum Flip {
 pub struct Row {
     pub name: String,
     pub line: usize,
+    /// The window it was asked in, when the runs are length ladders.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub length: Option<usize>,
     pub depth: f64,
     pub matched_a: usize,
     pub matched_b: usize,
@@ -271,6 +274,7 @@ fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
             Row {
                 name: x.name.clone(),
                 line: x.line,
+                length: x.length,
                 depth: x.depth,
                 matched_a: x.matched,
                 matched_b: y.matched,
@@ -290,7 +294,9 @@ fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
             }
         })
         .collect();
-    rows.sort_by(|x, y| x.depth.total_cmp(&y.depth));
+    // A ladder's rows by length, then depth: a function may be asked at
+    // several lengths.
+    rows.sort_by(|x, y| x.length.cmp(&y.length).then(x.depth.total_cmp(&y.depth)));
     rows
 }
 
@@ -672,8 +678,14 @@ fn target_table(c: &Comparison, out: &mut String) {
         .max()
         .unwrap_or(0)
         .max(6);
+    let ladder = c.targets.iter().any(|r| r.length.is_some());
+    let length = |r: Option<usize>| match (ladder, r) {
+        (false, _) => String::new(),
+        (true, l) => format!("{:>6}  ", l.map_or("-".to_string(), crate::run::length_label)),
+    };
     let mut head = format!(
-        "{:<w_name$}  {:>5}  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}",
+        "{}{:<w_name$}  {:>5}  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}",
+        if ladder { format!("{:>6}  ", "length") } else { String::new() },
         "target", "depth", "matched A", "matched B", "Δ", "pass A", "pass B"
     );
     if has_forced {
@@ -684,7 +696,8 @@ fn target_table(c: &Comparison, out: &mut String) {
     let mark = |p: bool| if p { "✓" } else { "✗" };
     for r in &c.targets {
         let mut line = format!(
-            "{:<w_name$}  {:>5.2}  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}",
+            "{}{:<w_name$}  {:>5.2}  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}",
+            length(r.length),
             r.name,
             r.depth,
             r.matched_a,
