@@ -87,7 +87,9 @@ pub enum DecodeError {
         cells: u64,
         bytes: u64,
         kv: (KvType, KvType),
-        limit: MemoryLimit,
+        /// Bytes free on the GPU, and the GPU's name.
+        free: u64,
+        device: String,
         /// The largest context, in cells, whose cache fits.
         largest: u64,
     },
@@ -186,7 +188,8 @@ fn check_device_kv(model: &Model, cfg: &ContextConfig) -> Result<(), DecodeError
         cells: cfg.n_ctx as u64,
         bytes,
         kv: (cfg.type_k, cfg.type_v),
-        limit: MemoryLimit::Free(gpu.free, gpu.label()),
+        free: gpu.free,
+        device: gpu.label(),
         largest: lo,
     })
 }

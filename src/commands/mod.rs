@@ -263,6 +263,24 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     e
 }
 
+/// A byte count as people read it (`1.5 GiB`).
+fn size(b: u64) -> String {
+    bytesize::ByteSize(b).display().iec().to_string()
+}
+
+/// The memory a check measured against: what `flag` allowed, or the share
+/// of a device's free memory the checks use.
+fn limit_text(limit: &MemoryLimit, flag: &str) -> String {
+    match limit {
+        MemoryLimit::Given(b) => format!("{} {flag} allows", size(*b)),
+        MemoryLimit::Free(free, device) => free_text(*free, device),
+    }
+}
+
+fn free_text(free: u64, device: &str) -> String {
+    format!("90% of the {} free in {device}", size(free))
+}
+
 fn decode_message(d: &DecodeError) -> String {
     match d {
         DecodeError::ForcedOnlyGeneratesNothing => {
@@ -273,49 +291,38 @@ fn decode_message(d: &DecodeError) -> String {
         }
         DecodeError::TooManySequences { requested } => format!("--parallel {requested}: {d}"),
         DecodeError::KvDoesNotFit { slots, cells, bytes, kv, limit, largest } => {
-            let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
-            let what = match limit {
-                MemoryLimit::Given(b) => format!("{} --kv-memory allows", size(*b)),
-                MemoryLimit::Free(free, device) => format!("90% of the {} free in {device}", size(*free)),
-            };
             let largest = match largest {
                 Some(n) => format!("the largest N that fits is {n}"),
                 None => "not even two sequences fit; run without --parallel".into(),
             };
             format!(
-                "--parallel {slots} needs a KV cache of {cells} cells ({} at K {} / V {}), more than the {what}; {largest}",
-                size(*bytes),
-                kv.0.as_str(),
-                kv.1.as_str()
-            )
-        }
-        DecodeError::ContextDoesNotFit { cells, bytes, kv, limit, largest } => {
-            let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
-            let what = match limit {
-                MemoryLimit::Given(b) => format!("{} allowed", size(*b)),
-                MemoryLimit::Free(free, device) => format!("90% of the {} free in {device}", size(*free)),
-            };
-            format!(
-                "a context of {cells} cells needs a KV cache of {} on the GPU at K {} / V {}, more than the {what}; \
-                 a context of at most {largest} cells fits (--ctx), or offload fewer layers (--gpu-layers){}",
+                "--parallel {slots} needs a KV cache of {cells} cells ({} at K {} / V {}), more than the {}; {largest}",
                 size(*bytes),
                 kv.0.as_str(),
                 kv.1.as_str(),
-                if kv.0.is_quantized() && kv.1.is_quantized() { "" } else { ", or use --kv q8_0" }
+                limit_text(limit, "--kv-memory")
             )
         }
+        DecodeError::ContextDoesNotFit { cells, bytes, kv, free, device, largest } => format!(
+            "a context of {cells} cells needs a KV cache of {} on the GPU at K {} / V {}, more than the {}; \
+             a context of at most {largest} cells fits (--ctx), or offload fewer layers (--gpu-layers){}",
+            size(*bytes),
+            kv.0.as_str(),
+            kv.1.as_str(),
+            free_text(*free, device),
+            if kv.0.is_quantized() && kv.1.is_quantized() { "" } else { ", or use --kv q8_0" }
+        ),
         DecodeError::SnapshotDoesNotFit { restore, bytes, limit, lean_fits, largest_prefix } => {
-            let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
-            let what = match limit {
-                MemoryLimit::Given(b) => format!("{} --snapshot-memory allows", size(*b)),
-                MemoryLimit::Free(free, device) => format!("90% of the {} free in {device}", size(*free)),
-            };
             let fits = match lean_fits {
                 Some(lean) => format!("--restore lean ({}) fits", size(*lean)),
                 None if *largest_prefix == 0 => "no prefix fits".to_string(),
                 None => format!("a prefix of at most {largest_prefix} tokens fits (--max-prefix-tokens)"),
             };
-            format!("the prefix snapshot (--restore {restore}) would take {}, more than the {what}; {fits}", size(*bytes))
+            format!(
+                "the prefix snapshot (--restore {restore}) would take {}, more than the {}; {fits}",
+                size(*bytes),
+                limit_text(limit, "--snapshot-memory")
+            )
         }
     }
 }
