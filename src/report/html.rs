@@ -557,7 +557,9 @@ fn length_chart(runs: &[LoadedRun]) -> Result<String> {
         .collect();
     let xs = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.0));
     let (lo, hi) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
-    let (lo, hi) = (lo.floor() - 0.3, hi.ceil() + 0.3);
+    // A margin around the points, not whole doublings: a 4k rung holds a few
+    // tokens under 4,096, and flooring its log would open the axis at 2k.
+    let (lo, hi) = (lo - 0.3, hi + 0.3);
     let thresholds: Vec<f64> = runs.iter().filter_map(|r| Some(r.run.ladder.as_ref()?.effective_at)).collect();
     let mut svg = String::new();
     {
@@ -572,7 +574,7 @@ fn length_chart(runs: &[LoadedRun]) -> Result<String> {
             .configure_mesh()
             .x_desc("prefix tokens (log scale)")
             .y_desc("pass rate")
-            .x_labels(((hi - lo) as usize + 1).min(16))
+            .x_labels(((hi - lo).ceil() as usize + 1).min(16))
             .y_labels(11)
             .x_label_formatter(&|x| {
                 let n = 2f64.powf(*x).round() as usize;
