@@ -9,8 +9,9 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// 4 targets of 8 lines in lines 1..150 of dense.js, forced pass only.
-const SMALL: &[&str] = &["--count", "4", "--lines", "8", "--crop-lines", "1:150", "--forced-only"];
+/// 4 targets of 8 lines in lines 1..100 of dense.js (863 tokens), one per
+/// depth quarter, forced pass only.
+const SMALL: &[&str] = &["--count", "4", "--lines", "8", "--crop-lines", "1:100", "--forced-only"];
 
 fn bench(model: &Path, corpus: &str, extra: &[&str]) -> Output {
     Command::new(bin())
@@ -115,7 +116,7 @@ fn the_stored_top_k_bounds_the_full_vocabulary_divergence() {
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n).display().to_string();
     let m = smollm2();
-    let one = [SMALL, &["--only", "escapeHtml"]].concat();
+    let one = [SMALL, &["--only", "formatDuration"]].concat();
     // The whole vocabulary (49,152 tokens) at every position: the exact divergence.
     ok(&bench(&m, "dense.js", &[&one[..], &["--kv", "f16", "--save-reference", &p("full"), "--reference-top-k", "1000000"]].concat()));
     ok(&bench(&m, "dense.js", &[&one[..], &["--kv", "f16", "--save-reference", &p("top")]].concat()));
@@ -139,7 +140,7 @@ fn a_reference_for_other_settings_or_damaged_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n).display().to_string();
     let m = smollm2();
-    let only = [SMALL, &["--only", "escapeHtml"]].concat();
+    let only = [SMALL, &["--only", "formatDuration"]].concat();
     ok(&bench(&m, "dense.js", &[&only[..], &["--kv", "f16", "--save-reference", &p("ref")]].concat()));
     let out_dir = dir.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
@@ -152,12 +153,12 @@ fn a_reference_for_other_settings_or_damaged_is_refused() {
     fn with<'a>(crop: &'a str, lines: &'a str) -> [&'a str; 7] {
         ["--count", "4", "--lines", lines, "--crop-lines", crop, "--forced-only"]
     }
-    refuse(&m, &with("1:140", "8"), "it kept other lines of the corpus (lines 1..150, this run keeps lines 1..140)");
-    refuse(&m, &with("1:150", "9"), "it asked for 8 lines per target, this run for 9");
+    refuse(&m, &with("1:90", "8"), "it kept other lines of the corpus (lines 1..100, this run keeps lines 1..90)");
+    refuse(&m, &with("1:100", "9"), "it asked for 8 lines per target, this run for 9");
     refuse(&m, SMALL, "has no target named `");
     refuse(&m, &[&only[..], &["--probe", "completion"]].concat(), "it used the chat probe, this run the completion probe");
     refuse(&gemma3(), &only, "another vocabulary (49152 tokens, against 262144 here)");
-    refuse(&m, &["--count", "4", "--lines", "8", "--only", "escapeHtml", "--no-forced"], "drop --no-forced");
+    refuse(&m, &["--count", "4", "--lines", "8", "--only", "formatDuration", "--no-forced"], "drop --no-forced");
 
     // One flipped byte, then no sidecar: refused before the model is loaded.
     let mut bytes = std::fs::read(p("ref")).unwrap();
@@ -178,7 +179,8 @@ fn the_file_in_context_raises_the_forced_pass_on_invented_code() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
-    let args = ["--count", "4", "--lines", "8", "--forced-only", "--closed-book", "--kv", "f16", "--out", out.to_str().unwrap()];
+    // Lines 1..100 (about 2,100 tokens) hold 4 functions of 8 lines.
+    let args = ["--count", "4", "--lines", "8", "--crop-lines", "1:100", "--forced-only", "--closed-book", "--kv", "f16", "--out", out.to_str().unwrap()];
     ok(&bench(&smollm2(), "distinct.js", &args));
     let r = read(&out);
     let mut gains = Vec::new();

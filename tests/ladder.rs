@@ -129,7 +129,7 @@ fn one_prefill_serves_every_length_and_each_answers_as_a_plain_run() {
     let dir = tempfile::tempdir().unwrap();
     let run_path = dir.path().join("ladder.json");
     let corpus = fixture("dense.js");
-    let o = bench(&smollm2(), &corpus, &["--lengths", "768,1536,2304", "--kv", "f16"], Some(&run_path));
+    let o = bench(&smollm2(), &corpus, &["--lengths", "640,1280,1920", "--kv", "f16"], Some(&run_path));
     ok(&o);
     let run = read(&run_path);
     assert_one_growing_prefix(&run);
@@ -172,6 +172,13 @@ fn terminal_grid_html_heat_map_and_compare_per_length() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("id=\"heatmap\""), "no heat map");
     assert!(html.contains("id=\"chart-lengths\""), "no pass-rate chart");
+    // Its x axis is labelled at the ladder's lengths: the 1k window's prefix
+    // holds a few tokens under 1,024, and the axis must not open a doubling
+    // lower, at 512.
+    let chart = html.split("id=\"chart-lengths\"").nth(1).unwrap().split("</div>").next().unwrap();
+    let ticks: Vec<&str> = chart.split("</text>").filter_map(|t| t.rsplit('>').next()).map(str::trim).filter(|t| !t.is_empty()).collect();
+    assert!(ticks.contains(&"1k") && ticks.contains(&"2k"), "{ticks:?}");
+    assert!(!ticks.contains(&"512"), "the length axis opens at 512: {ticks:?}");
     // One heat map per run, each with a cell per length and depth quarter.
     assert_eq!(html.matches("<figure class=\"heatmap\">").count(), 2);
 
@@ -230,7 +237,11 @@ fn sliding_window_and_hybrid_models_rewind_to_each_window() {
 fn the_ladder_stops_where_the_corpus_or_the_context_ends_and_says_so() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let corpus = fixture("dense.js");
+    // dense.js's first 150 lines (1,221 tokens): a corpus that ends soon
+    // after the first window keeps this test's two prefills short.
+    let corpus = dir.path().join("short.js");
+    let text = std::fs::read_to_string(fixture("dense.js")).unwrap();
+    std::fs::write(&corpus, text.lines().take(150).map(|l| format!("{l}\n")).collect::<String>()).unwrap();
     let out = dir.path().join("end.json");
     let o = bench(&smollm2(), &corpus, &["--lengths", "1k,32k,64k", "--kv", "f16"], Some(&out));
     ok(&o);
@@ -245,14 +256,15 @@ fn the_ladder_stops_where_the_corpus_or_the_context_ends_and_says_so() {
 
     // A context smaller than the file: the ladder stops at what fits it.
     let out = dir.path().join("ctx.json");
-    let o = bench(&smollm2(), &corpus, &["--lengths", "1k,4k", "--ctx", "2048", "--kv", "f16"], Some(&out));
+    let o = bench(&smollm2(), &corpus, &["--lengths", "768,4k", "--ctx", "1024", "--kv", "f16"], Some(&out));
     ok(&o);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("what fits the context of 2048 tokens"), "{err}");
+    assert!(err.contains("what fits the context of 1024 tokens"), "{err}");
     let run = read(&out);
-    let top = rungs(&run).last().unwrap();
-    assert!(u(&top["prefix_tokens"]) < 2048);
-    assert_eq!(u(&run["manifest"]["context"]["n_ctx"]), 2048);
+    let rs = rungs(&run);
+    assert_eq!(rs.len(), 2, "{rs:?}");
+    assert!(u(&rs[1]["prefix_tokens"]) < 1024 && u(&rs[1]["prefix_tokens"]) > u(&rs[0]["prefix_tokens"]));
+    assert_eq!(u(&run["manifest"]["context"]["n_ctx"]), 1024);
 }
 
 #[test]

@@ -27,51 +27,68 @@ fn parallel_answers_every_target_and_records_the_equivalence() {
     let dir = tempfile::tempdir().unwrap();
     // f16 KV: batched and one-token decodes round differently there, so some
     // answers part (docs/AGREEMENT.md) and both branches below run.
-    let mut differing_seen = 0;
+    let (mut differing_seen, mut identical_seen) = (0, 0);
+    // 40 tokens: with f16, half the answers part at their first or second
+    // token (measured: 3 of 6 at token 1, with gaps of 0.03-0.22).
     for kv in ["f16", "q8_0"] {
         let out = dir.path().join(format!("p-{kv}.json"));
-        ok(&bench(&["--kv", kv, "--max-new-tokens", "80", "--parallel", "4", "--check-sequential"], Some(&out)));
-        // The independent reference: a plain sequential run of the same targets.
+        ok(&bench(&["--kv", kv, "--max-new-tokens", "40", "--parallel", "4", "--check-sequential"], Some(&out)));
+        // The independent reference, a plain sequential run of the same
+        // targets, for f16, where answers part and a wrong sequential
+        // answer in the check would show. (The q8_0 leg, the default KV
+        // type, runs the same check code; a second plain run would cost a
+        // third of this test's time.)
         let seq_out = dir.path().join(format!("s-{kv}.json"));
-        ok(&bench(&["--kv", kv, "--max-new-tokens", "80"], Some(&seq_out)));
-        differing_seen += check_parallel_run(&read(&out), &read(&seq_out));
+        let sequential = (kv == "f16").then(|| {
+            ok(&bench(&["--kv", kv, "--max-new-tokens", "40", "--no-forced"], Some(&seq_out)));
+            read(&seq_out)
+        });
+        let differing = check_parallel_run(&read(&out), sequential.as_ref());
+        differing_seen += differing;
+        identical_seen += 6 - differing;
     }
     assert!(differing_seen > 0, "no answer differed: the differing branch never ran");
+    assert!(identical_seen > 0, "no answer was identical: the identical branch never ran");
 }
 
-/// Checks one `--parallel 4 --check-sequential` run against a separate
-/// sequential run of the same targets; returns how many answers differed.
-fn check_parallel_run(run: &serde_json::Value, sequential: &serde_json::Value) -> usize {
+/// Checks one `--parallel 4 --check-sequential` run, and against a separate
+/// sequential run of the same targets where one is given; returns how many
+/// answers differed.
+fn check_parallel_run(run: &serde_json::Value, sequential: Option<&serde_json::Value>) -> usize {
     let m = &run["manifest"];
     assert_eq!(m["params"]["decode_mode"], "parallel");
     assert_eq!(m["params"]["parallel"], 4);
     assert_eq!(m["context"]["kv_unified"], true);
-    assert_eq!(sequential["manifest"]["params"]["decode_mode"], "sequential");
+    if let Some(sequential) = sequential {
+        assert_eq!(sequential["manifest"]["params"]["decode_mode"], "sequential");
+    }
     // The cache holds the prefix once and four answering sequences.
     let prefix = m["corpus"]["prefix_tokens"].as_u64().unwrap();
-    assert!(m["context"]["n_ctx"].as_u64().unwrap() >= prefix + 4 * 80);
+    assert!(m["context"]["n_ctx"].as_u64().unwrap() >= prefix + 4 * 40);
 
     let targets = run["targets"].as_array().unwrap();
-    let reference = sequential["targets"].as_array().unwrap();
     assert_eq!(targets.len(), 6);
     let mut identical = 0;
-    for (t, s) in targets.iter().zip(reference) {
+    for (i, t) in targets.iter().enumerate() {
         let name = &t["name"];
-        assert_eq!(&s["name"], name);
         let (matched, missing) = (t["matched"].as_u64().unwrap(), t["missing"].as_u64().unwrap());
         assert_eq!(matched + missing, 8, "{name}");
         let generated = t["generated_tokens"].as_u64().unwrap();
-        assert!(generated > 0 && generated <= 80, "{name}: {generated} tokens");
+        assert!(generated > 0 && generated <= 40, "{name}: {generated} tokens");
         assert!(!t["response"].as_str().unwrap().is_empty(), "{name}");
         assert!(t["forced"].is_object(), "{name}: the forced pass runs in parallel mode too");
         let check = &t["sequential"];
         let common = check["common_tokens"].as_u64().unwrap();
-        // What the check calls the sequential answer is what a sequential run answers.
+        // The check's sequential answer: recorded where it differs.
         let seq_text = check.get("response").and_then(|r| r.as_str()).unwrap_or_else(|| t["response"].as_str().unwrap());
-        assert_eq!(seq_text, s["response"].as_str().unwrap(), "{name}: the check's sequential answer");
-        assert_eq!(check["matched"], s["matched"], "{name}");
-        assert_eq!(check["sequential_tokens"], s["generated_tokens"], "{name}");
-        let same = t["response"] == s["response"];
+        if let Some(s) = sequential.map(|r| &r["targets"][i]) {
+            // What the check calls the sequential answer is what a sequential run answers.
+            assert_eq!(&s["name"], name);
+            assert_eq!(seq_text, s["response"].as_str().unwrap(), "{name}: the check's sequential answer");
+            assert_eq!(check["matched"], s["matched"], "{name}");
+            assert_eq!(check["sequential_tokens"], s["generated_tokens"], "{name}");
+        }
+        let same = t["response"].as_str().unwrap() == seq_text;
         assert_eq!(check["identical"].as_bool().unwrap(), same, "{name}: `identical` says what the answers say");
         if same {
             identical += 1;
