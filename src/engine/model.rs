@@ -218,6 +218,9 @@ pub fn cached_sha256(path: &Path) -> Result<String> {
         return Ok(e.sha256.clone());
     }
     let sha256 = crate::fsutil::file_sha256(&canonical)?;
+    // Forget files that are gone (temporary copies, deleted downloads), so
+    // that the cache holds only what can be asked for again.
+    cache.files.retain(|k, _| Path::new(k).exists());
     cache.files.insert(
         key,
         HashEntry {
