@@ -559,7 +559,9 @@ fn length_chart(runs: &[LoadedRun]) -> Result<String> {
     let (lo, hi) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
     // A margin around the points, not whole doublings: a 4k rung holds a few
     // tokens under 4,096, and flooring its log would open the axis at 2k.
-    let (lo, hi) = (lo - 0.3, hi + 0.3);
+    // The powers of two nearest the ends stay on the axis, so that rungs
+    // within one doubling still get a labelled tick.
+    let (lo, hi) = ((lo - 0.3).min(lo.round()), (hi + 0.3).max(hi.round()));
     let thresholds: Vec<f64> = runs.iter().filter_map(|r| Some(r.run.ladder.as_ref()?.effective_at)).collect();
     let mut svg = String::new();
     {
