@@ -4,7 +4,7 @@
 
 use crate::ask::ApiKind;
 use crate::crop::{CropMode, LineRange};
-use crate::engine::config::{CtxSize, FlashAttn, KvType};
+use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
 use crate::template::{DEFAULT_THINK_BUDGET, MAX_THINK_BUDGET, Think};
 use crate::score::Normalize;
@@ -413,7 +413,7 @@ pub struct DecodeArgs {
     /// question's cells and writes back only the sliding-window and recurrent state;
     /// full writes the whole saved state back (both exact; run file: runtime.restore).
     #[arg(long, value_name = "HOW", default_value = "lean")]
-    pub restore: crate::engine::config::RestoreMode,
+    pub restore: crate::settings::RestoreMode,
     /// The most host memory the prefix snapshot may take, e.g. 2GiB [default: 90% of the
     /// free main memory]. A run whose snapshot would not fit is refused before the prefill.
     #[arg(long, value_name = "SIZE")]

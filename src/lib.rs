@@ -25,6 +25,7 @@ pub mod report;
 pub mod run;
 pub mod score;
 pub mod stats;
+pub mod settings;
 pub mod sweep;
 pub mod targets;
 pub mod template;

@@ -10,7 +10,7 @@
 //! both are written atomically and the file is verified before it is read.
 
 use crate::crop::Crop;
-use crate::engine::config::ContextConfig;
+use crate::settings::ContextConfig;
 use crate::fsutil::{sha256_hex, write_atomic};
 use crate::kld::TopK;
 use anyhow::{Context, Result, bail};
@@ -239,7 +239,7 @@ pub fn save(path: &Path, header: &Header, entries: &[Vec<TopK>]) -> Result<()> {
 mod tests {
     use super::*;
     use crate::crop::CropMode;
-    use crate::engine::config::{CtxSize, FlashAttn, KvType};
+    use crate::settings::{CtxSize, FlashAttn, KvType};
 
     fn header(k: usize, scored: &[usize]) -> Header {
         Header {

@@ -5,7 +5,7 @@
 //! from outside answers has the same shape.
 
 use crate::crop::Crop;
-use crate::engine::config::{ContextConfig, StepStats};
+use crate::settings::{ContextConfig, StepStats};
 use crate::forced::{Forced, ForcedSummary};
 use crate::score::{Normalize, Score, ScoredLine};
 use crate::targets::Target;
@@ -121,8 +121,8 @@ pub struct ReferenceInfo {
     pub build: String,
     pub model_sha256: String,
     /// Its KV-cache types.
-    pub type_k: crate::engine::config::KvType,
-    pub type_v: crate::engine::config::KvType,
+    pub type_k: crate::settings::KvType,
+    pub type_v: crate::settings::KvType,
     /// Tokens it stored per forced position.
     pub top_k: usize,
 }

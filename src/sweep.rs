@@ -5,7 +5,7 @@
 //! describes. The schema is documented in README.md, "Sweeps".
 
 use crate::crop::{CropMode, LineRange};
-use crate::engine::config::{CtxSize, FlashAttn, KvType};
+use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
 use crate::template::{TemplateVars, Think};
 use crate::run::Manifest;
@@ -637,7 +637,7 @@ impl std::fmt::Display for Shard {
 struct KeyFields<'a> {
     model_sha256: Option<&'a str>,
     build: Option<&'a str>,
-    context: Option<crate::engine::config::ContextKey>,
+    context: Option<crate::settings::ContextKey>,
     backend: Option<&'a str>,
     llama_cpp_sys_2: Option<&'a str>,
     corpus_sha256: &'a str,
@@ -881,7 +881,7 @@ gpu_layers = 0
         // Everything that can change an answer or a score does.
         assert_ne!(with(&|m| m.model.as_mut().unwrap().sha256 = "ab".into()), key);
         assert_ne!(with(&|m| m.model.as_mut().unwrap().build = "c".into()), key);
-        assert_ne!(with(&|m| m.context.as_mut().unwrap().type_v = crate::engine::config::KvType::Q8_0), key);
+        assert_ne!(with(&|m| m.context.as_mut().unwrap().type_v = crate::settings::KvType::Q8_0), key);
         assert_ne!(with(&|m| m.context.as_mut().unwrap().n_ctx = 1024), key);
         assert_ne!(with(&|m| m.context.as_mut().unwrap().gpu_layers = 99), key);
         assert_ne!(with(&|m| m.corpus.crop.last_line = 10), key);

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use posrecall::engine::config::KvType;
+use posrecall::settings::KvType;
 use posrecall::prompt::Probe;
 use posrecall::bench::{Plan, plan};
 use posrecall::corpus::Source;

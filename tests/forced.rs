@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use llama_cpp_2::token::LlamaToken;
-use posrecall::engine::config::KvType;
+use posrecall::settings::KvType;
 use posrecall::prompt::Probe;
 use posrecall::bench::plan;
 use posrecall::corpus::Source;

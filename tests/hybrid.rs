@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use posrecall::bench::plan;
 use posrecall::corpus::Source;
-use posrecall::engine::config::KvType;
+use posrecall::settings::KvType;
 use posrecall::engine::model;
 use posrecall::engine::session::Session;
 use posrecall::prompt::Probe;

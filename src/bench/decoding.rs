@@ -2,7 +2,7 @@
 //! the shared prefix, decided per model before any decoding.
 
 use super::plan::Plan;
-use crate::engine::config::{ContextConfig, KvType, RestoreMode};
+use crate::settings::{ContextConfig, KvType, RestoreMode};
 use crate::engine::model::Model;
 
 /// llama.cpp's limit on sequences in one context; one holds the prefix.

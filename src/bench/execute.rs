@@ -6,7 +6,7 @@
 use super::decoding::Decoding;
 use super::plan::{Plan, token_starts};
 use crate::engine::Token;
-use crate::engine::config::ContextConfig;
+use crate::settings::ContextConfig;
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Generation, Limit, Session};

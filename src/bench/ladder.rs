@@ -17,7 +17,7 @@ use super::execute::{Executed, ExecOptions, Run, answer, new_session};
 use super::plan::{self, Plan, PlanOptions, token_starts};
 use crate::corpus::{Corpus, Source};
 use crate::crop::{Crop, CropMode, LineRange};
-use crate::engine::config::ContextConfig;
+use crate::settings::ContextConfig;
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Checkpoint, Session};

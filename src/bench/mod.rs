@@ -24,7 +24,7 @@ pub use execute::{ExecOptions, Executed, check_reference, execute};
 pub use plan::{Plan, PlanError, PlanOptions, plan};
 pub use record::RunSpec;
 
-use crate::engine::config::{ContextConfig, FlashAttn, KvType};
+use crate::settings::{ContextConfig, FlashAttn, KvType};
 use crate::engine::model::Model;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -84,7 +84,7 @@ impl BenchOptions {
     /// Refuses settings that cannot run, before any model is loaded.
     pub fn validate(&self) -> Result<()> {
         self.plan.target.validate()?;
-        self.context.config(crate::engine::config::CtxSize::MIN).validate()?;
+        self.context.config(crate::settings::CtxSize::MIN).validate()?;
         self.decode.validate()?;
         Ok(())
     }

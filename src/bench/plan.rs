@@ -4,7 +4,7 @@
 use crate::corpus::{Corpus, Source};
 use crate::crop::{self, Crop, CropMode, LineRange};
 use crate::engine::Token;
-use crate::engine::config::CtxSize;
+use crate::settings::CtxSize;
 use crate::engine::model::Model;
 use crate::prompt::{self, Frame, Probe, SpecialTokens};
 use crate::template::{TemplateError, TemplateFile, TemplateRecord, TemplateVars, Think};

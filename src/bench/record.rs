@@ -6,7 +6,7 @@ use super::execute::Executed;
 use super::plan::Plan;
 use crate::corpus::Source;
 use crate::crop::Crop;
-use crate::engine::config::{ContextConfig, ContextKey};
+use crate::settings::{ContextConfig, ContextKey};
 use crate::engine::model::Model;
 use crate::fsutil::sha256_hex;
 use crate::kld::TopK;

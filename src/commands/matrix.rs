@@ -13,7 +13,7 @@ use crate::bench::{self, ContextSettings, DecodeOptions, ExecOptions, Plan, Plan
 use crate::cli::MatrixArgs;
 use crate::commands::{corpus_spec, hint};
 use crate::corpus::Source;
-use crate::engine::config::ContextConfig;
+use crate::settings::ContextConfig;
 use crate::engine::model::{self, Model};
 use crate::engine::prefix_cache::PrefixCache;
 use crate::progress::{self, ms};

@@ -30,7 +30,7 @@ use crate::cli::{DecodeArgs, TargetArgs, TemplateArgs};
 use crate::template::{TemplateFile, TemplateVars};
 use crate::corpus::{CorpusError, CorpusSpec};
 use crate::crop::{CropError, CropMode};
-use crate::engine::config::ConfigError;
+use crate::settings::ConfigError;
 use crate::targets::{SpecError, TargetSpec, TooFewTargets};
 use anyhow::{Context, Result, anyhow, bail};
 use std::path::{Path, PathBuf};

@@ -1,12 +1,11 @@
 //! The only code that touches llama.cpp.
 //!
-//! [`config`] holds the settings as plain data (no llama.cpp types);
+//! The settings it reads are plain data in [`crate::settings`];
 //! [`model`] loads a GGUF file and reads its metadata; [`session`] owns a
 //! context: prefill, snapshot, restore and greedy generation, with timings;
 //! [`parallel`] answers many questions at once over one prefix; [`device`]
 //! lists the compute devices and decides how many layers go to the GPU.
 
-pub mod config;
 pub mod device;
 pub mod model;
 pub mod parallel;

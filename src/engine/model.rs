@@ -242,13 +242,13 @@ impl Model {
     /// Estimated KV-cache bytes per cell (one token of one sequence) at
     /// these K and V types: every layer's K and V rows. An upper bound for
     /// sliding-window models, whose window layers keep fewer cells.
-    pub fn kv_bytes_per_cell(&self, type_k: super::config::KvType, type_v: super::config::KvType) -> u64 {
+    pub fn kv_bytes_per_cell(&self, type_k: crate::settings::KvType, type_v: crate::settings::KvType) -> u64 {
         let m = &self.model;
         let head_dim = (m.n_embd() as u32 / m.n_head().max(1)).max(1);
         let k_len = meta_u32(m, "attention.key_length").unwrap_or(head_dim) as i64;
         let v_len = meta_u32(m, "attention.value_length").unwrap_or(head_dim) as i64;
         let heads = m.n_head_kv().max(1) as i64;
-        let row = |t: super::config::KvType, len: i64| {
+        let row = |t: crate::settings::KvType, len: i64| {
             let ggml: llama_cpp_sys_2::ggml_type = super::session::kv_cache_type(t).into();
             // SAFETY: a pure function of a valid type id and a count.
             unsafe { llama_cpp_sys_2::ggml_row_size(ggml, heads * len) as u64 }
@@ -260,7 +260,7 @@ impl Model {
     /// offloaded layers' share of the whole cache (sliding-window layers
     /// keep their window only, unless `swa_full`; recurrent layers keep
     /// their fixed state). An estimate that errs high.
-    pub fn device_kv_bytes(&self, cfg: &super::config::ContextConfig) -> u64 {
+    pub fn device_kv_bytes(&self, cfg: &crate::settings::ContextConfig) -> u64 {
         let n_layer = (self.model.n_layer() as u64).max(1);
         let cells = cfg.n_ctx as u64;
         let bytes = match cfg.swa_full {
@@ -274,7 +274,7 @@ impl Model {
     /// (see [`super::state_size`]). Where the metadata does not say which
     /// layers are which, the estimate errs high: every layer full attention
     /// for the full snapshot, every layer windowed for the lean one.
-    pub fn state_shape(&self, type_k: super::config::KvType, type_v: super::config::KvType) -> super::state_size::StateShape {
+    pub fn state_shape(&self, type_k: crate::settings::KvType, type_v: crate::settings::KvType) -> super::state_size::StateShape {
         let m = &self.model;
         let n_layer = m.n_layer() as u64;
         let per_layer = self.kv_bytes_per_cell(type_k, type_v) / n_layer.max(1);

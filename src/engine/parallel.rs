@@ -9,7 +9,7 @@
 //! llama.cpp's own server and batched bench do, so a long prefix is read from
 //! memory once per step for all slots instead of once per slot.
 
-use super::config::StepStats;
+use crate::settings::StepStats;
 use super::session::{Generation, Limit, Session, greedy_sampler};
 use anyhow::{Context, Result, bail};
 use llama_cpp_2::llama_batch::LlamaBatch;

@@ -24,7 +24,7 @@
 //! context's on plain, sliding-window and hybrid recurrent models.
 
 use super::model::Model;
-use super::config::{ContextConfig, FlashAttn, KvType, RestoreMode, StepStats};
+use crate::settings::{ContextConfig, FlashAttn, KvType, RestoreMode, StepStats};
 use anyhow::{Context, Result, anyhow, bail};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};

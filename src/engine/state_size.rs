@@ -43,12 +43,12 @@ impl StateShape {
         self.full_attn_layers * self.kv_bytes_per_layer_cell * prefix_tokens + self.partial_bytes(prefix_tokens)
     }
 
-    /// The snapshot that [`super::config::RestoreMode`] keeps. A lean
+    /// The snapshot that [`crate::settings::RestoreMode`] keeps. A lean
     /// snapshot of a model with no window or recurrent layer is empty.
-    pub fn snapshot_bytes(&self, prefix_tokens: u64, mode: super::config::RestoreMode) -> u64 {
+    pub fn snapshot_bytes(&self, prefix_tokens: u64, mode: crate::settings::RestoreMode) -> u64 {
         match mode {
-            super::config::RestoreMode::Full => self.full_bytes(prefix_tokens),
-            super::config::RestoreMode::Lean => self.partial_bytes(prefix_tokens),
+            crate::settings::RestoreMode::Full => self.full_bytes(prefix_tokens),
+            crate::settings::RestoreMode::Lean => self.partial_bytes(prefix_tokens),
         }
     }
 }
@@ -63,7 +63,7 @@ pub fn recurrent_layer_bytes(conv_kernel: u64, inner: u64, state: u64, groups: u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::config::RestoreMode;
+    use crate::settings::RestoreMode;
 
     fn gemma3_270m() -> StateShape {
         // 18 layers, every 6th global; one KV head of 256; f16: 1 KiB per cell.

@@ -7,7 +7,7 @@
 
 use posrecall::bench::PlanOptions;
 use posrecall::crop::{CropMode, LineRange};
-use posrecall::engine::config::{ContextConfig, CtxSize, FlashAttn, KvType};
+use posrecall::settings::{ContextConfig, CtxSize, FlashAttn, KvType};
 use posrecall::prompt::Probe;
 use posrecall::targets::TargetSpec;
 use serde_json::Value;
@@ -218,7 +218,7 @@ pub fn assert_restore_equivalence(
     cfg: &ContextConfig,
     limit: posrecall::engine::session::Limit,
 ) -> (usize, usize) {
-    use posrecall::engine::config::RestoreMode;
+    use posrecall::settings::RestoreMode;
     use posrecall::engine::session::Session;
     let mut fresh_answers = Vec::new();
     for (t, q) in p.targets.iter().zip(&p.queries) {

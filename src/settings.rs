@@ -1,9 +1,10 @@
-//! The engine's settings, as plain data: what a context is made of, and the
+//! The context settings, as neutral data: what a context is made of, and the
 //! statistics a decoding pass returns.
 //!
-//! Nothing here touches llama.cpp (`session.rs` turns these types into its
-//! parameters, in one place), so the run file, the prefix cache and sweeps can
-//! share them. [`ContextConfig`] is the one record of a context's parameters:
+//! Nothing here touches llama.cpp (`engine/session.rs` turns these types into
+//! its parameters, in one place), so the engine, the run file, the reference
+//! file, the prefix cache and sweeps all read the same types, and the record
+//! layer imports nothing from the engine. [`ContextConfig`] is the one record of a context's parameters:
 //! the manifest's `context`, the prefix cache key and a sweep's resume key are
 //! all made from it.
 
