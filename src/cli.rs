@@ -432,7 +432,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// KV-cache type for both K and V.
-    #[arg(long, value_enum, default_value_t = crate::bench::ContextSettings::default().kv.0)]
+    #[arg(long, value_enum, default_value_t = crate::settings::ContextSettings::default().kv.0)]
     pub kv: KvType,
     /// KV-cache type for K (overrides --kv).
     #[arg(long, value_enum)]

@@ -271,6 +271,39 @@ pub struct ContextKey {
     gpu_layers: u32,
 }
 
+/// The context a run asks for, before its plan sizes it.
+#[derive(Debug, Clone)]
+pub struct ContextSettings {
+    /// (K, V) cache types.
+    pub kv: (KvType, KvType),
+    pub flash_attn: FlashAttn,
+    pub swa_full: bool,
+    /// `None`: every core.
+    pub threads: Option<i32>,
+    pub gpu_layers: u32,
+}
+
+impl Default for ContextSettings {
+    /// The method's defaults: q8_0 K and V, nothing offloaded (the commands
+    /// offload what fits on a GPU build: `bench::default_gpu_layers`).
+    fn default() -> Self {
+        ContextSettings {
+            kv: (KvType::Q8_0, KvType::Q8_0),
+            flash_attn: FlashAttn::Auto,
+            swa_full: false,
+            threads: None,
+            gpu_layers: 0,
+        }
+    }
+}
+
+impl ContextSettings {
+    /// A sequential run's context of `n_ctx` cells.
+    pub fn config(&self, n_ctx: u32) -> ContextConfig {
+        ContextConfig::sequential(n_ctx, self.kv, self.flash_attn, self.swa_full, self.threads, self.gpu_layers)
+    }
+}
+
 /// Where the time of a run's answering decode steps went.
 ///
 /// Steps that held only generated tokens are counted apart from steps that

@@ -7,7 +7,7 @@
 use crate::crop::{CropMode, LineRange};
 use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
-use crate::template::{TemplateVars, Think};
+use crate::template::{TemplateFile, TemplateVars, Think};
 use crate::run::Manifest;
 use crate::score::Normalize;
 use crate::targets::TargetSpec;
@@ -76,7 +76,10 @@ struct RawModel {
     gpu_layers: Option<u32>,
     ctx: Option<toml::Value>,
     probe: Option<String>,
-    reference: Option<String>,
+    /// The KV configuration whose run is the model's reference. `reference`
+    /// is its old name, still read: on `bench` a reference is a file.
+    #[serde(alias = "reference")]
+    reference_kv: Option<String>,
     think: Option<String>,
     template_kwargs: Option<toml::Table>,
     chat_template: Option<String>,
@@ -99,9 +102,9 @@ pub struct ModelEntry {
     pub ctx: CtxSize,
     pub probe: Probe,
     /// The KV configuration (one of `kv`) whose run is the reference of the
-    /// model's other runs (`reference = "f16"`): it saves its forced
+    /// model's other runs (`reference_kv = "f16"`): it saves its forced
     /// distributions and they are measured against them.
-    pub reference: Option<(KvType, KvType)>,
+    pub reference_kv: Option<(KvType, KvType)>,
     /// `think` and `template_kwargs` (the model's own over `[params]`'s).
     pub template: TemplateVars,
     /// A Jinja template file to render instead of the GGUF's (`chat_template`).
@@ -333,14 +336,14 @@ impl Sweep {
         };
         let mut models: Vec<ModelEntry> = Vec::new();
         for (i, m) in raw.model.iter().enumerate() {
-            let entry = r.model_entry(i, m, flash_attn, &defaults)?;
+            let entry = r.model_entry(i, m, &defaults)?;
             if models.iter().any(|o| o.name == entry.name) {
                 bail!("{file}: model[{i}].name: `{}` is used twice", m.name);
             }
             models.push(entry);
         }
-        let (lengths, effective_at) = r.ladder(p, &models)?;
-        Ok(Sweep {
+        let (lengths, effective_at) = r.ladder(p)?;
+        let sweep = Sweep {
             file: path.to_path_buf(),
             corpus,
             corpus_dir,
@@ -359,12 +362,132 @@ impl Sweep {
             lengths,
             effective_at,
             models,
-        })
+        };
+        sweep.validate()?;
+        Ok(sweep)
+    }
+
+    /// Every run's options through [`crate::bench::BenchOptions::validate`],
+    /// the rules `bench` checks too; an error names the file and the key.
+    fn validate(&self) -> Result<()> {
+        use crate::bench::{LadderClash, OptionsError};
+        let file = self.file.display();
+        for run in self.runs() {
+            let opts = self.options(&run, None, &crate::bench::DecodeOptions::default(), Path::new(""));
+            let Err(e) = opts.validate() else { continue };
+            let m = &self.models[run.model];
+            if let Some(OptionsError::Ladder(clash)) = e.downcast_ref::<OptionsError>() {
+                let with = match clash {
+                    LadderClash::ClosedBook => "params.closed_book".to_string(),
+                    _ => format!("model `{}`'s reference", m.name),
+                };
+                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with {with}");
+            }
+            if let Some(crate::settings::ConfigError::QuantizedVNeedsFlashAttn(_)) = e.downcast_ref() {
+                let kv = match run.kv_k == run.kv_v {
+                    true => run.kv_k.to_string(),
+                    false => format!("{}/{}", run.kv_k, run.kv_v),
+                };
+                bail!(
+                    "{file}: model `{}`: kv: `{kv}` has a quantised V cache, which needs flash attention (params.flash_attn is off)",
+                    m.name
+                );
+            }
+            bail!("{file}: model `{}`: {e}", m.name);
+        }
+        Ok(())
+    }
+
+    /// Every model's `chat_template` file, read and checked, in model order.
+    pub fn templates(&self) -> Result<Vec<Option<TemplateFile>>> {
+        let mut templates = Vec::with_capacity(self.models.len());
+        for e in &self.models {
+            let file = match &e.chat_template {
+                Some(path) => Some(
+                    TemplateFile::load(path, &e.template)
+                        .map_err(|err| anyhow!("{}: model `{}`: chat_template: {err}", self.file.display(), e.name))?,
+                ),
+                None => None,
+            };
+            templates.push(file);
+        }
+        Ok(templates)
+    }
+
+    /// The corpus the sweep names: `[corpus] path` or `dir` with its globs
+    /// and language, else the default corpus (of the language, when given).
+    pub fn corpus_spec(&self) -> Result<crate::corpus::CorpusSpec, crate::corpus::CorpusSpecError> {
+        crate::corpus::CorpusSpec::resolve(
+            self.corpus.as_deref(),
+            self.corpus_dir.as_deref(),
+            self.language.as_deref(),
+            &self.include,
+            &self.exclude,
+        )
+    }
+
+    /// One run's options, as `bench` would be given them: `template` is the
+    /// model's checked template file ([`Sweep::templates`]), `decode` the
+    /// sweep's decoding, `out_dir` where the run's reference file is saved
+    /// or read.
+    pub fn options(&self, run: &SweepRun, template: Option<&TemplateFile>, decode: &crate::bench::DecodeOptions, out_dir: &Path) -> crate::bench::BenchOptions {
+        let m = &self.models[run.model];
+        let role = self.reference_role(run);
+        crate::bench::BenchOptions {
+            plan: crate::bench::PlanOptions {
+                template: m.template.clone(),
+                template_file: template.cloned(),
+                think_budget: self.think_budget,
+                target: self.target.clone(),
+                probe: m.probe,
+                crop: self.crop,
+                ctx: m.ctx,
+                max_prefix_tokens: self.max_prefix_tokens,
+                max_new_tokens: self.max_new_tokens,
+                only: Vec::new(),
+            },
+            context: crate::settings::ContextSettings {
+                kv: (run.kv_k, run.kv_v),
+                flash_attn: self.flash_attn,
+                swa_full: self.swa_full,
+                threads: self.threads,
+                gpu_layers: m.gpu_layers.unwrap_or(0),
+            },
+            decode: decode.clone(),
+            build: m.build.clone(),
+            closed_book: self.closed_book,
+            prefix_cache: None,
+            lengths: self.lengths.clone(),
+            effective_at: self.effective_at,
+            reference: match &role {
+                Some(ReferenceRole::MeasuredAgainst(id)) => Some(out_dir.join(format!("{id}.ref"))),
+                _ => None,
+            },
+            save_reference: (role == Some(ReferenceRole::Saves)).then(|| run.reference_file(out_dir)),
+            reference_top_k: crate::reference::DEFAULT_TOP_K,
+        }
+    }
+
+    /// Shard `shard`'s runs (every run without one), and how to say so:
+    /// "shard K/N: x of the y runs" or "y runs".
+    pub fn shard_runs(&self, shard: Option<Shard>) -> (Vec<SweepRun>, String) {
+        let all = self.runs();
+        match shard {
+            Some(s) => {
+                let mine = s.select(&all);
+                let note = format!("shard {s}: {} of the {} runs", mine.len(), all.len());
+                (mine, note)
+            }
+            None => {
+                let note = format!("{} runs", all.len());
+                (all, note)
+            }
+        }
     }
 
     /// The run's part in its model's reference, if the model has one.
     pub fn reference_role(&self, run: &SweepRun) -> Option<ReferenceRole> {
-        let (k, v) = self.models[run.model].reference?;
+        let (k, v) = self.models[run.model].reference_kv?;
         Some(match (run.kv_k, run.kv_v) == (k, v) {
             true => ReferenceRole::Saves,
             false => ReferenceRole::MeasuredAgainst(format!("{}__{}-{}", self.models[run.model].name, k.as_str(), v.as_str())),
@@ -458,9 +581,8 @@ impl Reader<'_> {
         }
     }
 
-    /// params.lengths and params.effective_at. A ladder measures one growing
-    /// prefix, so it refuses the settings that replace or compare that prefix.
-    fn ladder(&self, p: &RawParams, models: &[ModelEntry]) -> Result<(Option<crate::bench::ladder::Lengths>, f64)> {
+    /// params.lengths and params.effective_at.
+    fn ladder(&self, p: &RawParams) -> Result<(Option<crate::bench::ladder::Lengths>, f64)> {
         let file = self.file;
         let lengths = p
             .lengths
@@ -470,14 +592,6 @@ impl Reader<'_> {
         let effective_at = p.effective_at.unwrap_or(0.5);
         if !(0.0..=1.0).contains(&effective_at) {
             bail!("{file}: params.effective_at: must be between 0 and 1");
-        }
-        if lengths.is_some() {
-            if p.closed_book == Some(true) {
-                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with params.closed_book");
-            }
-            if let Some(m) = models.iter().find(|m| m.reference.is_some()) {
-                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with model `{}`'s reference", m.name);
-            }
         }
         Ok((lengths, effective_at))
     }
@@ -525,7 +639,7 @@ impl Reader<'_> {
         }
     }
 
-    fn model_entry(&self, i: usize, m: &RawModel, flash_attn: FlashAttn, defaults: &TemplateVars) -> Result<ModelEntry> {
+    fn model_entry(&self, i: usize, m: &RawModel, defaults: &TemplateVars) -> Result<ModelEntry> {
         let file = self.file;
         let who = format!("model `{}`", m.name);
         if !valid_name(&m.name) {
@@ -544,9 +658,6 @@ impl Reader<'_> {
             if kv.contains(&pair) {
                 bail!("{file}: {who}: kv: `{s}` is listed twice");
             }
-            if pair.1.is_quantized() && flash_attn == FlashAttn::Off {
-                bail!("{file}: {who}: kv: `{s}` has a quantised V cache, which needs flash attention (params.flash_attn is off)");
-            }
             kv.push(pair);
         }
         let ctx = match &m.ctx {
@@ -559,12 +670,12 @@ impl Reader<'_> {
             None => Probe::Auto,
             Some(s) => choice(s, &Probe::ALL, Probe::as_str, "a probe").map_err(|e| self.err(&format!("{who}: probe"), e))?,
         };
-        let reference = match m.reference.as_deref() {
+        let reference_kv = match m.reference_kv.as_deref() {
             None => None,
             Some(s) => {
-                let pair = kv_pair(s).map_err(|e| self.err(&format!("{who}: reference"), e))?;
+                let pair = kv_pair(s).map_err(|e| self.err(&format!("{who}: reference_kv"), e))?;
                 if !kv.contains(&pair) {
-                    bail!("{file}: {who}: reference: `{s}` is not one of its kv entries; the reference is one of the model's own runs");
+                    bail!("{file}: {who}: reference_kv: `{s}` is not one of its kv entries; the reference is one of the model's own runs");
                 }
                 Some(pair)
             }
@@ -587,7 +698,7 @@ impl Reader<'_> {
             gpu_layers: m.gpu_layers,
             ctx,
             probe,
-            reference,
+            reference_kv,
             template,
             chat_template,
         })

@@ -1,18 +1,23 @@
 //! Running a benchmark: the library behind `posrecall bench` and `matrix`.
 //!
-//! A run is a short sequence of steps, each in its own file:
-//! [`plan`] decides everything before decoding (probe, kept range, targets,
-//! context size); [`decoding`] decides how the answers are decoded (one at a
-//! time or N at once) and the context that needs; [`execute`] evaluates the
-//! prefix once and runs the passes; [`record`] builds the run file. The
-//! commands turn flags into [`BenchOptions`] and print; nothing here knows a
-//! flag.
+//! A run is a short sequence of steps, each in its own file: [`options`]
+//! holds what a run is given and the one `validate()`; [`plan`] decides
+//! everything before decoding (probe, kept range, targets, context size;
+//! [`ladder`] for several lengths); [`decoding`] decides how the answers are
+//! decoded (one at a time or N at once) and the context that needs;
+//! [`execute`] evaluates the prefix once and runs the passes; [`record`]
+//! builds the run file. [`run`] is the one sequence of those steps, for a
+//! plain run and a ladder, with or without a reference; [`sweep`] runs a
+//! whole `models.toml`. The commands turn flags into [`BenchOptions`], call
+//! [`run`] (or [`sweep::run_sweep`]) and print; nothing here knows a flag.
 
 pub mod decoding;
 pub mod execute;
 pub mod ladder;
+pub mod options;
 pub mod plan;
 pub mod record;
+pub mod sweep;
 
 /// The most tokens one answer may generate.
 pub const MAX_NEW_TOKENS: usize = 131_072;
@@ -21,80 +26,164 @@ pub const MAX_THREADS: usize = 1_024;
 
 pub use decoding::{DecodeError, DecodeOptions, Decoding, MemoryLimit};
 pub use execute::{ExecOptions, Executed, check_reference, execute};
+pub use options::{BenchOptions, LadderClash, OptionsError};
 pub use plan::{Plan, PlanError, PlanOptions, plan};
 pub use record::RunSpec;
 
-use crate::settings::{ContextConfig, FlashAttn, KvType};
+use crate::corpus::Source;
 use crate::engine::model::Model;
+use crate::engine::prefix_cache::PrefixCache;
+use crate::progress::ms;
+use crate::reference::{Mismatch, Reference};
+use crate::run::{RunFile, TargetResult};
+use crate::settings::{ContextConfig, ContextSettings};
 use anyhow::Result;
+use indicatif::MultiProgress;
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::time::Instant;
 
-/// The context a run asks for, before the plan sizes it.
-#[derive(Debug, Clone)]
-pub struct ContextSettings {
-    /// (K, V) cache types.
-    pub kv: (KvType, KvType),
-    pub flash_attn: FlashAttn,
-    pub swa_full: bool,
-    /// `None`: every core.
-    pub threads: Option<i32>,
-    pub gpu_layers: u32,
+/// What a run asks: one window, or a ladder of windows.
+pub enum Planned {
+    Plain(Plan),
+    Ladder(ladder::Ladder),
 }
 
-impl Default for ContextSettings {
-    /// The method's defaults: q8_0 K and V, nothing offloaded (the commands
-    /// offload what fits on a GPU build: [`default_gpu_layers`]).
-    fn default() -> Self {
-        ContextSettings {
-            kv: (KvType::Q8_0, KvType::Q8_0),
-            flash_attn: FlashAttn::Auto,
-            swa_full: false,
-            threads: None,
-            gpu_layers: 0,
+impl Planned {
+    /// The plan the run's context and record follow: the longest window's
+    /// for a ladder.
+    pub fn run_plan(&self) -> &Plan {
+        match self {
+            Planned::Plain(p) => p,
+            Planned::Ladder(l) => l.longest(),
         }
     }
-}
 
-impl ContextSettings {
-    /// A sequential run's context of `n_ctx` cells.
-    pub fn config(&self, n_ctx: u32) -> ContextConfig {
-        ContextConfig::sequential(n_ctx, self.kv, self.flash_attn, self.swa_full, self.threads, self.gpu_layers)
+    /// Every target the run asks, in order, as (name, line).
+    pub fn targets(&self) -> Vec<(String, usize)> {
+        let plans: Vec<&Plan> = match self {
+            Planned::Plain(p) => vec![p],
+            Planned::Ladder(l) => l.rungs.iter().map(|r| &r.plan).collect(),
+        };
+        plans.iter().flat_map(|p| p.targets.iter().map(|t| (t.name.clone(), t.line))).collect()
+    }
+
+    pub fn is_ladder(&self) -> bool {
+        matches!(self, Planned::Ladder(_))
     }
 }
 
-/// Everything one benchmark run reads besides the model and the corpus.
-#[derive(Debug, Clone, Default)]
-pub struct BenchOptions {
-    pub plan: PlanOptions,
-    pub context: ContextSettings,
-    pub decode: DecodeOptions,
-    /// The build label in reports; `None`: the model file's name.
-    pub build: Option<String>,
-    /// Also ask every question with no file in the context.
-    pub closed_book: bool,
-    /// Keep the evaluated prefix state in this folder.
-    pub prefix_cache: Option<PathBuf>,
-    /// Ask at each of these lengths, from one evaluation of the file.
-    pub lengths: Option<ladder::Lengths>,
-    /// The pass rate the effective length keeps at every length up to it.
-    pub effective_at: f64,
+/// Plans a run of `model` on `src`: a ladder when lengths are given.
+pub fn plan_run(model: &Model, src: &Source, opts: &BenchOptions) -> Result<Planned> {
+    let o = opts.planning();
+    Ok(match &opts.lengths {
+        Some(lengths) => Planned::Ladder(ladder::plan_ladder(model, src, &o, lengths)?),
+        None => Planned::Plain(plan(model, src, &o)?),
+    })
 }
 
-impl BenchOptions {
-    /// Refuses settings that cannot run, before any model is loaded.
-    pub fn validate(&self) -> Result<()> {
-        self.plan.target.validate()?;
-        self.context.config(crate::settings::CtxSize::MIN).validate()?;
-        self.decode.validate()?;
-        Ok(())
+/// Where a run shows what it does: the face passes one in.
+pub trait Sink {
+    /// A ladder window is about to be asked (`length` tokens asked for).
+    fn window(&mut self, _length: usize, _plan: &Plan) {}
+    /// One target's result, as soon as it is done.
+    fn result(&mut self, _r: &TargetResult) {}
+    /// Rewrites an error from the library as the face's user reads it (the
+    /// flag that fixes it); errors it does not know pass through.
+    fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        e
     }
 }
 
-/// A planned run: what it asks, how it decodes, and its context.
-pub struct Prepared {
-    pub plan: Plan,
-    pub decoding: Decoding,
-    pub cfg: ContextConfig,
+/// The surroundings of a run that are not options: where its prefix state is
+/// cached, how it shows progress, and when it started.
+pub struct Env<'a> {
+    pub prefix_cache: Option<&'a PrefixCache>,
+    pub show_progress: bool,
+    /// Draw the progress bars inside this display (a sweep's).
+    pub multi: Option<&'a MultiProgress>,
+    /// The run's start, as its command measures it (`timings.total_ms`).
+    pub started: Instant,
+}
+
+/// A reference that does not measure this run.
+#[derive(Debug, thiserror::Error)]
+#[error("reference {}: {mismatch}", .path.display())]
+pub struct ReferenceMismatch {
+    pub path: PathBuf,
+    pub mismatch: Mismatch,
+}
+
+/// Runs what `planned` asks with `opts` and returns its run file; the
+/// reference file is written first when the options say to save one.
+/// `reference` is the file `opts.reference` names, read before the model was
+/// loaded.
+pub fn run(
+    model: &Model,
+    src: &Source,
+    planned: &Planned,
+    opts: &BenchOptions,
+    reference: Option<&Reference>,
+    env: &Env,
+    sink: &mut dyn Sink,
+) -> Result<RunFile> {
+    let to_decide = || decide(model, planned.run_plan(), &opts.context, &opts.decode, true);
+    let (cfg, decoding) = match env.multi {
+        Some(m) => m.suspend(to_decide),
+        None => to_decide(),
+    }
+    .map_err(|e| sink.explain(e))?;
+    let spec = RunSpec {
+        model,
+        src,
+        plan: planned.run_plan(),
+        cfg: &cfg,
+        build: opts.build.as_deref(),
+        target: &opts.plan.target,
+        decoding: &decoding,
+        reference,
+    };
+    if let Some(r) = reference {
+        let mismatch = |mismatch| ReferenceMismatch { path: r.path.clone(), mismatch };
+        r.header.identity.check(&spec.reference_identity()).map_err(mismatch)?;
+        check_reference(model, spec.plan, r).map_err(mismatch)?;
+    }
+    let exec = ExecOptions {
+        decoding: &decoding,
+        prefix_cache: env.prefix_cache.map(|c| (c, spec.prefix_cache_key())),
+        closed_book: opts.closed_book,
+        show_progress: env.show_progress,
+        multi: env.multi,
+        save_top_k: opts.save_reference.as_ref().map(|_| opts.reference_top_k),
+        reference,
+    };
+    let score_opts = opts.plan.target.score_options();
+    let ladder = match planned {
+        Planned::Plain(plan) => {
+            let executed = execute(model, plan, &cfg, &score_opts, &exec, |r| sink.result(r))?;
+            // The reference file before the run file: a finished reference run always has it.
+            if let (Some(path), Some(saved)) = (&opts.save_reference, &executed.saved) {
+                spec.save_reference(path, opts.reference_top_k, saved)?;
+            }
+            return Ok(spec.run_file(executed, ms(env.started)));
+        }
+        Planned::Ladder(l) => l,
+    };
+    let keys: Vec<String> = ladder.rungs.iter().map(|r| RunSpec { plan: &r.plan, ..spec.clone() }.prefix_cache_key()).collect();
+    let exec = ExecOptions { prefix_cache: None, ..exec };
+    let sink = RefCell::new(sink);
+    let lx = ladder::execute_ladder(
+        model,
+        ladder,
+        &cfg,
+        &decoding,
+        &score_opts,
+        &exec,
+        env.prefix_cache.map(|c| (c, keys.as_slice())),
+        |r| sink.borrow_mut().window(r.length, &r.plan),
+        |r| sink.borrow_mut().result(r),
+    )?;
+    Ok(spec.ladder_run_file(lx, ladder.stopped.clone(), opts.effective_at, ms(env.started)))
 }
 
 /// How a planned run decodes for these context settings, and its context.
@@ -109,13 +198,6 @@ pub fn decide(
     let sequential = context.config(plan.n_ctx);
     let decoding = decode.decide(model, plan, &sequential, to_run)?;
     Ok((decoding.context(sequential, plan), decoding))
-}
-
-/// Plans a run of `model` on `src` and decides its decoding.
-pub fn prepare(model: &Model, src: &crate::corpus::Source, opts: &BenchOptions) -> Result<Prepared> {
-    let plan = plan(model, src, &opts.plan)?;
-    let (cfg, decoding) = decide(model, &plan, &opts.context, &opts.decode, true)?;
-    Ok(Prepared { plan, decoding, cfg })
 }
 
 /// Layers offloaded when none are asked for: on a build with a GPU backend,

@@ -16,6 +16,7 @@ use crate::targets::TargetSpec;
 use serde::Serialize;
 
 /// Everything a run file records besides the measurements.
+#[derive(Clone)]
 pub struct RunSpec<'a> {
     pub model: &'a Model,
     pub src: &'a Source,

@@ -25,15 +25,15 @@ pub mod shard;
 pub mod targets;
 pub mod template;
 
-use crate::bench::{DecodeError, MemoryLimit, PlanError};
+use crate::bench::{DecodeError, LadderClash, MemoryLimit, OptionsError, PlanError};
 use crate::cli::{DecodeArgs, TargetArgs, TemplateArgs};
 use crate::template::{TemplateFile, TemplateVars};
-use crate::corpus::{CorpusError, CorpusSpec};
+use crate::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
 use crate::crop::{CropError, CropMode};
 use crate::settings::ConfigError;
 use crate::targets::{SpecError, TargetSpec, TooFewTargets};
-use anyhow::{Context, Result, anyhow, bail};
-use std::path::{Path, PathBuf};
+use anyhow::{Context, Result, anyhow};
+use std::path::Path;
 
 impl From<&TargetArgs> for TargetSpec {
     fn from(a: &TargetArgs) -> TargetSpec {
@@ -110,69 +110,10 @@ pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
     crate::fsutil::check_output(out, inputs).map_err(|e| anyhow!("{flag}: {e}"))
 }
 
-impl crate::sweep::Sweep {
-    /// `[corpus]`'s folder, globs and language, as the flags give them.
-    pub fn corpus_args(&self) -> crate::cli::CorpusArgs {
-        crate::cli::CorpusArgs {
-            language: self.language.clone(),
-            corpus_dir: self.corpus_dir.clone(),
-            include: self.include.clone(),
-            exclude: self.exclude.clone(),
-        }
-    }
-}
-
 /// The corpus the flags name: the file given, the folder given, else the
 /// default corpus (of `--language`, when given), which must have been fetched.
 pub fn corpus_spec(given: Option<&Path>, a: &crate::cli::CorpusArgs) -> Result<CorpusSpec> {
-    let mut spec = match (&a.corpus_dir, given) {
-        (Some(dir), _) => CorpusSpec { path: dir.clone(), dir: true, ..CorpusSpec::default() },
-        (None, Some(p)) => CorpusSpec::file(p),
-        (None, None) => match &a.language {
-            Some(l) => {
-                let Some(p) = crate::fsutil::default_corpus_for(l) else {
-                    bail!("no --corpus given and {l} has no default corpus; give --corpus FILE or --corpus-dir DIR");
-                };
-                if !p.exists() {
-                    bail!(
-                        "no --corpus given and the default {l} corpus is not at {}; run scripts/fetch-corpus --language {l} first",
-                        p.display()
-                    );
-                }
-                CorpusSpec { dir: p.is_dir(), ..CorpusSpec::file(&p) }
-            }
-            None => CorpusSpec::file(&corpus_path(None)?),
-        },
-    };
-    // Globs choose among a folder's files; on one file they would be ignored.
-    if !spec.dir && !(a.include.is_empty() && a.exclude.is_empty()) {
-        bail!(
-            "--include and --exclude choose files in a folder, but {} is one file; give the folder with --corpus-dir DIR",
-            spec.path.display()
-        );
-    }
-    spec.include = a.include.clone();
-    spec.exclude = a.exclude.clone();
-    spec.language = a.language.clone();
-    Ok(spec)
-}
-
-/// The corpus file: the one given, else the default corpus, which must have
-/// been fetched.
-pub fn corpus_path(given: Option<&Path>) -> Result<PathBuf> {
-    match given {
-        Some(p) => Ok(p.to_path_buf()),
-        None => {
-            let p = crate::fsutil::default_corpus_path();
-            if !p.exists() {
-                bail!(
-                    "no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first",
-                    p.display()
-                );
-            }
-            Ok(p)
-        }
-    }
+    CorpusSpec::resolve(given, a.corpus_dir.as_deref(), a.language.as_deref(), &a.include, &a.exclude).map_err(|e| hint(e.into(), None))
 }
 
 /// What would fix too few targets, by how the kept range was chosen.
@@ -196,6 +137,31 @@ fn too_few_hint(crop: Option<CropMode>) -> &'static str {
 pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(t) = e.downcast_ref::<TooFewTargets>() {
         return anyhow!("{}, but --count is {}; {}", t.what_was_found(), t.wanted, too_few_hint(crop));
+    }
+    if let Some(c) = e.downcast_ref::<CorpusSpecError>() {
+        return match c {
+            CorpusSpecError::NoDefault(l) => {
+                anyhow!("no --corpus given and {l} has no default corpus; give --corpus FILE or --corpus-dir DIR")
+            }
+            CorpusSpecError::DefaultMissing { language: Some(l), path } => anyhow!(
+                "no --corpus given and the default {l} corpus is not at {}; run scripts/fetch-corpus --language {l} first",
+                path.display()
+            ),
+            CorpusSpecError::DefaultMissing { language: None, path } => anyhow!(
+                "no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first",
+                path.display()
+            ),
+            CorpusSpecError::GlobsOnFile(path) => anyhow!(
+                "--include and --exclude choose files in a folder, but {} is one file; give the folder with --corpus-dir DIR",
+                path.display()
+            ),
+        };
+    }
+    if let Some(o) = e.downcast_ref::<OptionsError>() {
+        return anyhow!("{}", options_message(o));
+    }
+    if let Some(r) = e.downcast_ref::<crate::bench::ReferenceMismatch>() {
+        return anyhow!("--reference {}: {}", r.path.display(), r.mismatch);
     }
     if let Some(c) = e.downcast_ref::<CorpusError>() {
         let fix = match c {
@@ -279,6 +245,27 @@ fn limit_text(limit: &MemoryLimit, flag: &str) -> String {
 
 fn free_text(free: u64, device: &str) -> String {
     format!("90% of the {} free in {device}", size(free))
+}
+
+fn options_message(o: &OptionsError) -> String {
+    match o {
+        OptionsError::FixedAndMaxNew => "--fixed-tokens sets the answer length; drop --max-new-tokens".into(),
+        OptionsError::ZeroMaxNew => "--max-new-tokens must be at least 1".into(),
+        OptionsError::ReferenceWithoutForced => {
+            "--reference and --save-reference work on the teacher-forced pass; drop --no-forced".into()
+        }
+        OptionsError::Ladder(clash) => {
+            let flag = match clash {
+                LadderClash::ClosedBook => "--closed-book (recall without the file does not depend on its length)",
+                LadderClash::CheckSequential => "--check-sequential",
+                LadderClash::Reference => "--reference",
+                LadderClash::SaveReference => "--save-reference",
+                LadderClash::Only => "--only (each length samples its own targets)",
+            };
+            format!("--lengths runs a ladder of windows; it does not combine with {flag}")
+        }
+        OptionsError::EmptyOnly => "--only takes function names separated by commas; one of them is empty".into(),
+    }
 }
 
 fn decode_message(d: &DecodeError) -> String {

@@ -226,7 +226,53 @@ pub struct CorpusSpec {
     pub language: Option<String>,
 }
 
+/// A corpus that cannot be found from what was given; the messages name no
+/// flag (the command adds them).
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusSpecError {
+    #[error("no corpus is given and {0} has no default corpus")]
+    NoDefault(String),
+    #[error("no corpus is given and the default {} corpus is not at {}; fetch it first", .language.as_deref().unwrap_or("JavaScript"), .path.display())]
+    DefaultMissing { language: Option<String>, path: PathBuf },
+    #[error("include and exclude globs choose files in a folder, but {} is one file", .0.display())]
+    GlobsOnFile(PathBuf),
+}
+
 impl CorpusSpec {
+    /// The corpus named by a file, a folder (with its globs), or neither:
+    /// then the default corpus of `language` (JavaScript's when `None`),
+    /// which must have been fetched.
+    pub fn resolve(
+        file: Option<&Path>,
+        dir: Option<&Path>,
+        language: Option<&str>,
+        include: &[String],
+        exclude: &[String],
+    ) -> Result<CorpusSpec, CorpusSpecError> {
+        let mut spec = match (dir, file) {
+            (Some(dir), _) => CorpusSpec { path: dir.to_path_buf(), dir: true, ..CorpusSpec::default() },
+            (None, Some(p)) => CorpusSpec::file(p),
+            (None, None) => {
+                let path = match language {
+                    Some(l) => crate::fsutil::default_corpus_for(l).ok_or_else(|| CorpusSpecError::NoDefault(l.to_string()))?,
+                    None => crate::fsutil::default_corpus_path(),
+                };
+                if !path.exists() {
+                    return Err(CorpusSpecError::DefaultMissing { language: language.map(str::to_string), path });
+                }
+                CorpusSpec { dir: path.is_dir(), ..CorpusSpec::file(&path) }
+            }
+        };
+        // Globs choose among a folder's files; on one file they would be ignored.
+        if !spec.dir && !(include.is_empty() && exclude.is_empty()) {
+            return Err(CorpusSpecError::GlobsOnFile(spec.path));
+        }
+        spec.include = include.to_vec();
+        spec.exclude = exclude.to_vec();
+        spec.language = language.map(str::to_string);
+        Ok(spec)
+    }
+
     /// One file, its language from its extension.
     pub fn file(path: &Path) -> CorpusSpec {
         CorpusSpec { path: path.to_path_buf(), ..CorpusSpec::default() }

@@ -1,0 +1,112 @@
+//! Everything one run is given, and the one place that says which settings
+//! may go together.
+//!
+//! `bench`'s flags and each run of a sweep become one [`BenchOptions`];
+//! [`BenchOptions::validate`] holds every rule that makes a set of options
+//! valid, once, before any model is loaded. The errors name settings, not
+//! flags or sweep keys: the command or the sweep reader says which of its
+//! own words set each one.
+
+use super::decoding::DecodeOptions;
+use super::ladder::Lengths;
+use super::plan::PlanOptions;
+use crate::settings::ContextSettings;
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// Everything one benchmark run reads besides the model and the corpus.
+#[derive(Debug, Clone, Default)]
+pub struct BenchOptions {
+    pub plan: PlanOptions,
+    pub context: ContextSettings,
+    pub decode: DecodeOptions,
+    /// The build label in reports; `None`: the model file's name.
+    pub build: Option<String>,
+    /// Also ask every question with no file in the context.
+    pub closed_book: bool,
+    /// Keep the evaluated prefix state in this folder.
+    pub prefix_cache: Option<PathBuf>,
+    /// Ask at each of these lengths, from one evaluation of the file.
+    pub lengths: Option<Lengths>,
+    /// The pass rate the effective length keeps at every length up to it.
+    pub effective_at: f64,
+    /// Measure the teacher-forced pass against this reference file.
+    pub reference: Option<PathBuf>,
+    /// Save the teacher-forced distributions as a reference file here.
+    pub save_reference: Option<PathBuf>,
+    /// Tokens of each forced position's distribution a saved reference keeps.
+    pub reference_top_k: usize,
+}
+
+/// What a ladder of windows does not combine with: each replaces or compares
+/// the one growing prefix a ladder measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LadderClash {
+    /// Recall without the file does not depend on its length.
+    ClosedBook,
+    CheckSequential,
+    Reference,
+    SaveReference,
+    /// Each length samples its own targets.
+    Only,
+}
+
+/// A set of options that cannot run. The messages name settings; the
+/// command (or the sweep reader) adds the flag or key that set each one.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum OptionsError {
+    #[error("a fixed answer length and an answer budget are both given")]
+    FixedAndMaxNew,
+    #[error("the answer budget must be at least 1 token")]
+    ZeroMaxNew,
+    #[error("a reference is read and written by the teacher-forced pass, which is off")]
+    ReferenceWithoutForced,
+    #[error("a ladder of windows does not combine with {0:?}")]
+    Ladder(LadderClash),
+    #[error("one of the target names to keep is empty")]
+    EmptyOnly,
+}
+
+impl BenchOptions {
+    /// Refuses settings that cannot run, before any model is loaded: every
+    /// rule, in the order a user meets them.
+    pub fn validate(&self) -> Result<()> {
+        let p = &self.plan;
+        if self.decode.fixed_tokens.is_some() && p.max_new_tokens.is_some() {
+            return Err(OptionsError::FixedAndMaxNew.into());
+        }
+        if p.max_new_tokens == Some(0) {
+            return Err(OptionsError::ZeroMaxNew.into());
+        }
+        if self.decode.no_forced && (self.reference.is_some() || self.save_reference.is_some()) {
+            return Err(OptionsError::ReferenceWithoutForced.into());
+        }
+        if self.lengths.is_some() {
+            let clash = [
+                (self.closed_book, LadderClash::ClosedBook),
+                (self.decode.check_sequential, LadderClash::CheckSequential),
+                (self.reference.is_some(), LadderClash::Reference),
+                (self.save_reference.is_some(), LadderClash::SaveReference),
+                (!p.only.is_empty(), LadderClash::Only),
+            ];
+            if let Some((_, c)) = clash.iter().find(|(on, _)| *on) {
+                return Err(OptionsError::Ladder(*c).into());
+            }
+        }
+        if p.only.iter().any(|n| n.trim().is_empty()) {
+            return Err(OptionsError::EmptyOnly.into());
+        }
+        p.target.validate()?;
+        self.context.config(crate::settings::CtxSize::MIN).validate()?;
+        self.decode.validate()?;
+        Ok(())
+    }
+
+    /// The options the planner reads: a fixed answer length is the answer
+    /// budget.
+    pub fn planning(&self) -> PlanOptions {
+        let mut p = self.plan.clone();
+        p.max_new_tokens = self.decode.fixed_tokens.or(p.max_new_tokens);
+        p
+    }
+}

@@ -1,0 +1,289 @@
+//! A whole sweep (`models.toml`): every model planned on one shared range,
+//! then each model loaded once and run at each of its KV types, its
+//! reference run first, each run's file written atomically as soon as it is
+//! done, so that an interrupted sweep resumes from the runs it finished.
+//!
+//! [`crate::sweep`] reads the file and gives each run its [`BenchOptions`];
+//! every run is [`super::run`]'s, as `bench`'s is.
+
+use super::plan::{NoSharedRange, plan_shared};
+use super::{BenchOptions, DecodeOptions, Env, Plan, Planned, PlanOptions, RunSpec};
+use crate::corpus::Source;
+use crate::engine::model::{self, Model};
+use crate::engine::prefix_cache::PrefixCache;
+use crate::progress;
+use crate::reference::Reference;
+use crate::run::{RunFile, TargetResult};
+use crate::sweep::{ReferenceRole, Sweep, SweepRun, is_finished};
+use crate::template::TemplateFile;
+use anyhow::{Context, Result, anyhow, bail};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// How a sweep runs, beyond its file.
+pub struct SweepOptions {
+    /// One run file per run, `MODEL__KVK-KVV.json`, and its reference files.
+    pub out_dir: PathBuf,
+    /// Keep runs whose file is a finished run of the same configuration.
+    pub resume: bool,
+    pub prefix_cache: Option<PathBuf>,
+    pub show_progress: bool,
+    /// The decoding of every run.
+    pub decode: DecodeOptions,
+}
+
+/// Where a sweep shows what it does: the face passes one in.
+pub trait SweepSink {
+    /// Every model is planned: `plan` is the first model's, on the kept range
+    /// all of them share.
+    fn planned(&mut self, _plan: &Plan) -> Result<()> {
+        Ok(())
+    }
+    /// A run kept from before (resume).
+    fn skipped(&mut self, _run: &SweepRun) -> Result<()> {
+        Ok(())
+    }
+    /// A run is done and its file written.
+    fn finished(&mut self, _run: &SweepRun, _file: &RunFile, _started: Instant) -> Result<()> {
+        Ok(())
+    }
+    /// As [`super::Sink::explain`].
+    fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        e
+    }
+}
+
+/// One model of the sweep with its plan.
+struct Model1 {
+    /// Loaded without GPU offload: planning needs only the tokenizer and the
+    /// metadata. Reused for the runs when the runs offload nothing either.
+    model: Option<Model>,
+    planned: Planned,
+    gpu_layers: u32,
+}
+
+/// The sweep as it runs: the file, its options, this shard's runs.
+struct Ctx<'a> {
+    sweep: &'a Sweep,
+    opts: &'a SweepOptions,
+    mine: &'a [SweepRun],
+    templates: Vec<Option<TemplateFile>>,
+}
+
+impl Ctx<'_> {
+    /// A run's options, with what its model's load offloads.
+    fn options(&self, r: &SweepRun, m: &Model1) -> BenchOptions {
+        let mut o = self.sweep.options(r, self.templates[r.model].as_ref(), &self.opts.decode, &self.opts.out_dir);
+        o.context.gpu_layers = m.gpu_layers;
+        o
+    }
+}
+
+/// Runs shard `mine` of `sweep` (on the corpus `src`), writing each run's file
+/// into the output folder; `templates` are [`Sweep::templates`].
+pub fn run_sweep(
+    sweep: &Sweep,
+    templates: Vec<Option<TemplateFile>>,
+    mine: &[SweepRun],
+    src: &Source,
+    opts: &SweepOptions,
+    sink: &mut dyn SweepSink,
+) -> Result<()> {
+    let ctx = Ctx { sweep, opts, mine, templates };
+    // The output folder first: a wrong one must not cost loading every model.
+    prepare_out_dir(&ctx)?;
+    let cache = opts.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
+    let mut models = plan_every_model(&ctx, src, sink)?;
+    sink.planned(models[0].planned.run_plan())?;
+    let pending = pending_runs(&ctx, &models, src, sink)?;
+    run_pending(&ctx, &mut models, src, cache.as_ref(), &pending, sink)
+}
+
+/// Plans every model, shard or not, so that every shard picks the same range.
+fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec<Model1>> {
+    let sweep = ctx.sweep;
+    let mut models = Vec::with_capacity(sweep.models.len());
+    for e in &sweep.models {
+        models.push(model::load(&e.path, 0).with_context(|| format!("model `{}`", e.name))?);
+    }
+    // Planning reads no KV type: the first run of each model stands for all.
+    let options: Vec<PlanOptions> = (0..sweep.models.len())
+        .map(|i| {
+            let first = sweep.runs().into_iter().find(|r| r.model == i).expect("every model has a run");
+            sweep.options(&first, ctx.templates[i].as_ref(), &ctx.opts.decode, &ctx.opts.out_dir).planning()
+        })
+        .collect();
+    let names: Vec<&str> = sweep.models.iter().map(|e| e.name.as_str()).collect();
+    let refs: Vec<&Model> = models.iter().collect();
+    let plans = plan_shared(&refs, &names, src, &options).map_err(|e| match e.downcast_ref::<NoSharedRange>() {
+        Some(n) => anyhow!("{n}; set [corpus] crop_lines or max_tokens, or give that model a larger ctx"),
+        None => sink.explain(e),
+    })?;
+    let mut out = Vec::with_capacity(models.len());
+    for (((model, plan), e), mut o) in models.into_iter().zip(plans).zip(&sweep.models).zip(options) {
+        // A ladder per model within the shared range: a window is a number
+        // of the model's own tokens.
+        let planned = match &sweep.lengths {
+            Some(lengths) => {
+                o.target.crop_lines = Some(crate::crop::LineRange { first: plan.crop.first_line, last: plan.crop.last_line });
+                let l = super::ladder::plan_ladder(&model, src, &o, lengths)
+                    .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?;
+                if let Some(note) = &l.stopped {
+                    eprintln!("note: model `{}`: {note}", e.name);
+                }
+                Planned::Ladder(l)
+            }
+            None => Planned::Plain(plan),
+        };
+        // What a load offloads on this machine, so that the runs record it.
+        let gpu_layers = model::resolve_gpu_layers(&e.path, e.gpu_layers.unwrap_or_else(super::default_gpu_layers))
+            .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?;
+        out.push(Model1 { model: Some(model), planned, gpu_layers });
+    }
+    Ok(out)
+}
+
+/// Creates the output folder and removes the temporary files a killed run
+/// of this shard may have left (`RunFile::save` writes `.<file>.tmp-<pid>`
+/// and renames it); no other shard writes these.
+fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
+    let dir = &ctx.opts.out_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
+    crate::fsutil::check_output(&dir.join(".posrecall-out-dir-check"), &[]).map_err(|e| anyhow!("output folder: {e}"))?;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if ctx.mine.iter().any(|r| name.starts_with(&format!(".{}.json.tmp-", r.id))) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// This shard's runs still to do: on resume, those without a finished run
+/// file of the same configuration.
+fn pending_runs<'r>(ctx: &Ctx<'r>, models: &[Model1], src: &Source, sink: &mut dyn SweepSink) -> Result<Vec<&'r SweepRun>> {
+    let mut pending = Vec::new();
+    for r in ctx.mine {
+        let out = r.file(&ctx.opts.out_dir);
+        if ctx.opts.resume && out.exists() {
+            let m = &models[r.model];
+            let model = m.model.as_ref().ok_or_else(|| anyhow!("model not loaded"))?;
+            let o = ctx.options(r, m);
+            let (cfg, decoding) = super::decide(model, m.planned.run_plan(), &o.context, &o.decode, false).map_err(|e| sink.explain(e))?;
+            let spec = RunSpec {
+                model,
+                src,
+                plan: m.planned.run_plan(),
+                cfg: &cfg,
+                build: o.build.as_deref(),
+                target: &o.plan.target,
+                decoding: &decoding,
+                reference: None,
+            };
+            match RunFile::load(&out) {
+                Ok(existing) if keeps(ctx, r, &existing, &spec, &m.planned) => {
+                    sink.skipped(r)?;
+                    continue;
+                }
+                Ok(_) => eprintln!("note: {} is not a finished run of this sweep's configuration; it will be replaced", out.display()),
+                Err(e) => eprintln!("note: {e:#}; it will be replaced"),
+            }
+        }
+        pending.push(r);
+    }
+    Ok(pending)
+}
+
+/// Whether a finished run file may stand for the run `spec` describes: a
+/// reference run also needs its reference file, a measured run a record of
+/// its reference.
+fn keeps(ctx: &Ctx, r: &SweepRun, existing: &RunFile, spec: &RunSpec, planned: &Planned) -> bool {
+    let reference_kept = match ctx.sweep.reference_role(r) {
+        None => true,
+        Some(ReferenceRole::Saves) => Reference::load(&r.reference_file(&ctx.opts.out_dir)).is_ok(),
+        Some(ReferenceRole::MeasuredAgainst(_)) => existing.manifest.reference.is_some(),
+    };
+    is_finished(existing, &spec.manifest(), &planned.targets())
+        && existing.ladder.is_some() == planned.is_ladder()
+        && reference_kept
+        && (!ctx.sweep.closed_book || existing.summary.closed_book.is_some())
+        && (!spec.decoding.check_sequential || existing.summary.sequential.is_some())
+}
+
+/// The reference a run is measured against: the file its model's reference
+/// run wrote in the output folder.
+fn reference_for(r: &SweepRun, path: Option<&Path>) -> Result<Option<Reference>> {
+    let Some(path) = path else { return Ok(None) };
+    if !path.exists() {
+        let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        bail!(
+            "run {}: its reference run {id} has not written {} yet (with shards, run the shard that owns {id} first)",
+            r.id,
+            path.display()
+        );
+    }
+    Reference::load(path).with_context(|| format!("run {}", r.id)).map(Some)
+}
+
+/// Runs the pending runs, model by model: each model is loaded once for all
+/// its KV types, its reference run first, the others in the order listed.
+fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, cache: Option<&PrefixCache>, pending: &[&SweepRun], sink: &mut dyn SweepSink) -> Result<()> {
+    let multi = match ctx.opts.show_progress {
+        false => MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
+        true => MultiProgress::new(),
+    };
+    let total: usize = pending.iter().map(|r| models[r.model].planned.targets().len()).sum();
+    let overall = multi.add(ProgressBar::new(total as u64));
+    overall.set_style(progress::style("   sweep [{bar:30}] {pos}/{len} targets  ETA {eta}  {msg}"));
+    for (i, e) in ctx.sweep.models.iter().enumerate() {
+        let mut runs: Vec<&SweepRun> = pending.iter().copied().filter(|r| r.model == i).collect();
+        // The model's reference run first: the others are measured against it.
+        runs.sort_by_key(|r| (ctx.sweep.reference_role(r) != Some(ReferenceRole::Saves), e.kv.iter().position(|&kv| kv == (r.kv_k, r.kv_v))));
+        let m = &mut models[i];
+        if runs.is_empty() {
+            m.model = None;
+            continue;
+        }
+        // The planning load when it offloads nothing, else a load with its GPU layers.
+        let model = match m.model.take() {
+            Some(loaded) if m.gpu_layers == 0 => loaded,
+            other => {
+                drop(other);
+                overall.set_message(format!("loading {}", e.name));
+                model::load(&e.path, m.gpu_layers).map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?
+            }
+        };
+        for r in runs {
+            overall.set_message(r.id.clone());
+            let started = Instant::now();
+            let o = ctx.options(r, m);
+            let reference = reference_for(r, o.reference.as_deref())?;
+            let env = Env { prefix_cache: cache, show_progress: ctx.opts.show_progress, multi: Some(&multi), started };
+            let mut counted = Counted { bar: &overall, outer: sink };
+            let run = super::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
+            run.save(&r.file(&ctx.opts.out_dir))?;
+            multi.suspend(|| sink.finished(r, &run, started))?;
+        }
+    }
+    overall.finish_and_clear();
+    Ok(())
+}
+
+/// A sweep run's sink: each result moves the sweep's bar.
+struct Counted<'a> {
+    bar: &'a ProgressBar,
+    outer: &'a dyn SweepSink,
+}
+
+impl super::Sink for Counted<'_> {
+    fn result(&mut self, _r: &TargetResult) {
+        self.bar.inc(1);
+    }
+
+    fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        self.outer.explain(e)
+    }
+}
