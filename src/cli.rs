@@ -194,8 +194,9 @@ pub struct AskArgs {
     /// Requests in flight at once (at most 256).
     #[arg(long, default_value_t = 1, value_parser = ranged(1, MAX_CONCURRENCY))]
     pub concurrency: usize,
-    /// Generation cap per answer (default: 40 tokens per expected line, as `bench`).
-    #[arg(long, alias = "max-tokens", value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
+    /// Generation cap per answer (default: 40 tokens per expected line, as `bench`). Sent as the
+    /// request's max_tokens; posrecall's own --max-tokens caps the kept file (bench, prompt).
+    #[arg(long, value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
     pub max_new_tokens: Option<usize>,
     /// Seconds one request may take, answer included; a request still unanswered then stops the run (a rerun resumes).
     #[arg(long, value_name = "S", default_value_t = 600.0, value_parser = seconds)]

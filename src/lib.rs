@@ -15,6 +15,7 @@ pub mod corpus;
 pub mod engine;
 pub mod forced;
 pub mod fsutil;
+pub mod keys;
 pub mod kld;
 pub mod progress;
 pub mod reference;

@@ -239,36 +239,6 @@ impl ContextConfig {
         }
         Ok(())
     }
-
-    /// The parameters that decide an evaluated state and a run's answers:
-    /// all but the thread count (which changes neither).
-    pub fn key(&self) -> ContextKey {
-        ContextKey {
-            n_ctx: self.n_ctx,
-            type_k: self.type_k,
-            type_v: self.type_v,
-            flash_attn: self.flash_attn,
-            swa_full: self.swa_full,
-            kv_unified: self.kv_unified,
-            n_batch: self.n_batch,
-            n_ubatch: self.n_ubatch,
-            gpu_layers: self.gpu_layers,
-        }
-    }
-}
-
-/// [`ContextConfig`] without the thread count: see [`ContextConfig::key`].
-#[derive(Debug, Serialize)]
-pub struct ContextKey {
-    n_ctx: u32,
-    type_k: KvType,
-    type_v: KvType,
-    flash_attn: FlashAttn,
-    swa_full: bool,
-    kv_unified: bool,
-    n_batch: u32,
-    n_ubatch: u32,
-    gpu_layers: u32,
 }
 
 /// The context a run asks for, before its plan sizes it.
@@ -362,23 +332,5 @@ mod tests {
         for f in FlashAttn::ALL {
             assert_eq!(serde_json::to_string(&f).unwrap(), format!("\"{}\"", f.as_str()));
         }
-    }
-
-    #[test]
-    fn the_key_leaves_out_threads_only() {
-        let a = ContextConfig::sequential(1024, (KvType::F16, KvType::Q8_0), FlashAttn::Auto, false, Some(2), 0);
-        let mut b = a.clone();
-        b.threads = 16;
-        let key = |c: &ContextConfig| serde_json::to_string(&c.key()).unwrap();
-        assert_eq!(key(&a), key(&b));
-        b.n_ubatch = 256;
-        assert_ne!(key(&a), key(&b));
-        // Every recorded field but threads is in the key.
-        let recorded = serde_json::to_value(&a).unwrap();
-        let keyed = serde_json::to_value(a.key()).unwrap();
-        let names = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
-        let mut expected = names(&recorded);
-        expected.retain(|k| k != "threads");
-        assert_eq!(names(&keyed), expected);
     }
 }

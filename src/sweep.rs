@@ -12,7 +12,7 @@ use crate::run::Manifest;
 use crate::score::Normalize;
 use crate::targets::TargetSpec;
 use anyhow::{Result, anyhow, bail};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 // ---------------------------------------------------------------------------
@@ -740,47 +740,11 @@ impl std::fmt::Display for Shard {
 // ---------------------------------------------------------------------------
 // Resuming.
 
-/// What makes two runs the same run: everything in the manifest that can
-/// change an answer or a score (the model's sha256 and build label, the
-/// context parameters but the thread count, the backend and llama.cpp, the
-/// corpus and kept range, the rendered prefix, and the scoring parameters).
-#[derive(Serialize)]
-struct KeyFields<'a> {
-    model_sha256: Option<&'a str>,
-    build: Option<&'a str>,
-    context: Option<crate::settings::ContextKey>,
-    backend: Option<&'a str>,
-    llama_cpp_sys_2: Option<&'a str>,
-    corpus_sha256: &'a str,
-    crop: &'a crate::crop::Crop,
-    prefix_tokens: Option<usize>,
-    prefix_sha256: Option<&'a str>,
-    params: &'a crate::run::Params,
-}
-
-/// The sha256 of the manifest fields that decide a run (see [`KeyFields`]).
-pub fn manifest_key(m: &Manifest) -> String {
-    let model = m.model.as_ref();
-    let k = KeyFields {
-        model_sha256: model.map(|x| x.sha256.as_str()),
-        build: model.map(|x| x.build.as_str()),
-        context: m.context.as_ref().map(|c| c.key()),
-        backend: m.runtime.backend.as_deref(),
-        llama_cpp_sys_2: m.runtime.llama_cpp_sys_2.as_deref(),
-        corpus_sha256: &m.corpus.sha256,
-        crop: &m.corpus.crop,
-        prefix_tokens: m.corpus.prefix_tokens,
-        prefix_sha256: m.runtime.prefix_sha256.as_deref(),
-        params: &m.params,
-    };
-    crate::fsutil::sha256_hex(&serde_json::to_vec(&k).unwrap_or_default())
-}
-
 /// Whether `existing` is a finished run of exactly `manifest` whose targets
 /// are `targets` (name and line, in order), so `--resume` may keep it.
 pub fn is_finished(existing: &crate::run::RunFile, manifest: &Manifest, targets: &[(String, usize)]) -> bool {
     existing.format == crate::run::FORMAT_VERSION
-        && manifest_key(&existing.manifest) == manifest_key(manifest)
+        && crate::keys::resume_key(&existing.manifest) == crate::keys::resume_key(manifest)
         && existing.targets.len() == targets.len()
         && existing
             .targets
@@ -959,48 +923,4 @@ gpu_layers = 0
             }
         }
     }
-
-    #[test]
-    fn the_manifest_key_follows_what_decides_a_run() {
-        let base: Manifest = serde_json::from_value(serde_json::json!({
-            "command": "bench",
-            "model": { "path": "/a/m.gguf", "sha256": "aa", "size_bytes": 1, "architecture": "llama",
-                       "name": "m", "file_type": "Q4_1", "build": "b", "n_params": 1, "n_ctx_train": 8192,
-                       "chat_template": true },
-            "context": { "n_ctx": 512, "type_k": "f16", "type_v": "f16", "flash_attn": "auto", "swa_full": false,
-                         "kv_unified": false, "n_batch": 512, "n_ubatch": 512, "threads": 2, "gpu_layers": 0 },
-            "corpus": { "path": "/c/x.js", "sha256": "cc", "language": "javascript",
-                        "crop": { "mode": "lines", "first_line": 1, "last_line": 9, "sha256": "dd" },
-                        "prefix_tokens": 100 },
-            "params": { "count": 2, "lines": 6, "pass": 6, "seed": 1, "normalize": "trim", "skip_blank": false,
-                        "probe": "chat", "max_new_tokens": 16, "decode_mode": "sequential" },
-            "runtime": { "posrecall": "0.1.0", "llama_cpp_sys_2": "0.1.161", "backend": "cpu",
-                         "prefix_sha256": "ee" }
-        }))
-        .unwrap();
-        let key = manifest_key(&base);
-        let with = |f: &dyn Fn(&mut Manifest)| {
-            let mut m = base.clone();
-            f(&mut m);
-            manifest_key(&m)
-        };
-        // Where the files are and how many threads ran do not make another run.
-        assert_eq!(with(&|m| m.model.as_mut().unwrap().path = "/b/m.gguf".into()), key);
-        assert_eq!(with(&|m| m.corpus.path = "/d/x.js".into()), key);
-        assert_eq!(with(&|m| m.context.as_mut().unwrap().threads = 16), key);
-        assert_eq!(with(&|m| m.runtime.posrecall = "0.1.1".into()), key);
-        // Everything that can change an answer or a score does.
-        assert_ne!(with(&|m| m.model.as_mut().unwrap().sha256 = "ab".into()), key);
-        assert_ne!(with(&|m| m.model.as_mut().unwrap().build = "c".into()), key);
-        assert_ne!(with(&|m| m.context.as_mut().unwrap().type_v = crate::settings::KvType::Q8_0), key);
-        assert_ne!(with(&|m| m.context.as_mut().unwrap().n_ctx = 1024), key);
-        assert_ne!(with(&|m| m.context.as_mut().unwrap().gpu_layers = 99), key);
-        assert_ne!(with(&|m| m.corpus.crop.last_line = 10), key);
-        assert_ne!(with(&|m| m.corpus.sha256 = "cd".into()), key);
-        assert_ne!(with(&|m| m.params.max_new_tokens = Some(17)), key);
-        assert_ne!(with(&|m| m.params.seed = 2), key);
-        assert_ne!(with(&|m| m.runtime.prefix_sha256 = Some("ef".into())), key);
-        assert_ne!(with(&|m| m.runtime.backend = Some("cuda".into())), key);
-    }
-
 }

@@ -130,3 +130,56 @@ fn no_function_is_long_without_a_reason() {
     }
     assert!(found.is_empty(), "functions over {LIMIT} lines:\n{}", found.join("\n"));
 }
+
+#[test]
+fn the_record_and_report_layers_import_no_engine() {
+    // The run file, the reference file, the neutral settings, the keys and
+    // the reports read data; only the bench layer and the engine run models.
+    let record = |f: &str| ["run.rs", "reference.rs", "settings.rs", "keys.rs"].contains(&f) || f.starts_with("report/");
+    let mut found = Vec::new();
+    for (file, text) in sources().iter().filter(|(f, _)| record(f)) {
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("crate::engine") || line.contains("crate::bench") {
+                found.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "the record layer reaches into the engine or the run sequence:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_engine_imports_nothing_from_the_method() {
+    // The engine is below the method: it may read the neutral settings and
+    // the logits helpers, and files, nothing that plans, scores or records.
+    let allowed = ["crate::engine", "crate::settings", "crate::logits", "crate::fsutil"];
+    let mut found = Vec::new();
+    for (file, text) in sources().iter().filter(|(f, _)| f.starts_with("engine/")) {
+        for (n, line) in code_lines(text) {
+            for (at, _) in line.match_indices("crate::") {
+                let path: String = line[at..].chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+                if !allowed.iter().any(|a| path.starts_with(a)) {
+                    found.push(format!("{file}:{n}: {}", line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "the engine reaches up into the method:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_bench_and_matrix_commands_hold_no_run_sequence() {
+    // They turn flags (or a sweep) into options, call the library's one run
+    // (or sweep) and print: no engine call, no pass of their own.
+    let steps = ["engine::", "execute(", "execute_ladder", "plan_shared", "plan_ladder", "check_reference", "save_reference("];
+    let mut found = Vec::new();
+    for (file, text) in sources().iter().filter(|(f, _)| *f == "commands/bench.rs" || *f == "commands/matrix.rs") {
+        for (n, line) in code_lines(text) {
+            if let Some(step) = steps.iter().find(|s| line.contains(*s)) {
+                found.push(format!("{file}:{n}: `{step}` in {}", line.trim()));
+            }
+        }
+        let lines = text.lines().count();
+        assert!(lines <= 150, "{file} has {lines} lines: a command file only converts, calls and prints");
+    }
+    assert!(found.is_empty(), "run steps in the command files:\n{}", found.join("\n"));
+}

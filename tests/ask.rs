@@ -328,7 +328,7 @@ fn completion_api_sends_the_completion_probe_text() {
     let (dir, tpath, t) = targets(DENSE, 4);
     let server = serve(None, echo(&t));
     let out = dir.path().join("responses.jsonl");
-    ok(&ask(&tpath, &out, &server.url, &["--api", "completion", "--max-tokens", "99"]));
+    ok(&ask(&tpath, &out, &server.url, &["--api", "completion", "--max-new-tokens", "99"]));
     let corpus = std::fs::read_to_string(DENSE).unwrap();
     let headers: HashMap<String, String> = t["targets"]
         .as_array()
@@ -424,7 +424,7 @@ fn extra_fields_are_merged_into_every_request() {
     let server = serve(None, echo(&t));
     let out = dir.path().join("responses.jsonl");
     let extra = r#"{"cache_prompt": false, "ignore_eos": true, "max_tokens": 7}"#;
-    ok(&ask(&tpath, &out, &server.url, &["--max-tokens", "99", "--extra", extra]));
+    ok(&ask(&tpath, &out, &server.url, &["--max-new-tokens", "99", "--extra", extra]));
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
     for r in &reqs {

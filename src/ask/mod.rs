@@ -70,7 +70,7 @@ pub struct AskOptions {
     pub max_tokens: usize,
     /// Fields merged into every request body; they win over posrecall's.
     pub extra: serde_json::Map<String, Value>,
-    /// Sent as `chat_template_kwargs` with every chat request ([`template_kwargs`]).
+    /// Sent as `chat_template_kwargs` with every chat request ([`chat_template_kwargs`]).
     pub template_kwargs: serde_json::Map<String, Value>,
     /// Sent as `Authorization: Bearer`; never printed.
     pub key: Option<String>,
@@ -195,7 +195,7 @@ struct Line<'a> {
 /// The `chat_template_kwargs` a chat request carries for `think`: the
 /// switches of the common template families (each template reads only its
 /// own), then the user's kwargs over them.
-pub fn template_kwargs(think: Think, user: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+pub fn chat_template_kwargs(think: Think, user: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
     let mut m = serde_json::Map::new();
     let on = think == Think::On;
     m.insert("enable_thinking".into(), Value::Bool(on));

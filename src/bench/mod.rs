@@ -73,6 +73,29 @@ impl Planned {
     }
 }
 
+/// What a run reads besides its options: the model, the corpus, and the
+/// reference it is measured against.
+pub struct Opened {
+    pub model: Model,
+    pub src: Source,
+    pub reference: Option<Reference>,
+}
+
+/// Reads what a run reads, cheapest first, so that a bad reference or
+/// corpus costs no model load: the reference (read and verified), the
+/// corpus, then the model, with the GPU layers the options ask for. The
+/// options then record what was offloaded, not what was asked.
+pub fn open(model_path: &std::path::Path, corpus: &crate::corpus::CorpusSpec, opts: &mut BenchOptions) -> Result<Opened> {
+    let reference = opts.reference.as_deref().map(Reference::load).transpose()?;
+    let src = Source::open_spec(corpus, opts.plan.target.rename_seed())?;
+    if let Some(note) = src.error_note() {
+        eprintln!("{note}");
+    }
+    let model = crate::engine::model::load(model_path, opts.context.gpu_layers)?;
+    opts.context.gpu_layers = model.gpu_layers;
+    Ok(Opened { model, src, reference })
+}
+
 /// Plans a run of `model` on `src`: a ladder when lengths are given.
 pub fn plan_run(model: &Model, src: &Source, opts: &BenchOptions) -> Result<Planned> {
     let o = opts.planning();
@@ -95,10 +118,9 @@ pub trait Sink {
     }
 }
 
-/// The surroundings of a run that are not options: where its prefix state is
-/// cached, how it shows progress, and when it started.
+/// The surroundings of a run that are not options: how it shows progress,
+/// and when it started.
 pub struct Env<'a> {
-    pub prefix_cache: Option<&'a PrefixCache>,
     pub show_progress: bool,
     /// Draw the progress bars inside this display (a sweep's).
     pub multi: Option<&'a MultiProgress>,
@@ -148,9 +170,10 @@ pub fn run(
         r.header.identity.check(&spec.reference_identity()).map_err(mismatch)?;
         check_reference(model, spec.plan, r).map_err(mismatch)?;
     }
+    let cache = opts.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
     let exec = ExecOptions {
         decoding: &decoding,
-        prefix_cache: env.prefix_cache.map(|c| (c, spec.prefix_cache_key())),
+        prefix_cache: cache.as_ref().map(|c| (c, spec.prefix_cache_key())),
         closed_book: opts.closed_book,
         show_progress: env.show_progress,
         multi: env.multi,
@@ -179,7 +202,7 @@ pub fn run(
         &decoding,
         &score_opts,
         &exec,
-        env.prefix_cache.map(|c| (c, keys.as_slice())),
+        cache.as_ref().map(|c| (c, keys.as_slice())),
         |r| sink.borrow_mut().window(r.length, &r.plan),
         |r| sink.borrow_mut().result(r),
     )?;

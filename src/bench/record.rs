@@ -5,15 +5,13 @@ use super::decoding::Decoding;
 use super::execute::Executed;
 use super::plan::Plan;
 use crate::corpus::Source;
-use crate::crop::Crop;
-use crate::settings::{ContextConfig, ContextKey};
+use crate::settings::ContextConfig;
 use crate::engine::model::Model;
 use crate::fsutil::sha256_hex;
 use crate::kld::TopK;
 use crate::reference::{self, Header, Identity, RefTarget, Reference};
 use crate::run::{CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, Params, ReferenceInfo, RunFile, Runtime, Summary};
 use crate::targets::TargetSpec;
-use serde::Serialize;
 
 /// Everything a run file records besides the measurements.
 #[derive(Clone)]
@@ -29,18 +27,6 @@ pub struct RunSpec<'a> {
     pub decoding: &'a Decoding,
     /// The reference the forced pass is measured against.
     pub reference: Option<&'a Reference>,
-}
-
-/// Everything that decides an evaluated prefix state; its sha256 names the
-/// prefix cache file.
-#[derive(Serialize)]
-struct CacheKey<'a> {
-    model_sha256: &'a str,
-    corpus_sha256: &'a str,
-    crop: &'a Crop,
-    prefix_sha256: &'a str,
-    context: ContextKey,
-    llama_cpp_sys_2: &'a str,
 }
 
 impl RunSpec<'_> {
@@ -66,18 +52,10 @@ impl RunSpec<'_> {
         }
     }
 
-    /// What a reference made by this run, or compared with it, must share.
+    /// What a reference made by this run, or compared with it, must share
+    /// ([`crate::keys::reference_identity`]).
     pub fn reference_identity(&self) -> Identity {
-        let (n_vocab, vocab_sha256) = self.model.vocab_fingerprint();
-        Identity {
-            n_vocab,
-            vocab_sha256,
-            corpus_sha256: self.src.file_sha256.clone(),
-            crop: self.plan.crop.clone(),
-            prefix_sha256: sha256_hex(self.plan.prefix_text.as_bytes()),
-            probe: self.plan.frame.kind.as_str().to_string(),
-            lines: self.target.lines,
-        }
+        crate::keys::reference_identity(&self.manifest(), self.model.vocab_fingerprint())
     }
 
     /// Writes this run's forced distributions as a reference file.
@@ -144,18 +122,10 @@ impl RunSpec<'_> {
         }
     }
 
-    /// The name of this run's evaluated prefix in a prefix cache.
+    /// The name of this run's evaluated prefix in a prefix cache
+    /// ([`crate::keys::prefix_cache_key`]).
     pub fn prefix_cache_key(&self) -> String {
-        let prefix_sha = sha256_hex(self.plan.prefix_text.as_bytes());
-        let key = CacheKey {
-            model_sha256: &self.model.sha256,
-            corpus_sha256: &self.src.corpus.sha256,
-            crop: &self.plan.crop,
-            prefix_sha256: &prefix_sha,
-            context: self.cfg.key(),
-            llama_cpp_sys_2: env!("POSRECALL_LLAMA_CPP_SYS_2_VERSION"),
-        };
-        sha256_hex(&serde_json::to_vec(&key).unwrap_or_default())
+        crate::keys::prefix_cache_key(&self.manifest())
     }
 
     /// The run file of a length ladder (this spec's plan is its longest

@@ -10,7 +10,6 @@ use super::plan::{NoSharedRange, plan_shared};
 use super::{BenchOptions, DecodeOptions, Env, Plan, Planned, PlanOptions, RunSpec};
 use crate::corpus::Source;
 use crate::engine::model::{self, Model};
-use crate::engine::prefix_cache::PrefixCache;
 use crate::progress;
 use crate::reference::Reference;
 use crate::run::{RunFile, TargetResult};
@@ -76,6 +75,7 @@ impl Ctx<'_> {
     fn options(&self, r: &SweepRun, m: &Model1) -> BenchOptions {
         let mut o = self.sweep.options(r, self.templates[r.model].as_ref(), &self.opts.decode, &self.opts.out_dir);
         o.context.gpu_layers = m.gpu_layers;
+        o.prefix_cache = self.opts.prefix_cache.clone();
         o
     }
 }
@@ -93,11 +93,10 @@ pub fn run_sweep(
     let ctx = Ctx { sweep, opts, mine, templates };
     // The output folder first: a wrong one must not cost loading every model.
     prepare_out_dir(&ctx)?;
-    let cache = opts.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
     let mut models = plan_every_model(&ctx, src, sink)?;
     sink.planned(models[0].planned.run_plan())?;
     let pending = pending_runs(&ctx, &models, src, sink)?;
-    run_pending(&ctx, &mut models, src, cache.as_ref(), &pending, sink)
+    run_pending(&ctx, &mut models, src, &pending, sink)
 }
 
 /// Plans every model, shard or not, so that every shard picks the same range.
@@ -230,7 +229,7 @@ fn reference_for(r: &SweepRun, path: Option<&Path>) -> Result<Option<Reference>>
 
 /// Runs the pending runs, model by model: each model is loaded once for all
 /// its KV types, its reference run first, the others in the order listed.
-fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, cache: Option<&PrefixCache>, pending: &[&SweepRun], sink: &mut dyn SweepSink) -> Result<()> {
+fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[&SweepRun], sink: &mut dyn SweepSink) -> Result<()> {
     let multi = match ctx.opts.show_progress {
         false => MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
         true => MultiProgress::new(),
@@ -261,7 +260,7 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, cache: Option<&Pr
             let started = Instant::now();
             let o = ctx.options(r, m);
             let reference = reference_for(r, o.reference.as_deref())?;
-            let env = Env { prefix_cache: cache, show_progress: ctx.opts.show_progress, multi: Some(&multi), started };
+            let env = Env { show_progress: ctx.opts.show_progress, multi: Some(&multi), started };
             let mut counted = Counted { bar: &overall, outer: sink };
             let run = super::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
             run.save(&r.file(&ctx.opts.out_dir))?;

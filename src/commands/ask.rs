@@ -46,7 +46,7 @@ fn options(args: &AskArgs, lines: usize) -> Result<AskOptions> {
         api: args.api,
         max_tokens: args.max_new_tokens.unwrap_or(TOKENS_PER_LINE * lines).max(1),
         extra,
-        template_kwargs: ask::template_kwargs(args.think, &crate::commands::template_kwargs(args.template_kwargs.as_deref())?),
+        template_kwargs: ask::chat_template_kwargs(args.think, &crate::commands::template_kwargs(args.template_kwargs.as_deref())?),
         key,
         retries: args.retries,
         timeout: args.timeout,

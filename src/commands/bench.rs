@@ -4,10 +4,6 @@
 use crate::bench::{self, BenchOptions, Env, PlanOptions};
 use crate::cli::{BenchArgs, OnOff};
 use crate::commands::{check_output, corpus_spec, hint};
-use crate::corpus::Source;
-use crate::engine::model;
-use crate::engine::prefix_cache::PrefixCache;
-use crate::reference::Reference;
 use crate::report::terminal;
 use crate::run::TargetResult;
 use crate::settings::ContextSettings;
@@ -57,15 +53,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let mut opts = options(args)?;
     let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
     check_outputs(args, &spec.path)?;
-    // A reference is read and verified before the model is loaded.
-    let reference = args.reference.as_deref().map(Reference::load).transpose()?;
-    let src = Source::open_spec(&spec, opts.plan.target.rename_seed()).map_err(|e| hint(e, None))?;
-    if let Some(note) = src.error_note() {
-        eprintln!("{note}");
-    }
-    let model = model::load(&args.model, opts.context.gpu_layers).map_err(|e| hint(e, None))?;
-    // What was offloaded, not what was asked: the run file records it.
-    opts.context.gpu_layers = model.gpu_layers;
+    let bench::Opened { model, src, reference } = bench::open(&args.model, &spec, &mut opts).map_err(|e| hint(e, None))?;
     let planned = bench::plan_run(&model, &src, &opts).map_err(|e| hint(e, Some(args.crop)))?;
     if let bench::Planned::Ladder(l) = &planned
         && let Some(note) = &l.stopped
@@ -77,8 +65,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if !args.quiet {
         shown.stdout = outln!("{}\n", terminal::legend(color));
     }
-    let cache = opts.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
-    let env = Env { prefix_cache: cache.as_ref(), show_progress: !args.quiet, multi: None, started };
+    let env = Env { show_progress: !args.quiet, multi: None, started };
     let run = bench::run(&model, &src, &planned, &opts, reference.as_ref(), &env, &mut shown)?;
     if let Some(out) = &args.out {
         run.save(out)?;

@@ -1,0 +1,232 @@
+//! The "is this the same?" keys, each built here from the run's manifest, so
+//! that every key reads the same fields with the same meaning
+//! (`corpus_sha256` is always the corpus file's, as `manifest.corpus.sha256`;
+//! renaming shows in the rendered prefix's sha256).
+//!
+//! - [`context_key`]: the context parameters that decide an evaluated state
+//!   and a run's answers.
+//! - [`prefix_cache_key`]: the same evaluated prefix state.
+//! - [`reference_identity`]: the same forced tokens after the same text, so
+//!   one run's distributions measure another's.
+//! - [`resume_key`]: the same run, so a sweep may keep a finished file.
+
+use crate::crop::Crop;
+use crate::reference::Identity;
+use crate::run::{Manifest, Params};
+use crate::settings::{ContextConfig, FlashAttn, KvType};
+use serde::Serialize;
+
+/// [`ContextConfig`] without the thread count, which changes neither an
+/// evaluated state nor an answer.
+#[derive(Debug, Serialize)]
+pub struct ContextKey {
+    n_ctx: u32,
+    type_k: KvType,
+    type_v: KvType,
+    flash_attn: FlashAttn,
+    swa_full: bool,
+    kv_unified: bool,
+    n_batch: u32,
+    n_ubatch: u32,
+    gpu_layers: u32,
+}
+
+pub fn context_key(c: &ContextConfig) -> ContextKey {
+    ContextKey {
+        n_ctx: c.n_ctx,
+        type_k: c.type_k,
+        type_v: c.type_v,
+        flash_attn: c.flash_attn,
+        swa_full: c.swa_full,
+        kv_unified: c.kv_unified,
+        n_batch: c.n_batch,
+        n_ubatch: c.n_ubatch,
+        gpu_layers: c.gpu_layers,
+    }
+}
+
+/// What decides an evaluated prefix state: the model's weights, the
+/// evaluated text (the corpus file, its kept lines and the rendered prefix
+/// around them), the context, and the llama.cpp build that evaluated it. Not
+/// the build label, the questions or the scoring.
+#[derive(Serialize)]
+struct PrefixFields<'a> {
+    model_sha256: Option<&'a str>,
+    corpus_sha256: &'a str,
+    crop: &'a Crop,
+    prefix_sha256: Option<&'a str>,
+    context: Option<ContextKey>,
+    backend: Option<&'a str>,
+    llama_cpp_sys_2: Option<&'a str>,
+}
+
+/// The name of a run's evaluated prefix in a prefix cache.
+pub fn prefix_cache_key(m: &Manifest) -> String {
+    hash(&PrefixFields {
+        model_sha256: m.model.as_ref().map(|x| x.sha256.as_str()),
+        corpus_sha256: &m.corpus.sha256,
+        crop: &m.corpus.crop,
+        prefix_sha256: m.runtime.prefix_sha256.as_deref(),
+        context: m.context.as_ref().map(context_key),
+        backend: m.runtime.backend.as_deref(),
+        llama_cpp_sys_2: m.runtime.llama_cpp_sys_2.as_deref(),
+    })
+}
+
+/// What a reference made by a run, or compared with it, must share with it:
+/// the vocabulary (`n_vocab`, and the sha256 over every token's text), the
+/// corpus file, its kept lines, the rendered prefix, the probe and LINES.
+/// Not the model's weights or the KV cache: measuring those is the point.
+pub fn reference_identity(m: &Manifest, vocab: (usize, String)) -> Identity {
+    Identity {
+        n_vocab: vocab.0,
+        vocab_sha256: vocab.1,
+        corpus_sha256: m.corpus.sha256.clone(),
+        crop: m.corpus.crop.clone(),
+        prefix_sha256: m.runtime.prefix_sha256.clone().unwrap_or_default(),
+        probe: m.params.probe.clone().unwrap_or_default(),
+        lines: m.params.lines,
+    }
+}
+
+/// What makes two runs the same run: everything in the manifest that can
+/// change an answer or a score (the model's sha256 and build label, the
+/// context parameters but the thread count, the backend and llama.cpp, the
+/// corpus and kept range, the rendered prefix, and the scoring parameters).
+/// Not where the files are, nor how many threads ran.
+#[derive(Serialize)]
+struct RunFields<'a> {
+    model_sha256: Option<&'a str>,
+    build: Option<&'a str>,
+    context: Option<ContextKey>,
+    backend: Option<&'a str>,
+    llama_cpp_sys_2: Option<&'a str>,
+    corpus_sha256: &'a str,
+    crop: &'a Crop,
+    prefix_tokens: Option<usize>,
+    prefix_sha256: Option<&'a str>,
+    params: &'a Params,
+}
+
+/// The key a sweep resumes by (see [`RunFields`]).
+pub fn resume_key(m: &Manifest) -> String {
+    let model = m.model.as_ref();
+    hash(&RunFields {
+        model_sha256: model.map(|x| x.sha256.as_str()),
+        build: model.map(|x| x.build.as_str()),
+        context: m.context.as_ref().map(context_key),
+        backend: m.runtime.backend.as_deref(),
+        llama_cpp_sys_2: m.runtime.llama_cpp_sys_2.as_deref(),
+        corpus_sha256: &m.corpus.sha256,
+        crop: &m.corpus.crop,
+        prefix_tokens: m.corpus.prefix_tokens,
+        prefix_sha256: m.runtime.prefix_sha256.as_deref(),
+        params: &m.params,
+    })
+}
+
+fn hash(fields: &impl Serialize) -> String {
+    crate::fsutil::sha256_hex(&serde_json::to_vec(fields).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_context_key_leaves_out_threads_only() {
+        let a = ContextConfig::sequential(1024, (KvType::F16, KvType::Q8_0), FlashAttn::Auto, false, Some(2), 0);
+        let mut b = a.clone();
+        b.threads = 16;
+        let key = |c: &ContextConfig| serde_json::to_string(&context_key(c)).unwrap();
+        assert_eq!(key(&a), key(&b));
+        b.n_ubatch = 256;
+        assert_ne!(key(&a), key(&b));
+        // Every recorded field but threads is in the key.
+        let recorded = serde_json::to_value(&a).unwrap();
+        let keyed = serde_json::to_value(context_key(&a)).unwrap();
+        let names = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        let mut expected = names(&recorded);
+        expected.retain(|k| k != "threads");
+        assert_eq!(names(&keyed), expected);
+    }
+
+    fn manifest() -> Manifest {
+        serde_json::from_value(serde_json::json!({
+            "command": "bench",
+            "model": { "path": "/a/m.gguf", "sha256": "aa", "size_bytes": 1, "architecture": "llama",
+                       "name": "m", "file_type": "Q4_1", "build": "b", "n_params": 1, "n_ctx_train": 8192,
+                       "chat_template": true },
+            "context": { "n_ctx": 512, "type_k": "f16", "type_v": "f16", "flash_attn": "auto", "swa_full": false,
+                         "kv_unified": false, "n_batch": 512, "n_ubatch": 512, "threads": 2, "gpu_layers": 0 },
+            "corpus": { "path": "/c/x.js", "sha256": "cc", "language": "javascript",
+                        "crop": { "mode": "lines", "first_line": 1, "last_line": 9, "sha256": "dd" },
+                        "prefix_tokens": 100 },
+            "params": { "count": 2, "lines": 6, "pass": 6, "seed": 1, "normalize": "trim", "skip_blank": false,
+                        "probe": "chat", "max_new_tokens": 16, "decode_mode": "sequential" },
+            "runtime": { "posrecall": "0.1.0", "llama_cpp_sys_2": "0.1.161", "backend": "cpu",
+                         "prefix_sha256": "ee" }
+        }))
+        .unwrap()
+    }
+
+    fn with(key: fn(&Manifest) -> String, f: &dyn Fn(&mut Manifest)) -> String {
+        let mut m = manifest();
+        f(&mut m);
+        key(&m)
+    }
+
+    #[test]
+    fn the_resume_key_follows_what_decides_a_run() {
+        let key = resume_key(&manifest());
+        // Where the files are and how many threads ran do not make another run.
+        assert_eq!(with(resume_key, &|m| m.model.as_mut().unwrap().path = "/b/m.gguf".into()), key);
+        assert_eq!(with(resume_key, &|m| m.corpus.path = "/d/x.js".into()), key);
+        assert_eq!(with(resume_key, &|m| m.context.as_mut().unwrap().threads = 16), key);
+        assert_eq!(with(resume_key, &|m| m.runtime.posrecall = "0.1.1".into()), key);
+        // Everything that can change an answer or a score does.
+        assert_ne!(with(resume_key, &|m| m.model.as_mut().unwrap().sha256 = "ab".into()), key);
+        assert_ne!(with(resume_key, &|m| m.model.as_mut().unwrap().build = "c".into()), key);
+        assert_ne!(with(resume_key, &|m| m.context.as_mut().unwrap().type_v = KvType::Q8_0), key);
+        assert_ne!(with(resume_key, &|m| m.context.as_mut().unwrap().n_ctx = 1024), key);
+        assert_ne!(with(resume_key, &|m| m.context.as_mut().unwrap().gpu_layers = 99), key);
+        assert_ne!(with(resume_key, &|m| m.corpus.crop.last_line = 10), key);
+        assert_ne!(with(resume_key, &|m| m.corpus.sha256 = "cd".into()), key);
+        assert_ne!(with(resume_key, &|m| m.params.max_new_tokens = Some(17)), key);
+        assert_ne!(with(resume_key, &|m| m.params.seed = 2), key);
+        assert_ne!(with(resume_key, &|m| m.runtime.prefix_sha256 = Some("ef".into())), key);
+        assert_ne!(with(resume_key, &|m| m.runtime.backend = Some("cuda".into())), key);
+    }
+
+    #[test]
+    fn the_prefix_key_follows_the_evaluated_state_only() {
+        let key = prefix_cache_key(&manifest());
+        // The questions, the scoring, the label and the threads do not change the state.
+        assert_eq!(with(prefix_cache_key, &|m| m.model.as_mut().unwrap().build = "c".into()), key);
+        assert_eq!(with(prefix_cache_key, &|m| m.params.seed = 2), key);
+        assert_eq!(with(prefix_cache_key, &|m| m.params.max_new_tokens = Some(17)), key);
+        assert_eq!(with(prefix_cache_key, &|m| m.context.as_mut().unwrap().threads = 16), key);
+        assert_eq!(with(prefix_cache_key, &|m| m.corpus.path = "/d/x.js".into()), key);
+        // The weights, the text, the context and the build that evaluated it do.
+        assert_ne!(with(prefix_cache_key, &|m| m.model.as_mut().unwrap().sha256 = "ab".into()), key);
+        assert_ne!(with(prefix_cache_key, &|m| m.corpus.sha256 = "cd".into()), key);
+        assert_ne!(with(prefix_cache_key, &|m| m.corpus.crop.first_line = 2), key);
+        assert_ne!(with(prefix_cache_key, &|m| m.runtime.prefix_sha256 = Some("ef".into())), key);
+        assert_ne!(with(prefix_cache_key, &|m| m.context.as_mut().unwrap().type_k = KvType::Q8_0), key);
+        assert_ne!(with(prefix_cache_key, &|m| m.runtime.backend = Some("cuda".into())), key);
+        assert_ne!(with(prefix_cache_key, &|m| m.runtime.llama_cpp_sys_2 = Some("0.1.162".into())), key);
+    }
+
+    #[test]
+    fn the_reference_identity_leaves_out_the_weights_and_the_cache() {
+        let vocab = || (49152, "vv".to_string());
+        let id = reference_identity(&manifest(), vocab());
+        assert_eq!((id.corpus_sha256.as_str(), id.prefix_sha256.as_str(), id.probe.as_str(), id.lines), ("cc", "ee", "chat", 6));
+        let mut other = manifest();
+        other.model.as_mut().unwrap().sha256 = "ab".into();
+        other.context.as_mut().unwrap().type_k = KvType::Q8_0;
+        assert_eq!(reference_identity(&other, vocab()), id);
+        other.params.lines = 7;
+        assert_ne!(reference_identity(&other, vocab()), id);
+    }
+}
