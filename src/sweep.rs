@@ -800,6 +800,21 @@ gpu_layers = 0
     }
 
     #[test]
+    fn the_reference_kv_type_has_one_name_and_reads_the_old_one() {
+        let env = env_of(&[("CACHE", "/c")]);
+        let with = |line: &str| GOOD.replace("ctx = 1024\n", &format!("ctx = 1024\n{line}\n"));
+        let new = Sweep::parse(&with("reference_kv = \"f16\""), Path::new("m.toml"), &env).unwrap();
+        let old = Sweep::parse(&with("reference = \"f16\""), Path::new("m.toml"), &env).unwrap();
+        assert_eq!(new.models[0].reference_kv, Some((KvType::F16, KvType::F16)));
+        assert_eq!(old.models, new.models);
+        let both = with("reference_kv = \"f16\"\nreference = \"f16\"");
+        let e = Sweep::parse(&both, Path::new("m.toml"), &env).unwrap_err().to_string();
+        assert!(e.contains("reference"), "{e}");
+        let e = Sweep::parse(&with("reference_kv = \"q4_0\""), Path::new("m.toml"), &env).unwrap_err().to_string();
+        assert!(e.contains("model `small`: reference_kv: `q4_0` is not one of its kv entries"), "{e}");
+    }
+
+    #[test]
     fn corpus_folder_globs_and_language() {
         let env = env_of(&[("CACHE", "/c")]);
         let parse = |corpus: &str| {

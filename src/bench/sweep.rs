@@ -32,6 +32,11 @@ pub struct SweepOptions {
     pub decode: DecodeOptions,
 }
 
+/// The output folder cannot hold the run files; the message names no flag.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct OutDirError(pub String);
+
 /// Where a sweep shows what it does: the face passes one in.
 pub trait SweepSink {
     /// Every model is planned: `plan` is the first model's, on the kept range
@@ -148,8 +153,8 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
 /// and renames it); no other shard writes these.
 fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
     let dir = &ctx.opts.out_dir;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
-    crate::fsutil::check_output(&dir.join(".posrecall-out-dir-check"), &[]).map_err(|e| anyhow!("output folder: {e}"))?;
+    std::fs::create_dir_all(dir).map_err(|e| OutDirError(format!("cannot create the output folder {}: {e}", dir.display())))?;
+    crate::fsutil::check_output(&dir.join(".posrecall-out-dir-check"), &[]).map_err(|e| OutDirError(format!("{e:#}")))?;
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();

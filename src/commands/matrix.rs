@@ -6,7 +6,7 @@
 //! shard, `--list`, and what is printed.
 
 use crate::bench::{OptionsError, Plan};
-use crate::bench::sweep::{SweepOptions, SweepSink, run_sweep};
+use crate::bench::sweep::{OutDirError, SweepOptions, SweepSink, run_sweep};
 use crate::cli::MatrixArgs;
 use crate::commands::hint;
 use crate::corpus::Source;
@@ -52,7 +52,10 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         decode,
     };
     let mut shown = Shown { args, corpus: spec.path.display().to_string(), shard_note, crop: sweep.crop };
-    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown)?;
+    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown).map_err(|e| match e.downcast_ref::<OutDirError>() {
+        Some(OutDirError(why)) => anyhow!("--out-dir: {why}"),
+        None => e,
+    })?;
     print_aggregate(args, &mine, shard)
 }
 

@@ -138,30 +138,8 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(t) = e.downcast_ref::<TooFewTargets>() {
         return anyhow!("{}, but --count is {}; {}", t.what_was_found(), t.wanted, too_few_hint(crop));
     }
-    if let Some(c) = e.downcast_ref::<CorpusSpecError>() {
-        return match c {
-            CorpusSpecError::NoDefault(l) => {
-                anyhow!("no --corpus given and {l} has no default corpus; give --corpus FILE or --corpus-dir DIR")
-            }
-            CorpusSpecError::DefaultMissing { language: Some(l), path } => anyhow!(
-                "no --corpus given and the default {l} corpus is not at {}; run scripts/fetch-corpus --language {l} first",
-                path.display()
-            ),
-            CorpusSpecError::DefaultMissing { language: None, path } => anyhow!(
-                "no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first",
-                path.display()
-            ),
-            CorpusSpecError::GlobsOnFile(path) => anyhow!(
-                "--include and --exclude choose files in a folder, but {} is one file; give the folder with --corpus-dir DIR",
-                path.display()
-            ),
-        };
-    }
-    if let Some(o) = e.downcast_ref::<OptionsError>() {
-        return anyhow!("{}", options_message(o));
-    }
-    if let Some(r) = e.downcast_ref::<crate::bench::ReferenceMismatch>() {
-        return anyhow!("--reference {}: {}", r.path.display(), r.mismatch);
+    if let Some(rewritten) = corpus_or_options_hint(&e) {
+        return rewritten;
     }
     if let Some(c) = e.downcast_ref::<CorpusError>() {
         let fix = match c {
@@ -227,6 +205,37 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
         };
     }
     e
+}
+
+/// [`hint`] for the corpus the flags name and for options that do not go
+/// together.
+fn corpus_or_options_hint(e: &anyhow::Error) -> Option<anyhow::Error> {
+    if let Some(c) = e.downcast_ref::<CorpusSpecError>() {
+        return Some(match c {
+            CorpusSpecError::NoDefault(l) => {
+                anyhow!("no --corpus given and {l} has no default corpus; give --corpus FILE or --corpus-dir DIR")
+            }
+            CorpusSpecError::DefaultMissing { language: Some(l), path } => anyhow!(
+                "no --corpus given and the default {l} corpus is not at {}; run scripts/fetch-corpus --language {l} first",
+                path.display()
+            ),
+            CorpusSpecError::DefaultMissing { language: None, path } => anyhow!(
+                "no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first",
+                path.display()
+            ),
+            CorpusSpecError::GlobsOnFile(path) => anyhow!(
+                "--include and --exclude choose files in a folder, but {} is one file; give the folder with --corpus-dir DIR",
+                path.display()
+            ),
+        });
+    }
+    if let Some(o) = e.downcast_ref::<OptionsError>() {
+        return Some(anyhow!("{}", options_message(o)));
+    }
+    if let Some(r) = e.downcast_ref::<crate::bench::ReferenceMismatch>() {
+        return Some(anyhow!("--reference {}: {}", r.path.display(), r.mismatch));
+    }
+    None
 }
 
 /// A byte count as people read it (`1.5 GiB`).

@@ -78,8 +78,24 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
     if let Some(n) = args.normalize {
         params.normalize = n;
     }
-    if params.pass > params.lines {
-        bail!("--pass {} is more than the targets' {} lines: nothing could pass", params.pass, params.lines);
+    // The targets file's settings get the bounds the flags get, by the same rule.
+    let spec = crate::targets::TargetSpec {
+        count: params.count,
+        lines: params.lines,
+        seed: params.seed,
+        crop_lines: None,
+        skip_blank: params.skip_blank,
+        rename: false,
+        pass: Some(params.pass),
+        normalize: params.normalize,
+    };
+    if let Err(e) = spec.validate() {
+        match (e, args.pass) {
+            (crate::targets::SpecError::PassAboveLines { pass, lines }, Some(_)) => {
+                bail!("--pass {pass} is more than the targets' {lines} lines: nothing could pass")
+            }
+            (e, _) => bail!("{}: params.{} {e}", args.targets.display(), e.setting()),
+        }
     }
     let opts = ScoreOptions {
         lines: params.lines,

@@ -1,7 +1,7 @@
 //! Shared helpers: running the binary, reading its output, and the real
 //! models.
 //!
-//! The models are the two real GGUF files `scripts/fetch-models` caches; a
+//! The models are the real GGUF files `scripts/fetch-models` caches; a
 //! missing model fails the test with what to run, it never skips.
 #![allow(dead_code)]
 
@@ -68,6 +68,12 @@ pub fn smollm2() -> PathBuf {
 pub fn gemma3() -> PathBuf {
     static CHECKED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     model("gemma-3-270m-q4_k_m.gguf", "GEMMA_SHA", &CHECKED)
+}
+
+/// Qwen2.5-Coder-0.5B-Instruct (Q4_K_M): a code model that really recalls.
+pub fn qwen_coder() -> PathBuf {
+    static CHECKED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "QWEN05_SHA", &CHECKED)
 }
 
 pub fn fixture(name: &str) -> PathBuf {
