@@ -76,10 +76,11 @@ struct RawModel {
     gpu_layers: Option<u32>,
     ctx: Option<toml::Value>,
     probe: Option<String>,
-    /// The KV configuration whose run is the model's reference. `reference`
-    /// is its old name, still read: on `bench` a reference is a file.
-    #[serde(alias = "reference")]
+    /// The KV configuration whose run is the model's reference.
     reference_kv: Option<String>,
+    /// `reference_kv`'s old name, still read (on `bench` a reference is a
+    /// file); messages name the key the file wrote.
+    reference: Option<String>,
     think: Option<String>,
     template_kwargs: Option<toml::Table>,
     chat_template: Option<String>,
@@ -670,12 +671,18 @@ impl Reader<'_> {
             None => Probe::Auto,
             Some(s) => choice(s, &Probe::ALL, Probe::as_str, "a probe").map_err(|e| self.err(&format!("{who}: probe"), e))?,
         };
-        let reference_kv = match m.reference_kv.as_deref() {
+        let written = match (m.reference_kv.as_deref(), m.reference.as_deref()) {
+            (Some(_), Some(_)) => bail!("{file}: {who}: reference_kv and reference (its old name) are both given; keep reference_kv"),
+            (Some(s), None) => Some((s, "reference_kv")),
+            (None, Some(s)) => Some((s, "reference")),
+            (None, None) => None,
+        };
+        let reference_kv = match written {
             None => None,
-            Some(s) => {
-                let pair = kv_pair(s).map_err(|e| self.err(&format!("{who}: reference_kv"), e))?;
+            Some((s, key)) => {
+                let pair = kv_pair(s).map_err(|e| self.err(&format!("{who}: {key}"), e))?;
                 if !kv.contains(&pair) {
-                    bail!("{file}: {who}: reference_kv: `{s}` is not one of its kv entries; the reference is one of the model's own runs");
+                    bail!("{file}: {who}: {key}: `{s}` is not one of its kv entries; the reference is one of the model's own runs");
                 }
                 Some(pair)
             }
@@ -809,7 +816,9 @@ gpu_layers = 0
         assert_eq!(old.models, new.models);
         let both = with("reference_kv = \"f16\"\nreference = \"f16\"");
         let e = Sweep::parse(&both, Path::new("m.toml"), &env).unwrap_err().to_string();
-        assert!(e.contains("reference"), "{e}");
+        assert!(e.contains("model `small`: reference_kv and reference (its old name) are both given"), "{e}");
+        let e = Sweep::parse(&with("reference = \"q4_0\""), Path::new("m.toml"), &env).unwrap_err().to_string();
+        assert!(e.contains("model `small`: reference: `q4_0` is not one"), "{e}");
         let e = Sweep::parse(&with("reference_kv = \"q4_0\""), Path::new("m.toml"), &env).unwrap_err().to_string();
         assert!(e.contains("model `small`: reference_kv: `q4_0` is not one of its kv entries"), "{e}");
     }
