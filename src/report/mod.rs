@@ -6,6 +6,7 @@ pub mod terminal;
 
 // `posrecall report`: the data (aggregate), the trait (export), one module per format.
 pub mod aggregate;
+pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod export;
