@@ -470,7 +470,7 @@ fn runs_that_decoded_differently_carry_a_note() {
     assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
     assert!(c.notes[0].contains("parallel 16"), "{}", c.notes[0]);
     assert!(c.notes[1].contains("exactly 128 tokens"), "{}", c.notes[1]);
-    let text = posrecall::report::compare::render_text(&c);
+    let text = posrecall::report::verdict::render_text(&c);
     assert!(text.contains("note: A decoded sequential, B parallel 16"), "{text}");
 }
 

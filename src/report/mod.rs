@@ -15,6 +15,7 @@ pub mod json;
 pub mod markdown;
 pub mod table;
 pub mod tabular;
+pub mod verdict;
 
 /// A runaway answer line (a model looping without a newline) is shown cut
 /// to `max` characters; the run file keeps it whole.
