@@ -20,7 +20,6 @@ pub mod progress;
 pub mod reference;
 pub mod prompt;
 pub mod reasoning;
-pub mod rename;
 pub mod report;
 pub mod run;
 pub mod score;
