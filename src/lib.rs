@@ -16,6 +16,7 @@ pub mod engine;
 pub mod forced;
 pub mod fsutil;
 pub mod kld;
+pub mod logits;
 pub mod progress;
 pub mod reference;
 pub mod prompt;
