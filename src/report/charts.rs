@@ -81,7 +81,7 @@ pub(super) fn chart(runs: &[LoadedRun]) -> Result<String> {
                 .run
                 .targets
                 .iter()
-                .map(|t| (t.depth, t.matched as f64))
+                .map(|t| (t.depth, t.score.matched as f64))
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             // Earlier runs are drawn wider, so identical results stay visible as rings.

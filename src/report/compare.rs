@@ -278,12 +278,12 @@ fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
                 line: x.line,
                 length: x.length,
                 depth: x.depth,
-                matched_a: x.matched,
-                matched_b: y.matched,
-                delta: y.matched as i64 - x.matched as i64,
-                pass_a: x.pass,
-                pass_b: y.pass,
-                flip: match (x.pass, y.pass) {
+                matched_a: x.score.matched,
+                matched_b: y.score.matched,
+                delta: y.score.matched as i64 - x.score.matched as i64,
+                pass_a: x.score.pass,
+                pass_b: y.score.pass,
+                flip: match (x.score.pass, y.score.pass) {
                     (true, false) => Some(Flip::AOnly),
                     (false, true) => Some(Flip::BOnly),
                     _ => None,

@@ -345,9 +345,9 @@ fn target_section(col: &TargetColumn<'_>, runs: &[LoadedRun]) -> String {
             let _ = write!(
                 out,
                 "<span class=\"badge {}\">{}: {}/{}</span>",
-                if t.pass { "pass" } else { "fail" },
+                if t.score.pass { "pass" } else { "fail" },
                 text(&r.label),
-                t.matched,
+                t.score.matched,
                 lines
             );
         }
@@ -382,13 +382,13 @@ fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> Strin
         out,
         "<div class=\"colhead\"><strong>{}</strong> {} · matched {}/{} · missing {} (truncated {}) · hallucinated {} · extra {}</div>",
         text(label),
-        if t.pass { "PASS" } else { "FAIL" },
-        t.matched,
+        if t.score.pass { "PASS" } else { "FAIL" },
+        t.score.matched,
         lines,
-        t.missing,
-        t.truncated,
-        t.hallucinated,
-        t.extra
+        t.score.missing,
+        t.score.truncated,
+        t.score.hallucinated,
+        t.score.extra
     );
     if let Some(f) = &t.forced {
         let _ = write!(
@@ -403,7 +403,7 @@ fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> Strin
         "<pre class=\"diff\" data-run=\"{run}\" data-target=\"{}\">",
         attr(&t.name)
     );
-    for l in &t.lines {
+    for l in &t.score.lines {
         let (class, mark) = class_of(l.status);
         let _ = write!(
             out,
