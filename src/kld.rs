@@ -112,7 +112,7 @@ impl Reader {
             // Rounding can leave a few ulps below zero for near-equal distributions.
             kld: kld.max(0.0),
             delta_p: q_top - p_top,
-            same_top1: crate::forced::read_logits(logits, 0).0 == top as usize,
+            same_top1: crate::logits::read_logits(logits, 0).0 == top as usize,
         }
     }
 }

@@ -44,7 +44,7 @@ pub struct Identity {
 
 /// The reference run's model and context, for the record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Source {
+pub struct Origin {
     pub model_sha256: String,
     /// The build label (file name unless `--build`).
     pub build: String,
@@ -70,7 +70,7 @@ pub struct Header {
     /// Tokens stored per position (at most the vocabulary).
     pub top_k: usize,
     pub identity: Identity,
-    pub source: Source,
+    pub source: Origin,
     pub targets: Vec<RefTarget>,
 }
 
@@ -254,7 +254,7 @@ mod tests {
                 probe: "chat".into(),
                 lines: 20,
             },
-            source: Source {
+            source: Origin {
                 model_sha256: "m".into(),
                 build: "b".into(),
                 context: ContextConfig::sequential(

@@ -7,7 +7,7 @@
 use crate::crop::Crop;
 use crate::settings::{ContextConfig, StepStats};
 use crate::forced::{Forced, ForcedSummary};
-use crate::score::{Normalize, Score, ScoredLine};
+use crate::score::{Normalize, Score};
 use crate::targets::Target;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -336,21 +336,10 @@ pub struct TargetResult {
     pub length: Option<usize>,
     pub expected: Vec<String>,
     pub response: String,
-    pub lines: Vec<ScoredLine>,
-    pub matched: usize,
-    pub missing: usize,
-    pub truncated: usize,
-    pub hallucinated: usize,
-    pub extra: usize,
-    /// Blank lines of a run that closes the LINES window, credited though
-    /// parsing dropped them with the answer's trailing whitespace
-    /// (docs/METHOD.md §6, "Blank lines").
-    #[serde(default)]
-    pub implied_blank: usize,
-    /// Blank answer lines credited nowhere: whitespace, not content.
-    #[serde(default)]
-    pub ignored_blank: usize,
-    pub pass: bool,
+    /// The answer's diff view and counts, in the run file as fields of the
+    /// target (`lines` … `pass`; docs/METHOD.md §6 for the blank lines).
+    #[serde(flatten)]
+    pub score: Score,
     /// Tokens generated for this answer (bench only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated_tokens: Option<usize>,
@@ -455,15 +444,7 @@ impl TargetResult {
             length: None,
             expected: target.expected.clone(),
             response,
-            lines: score.lines,
-            matched: score.matched,
-            missing: score.missing,
-            truncated: score.truncated,
-            hallucinated: score.hallucinated,
-            extra: score.extra,
-            implied_blank: score.implied_blank,
-            ignored_blank: score.ignored_blank,
-            pass: score.pass,
+            score,
             generated_tokens: None,
             reasoning: None,
             reasoning_tokens: None,
@@ -490,13 +471,13 @@ pub struct Totals {
 
 impl Totals {
     pub fn add(&mut self, t: &TargetResult) {
-        self.passes += t.pass as usize;
+        self.passes += t.score.pass as usize;
         self.count += 1;
-        self.matched += t.matched;
-        self.missing += t.missing;
-        self.truncated += t.truncated;
-        self.hallucinated += t.hallucinated;
-        self.extra += t.extra;
+        self.matched += t.score.matched;
+        self.missing += t.score.missing;
+        self.truncated += t.score.truncated;
+        self.hallucinated += t.score.hallucinated;
+        self.extra += t.score.extra;
     }
 }
 
@@ -543,7 +524,7 @@ impl Summary {
                 if let Some(cb) = &r.closed_book {
                     c.passes += usize::from(cb.pass);
                     c.matched += cb.matched;
-                    c.context_matched += r.matched as i64 - cb.matched as i64;
+                    c.context_matched += r.score.matched as i64 - cb.matched as i64;
                 }
             }
             s.closed_book = Some(c);
@@ -564,10 +545,10 @@ impl EquivalenceSummary {
         for r in results {
             let Some(c) = &r.sequential else { continue };
             e.targets += 1;
-            let diff = r.matched as i64 - c.matched as i64;
+            let diff = r.score.matched as i64 - c.matched as i64;
             e.matched_difference += diff;
             e.max_abs_matched_difference = e.max_abs_matched_difference.max(diff.unsigned_abs() as usize);
-            e.pass_changes += usize::from(r.pass != c.pass);
+            e.pass_changes += usize::from(r.score.pass != c.pass);
             if c.identical {
                 e.identical += 1;
             } else {

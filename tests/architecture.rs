@@ -63,6 +63,20 @@ fn only_the_engine_touches_llama_cpp() {
 }
 
 #[test]
+fn the_engine_does_not_reach_into_the_metrics() {
+    let mut found = Vec::new();
+    for (file, text) in sources().iter().filter(|(f, _)| f.starts_with("engine/")) {
+        // Doc links count too, as above.
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("crate::forced") || line.contains("crate::kld") {
+                found.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "the engine refers to the metrics built on it:\n{}", found.join("\n"));
+}
+
+#[test]
 fn messages_below_the_commands_name_no_flag() {
     let mut found = Vec::new();
     for (file, text) in sources().iter().filter(|(f, _)| !is_face(f)) {

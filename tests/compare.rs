@@ -95,8 +95,8 @@ fn fixtures_are_run_files() {
         assert_eq!(run.targets.len(), 16, "{name}");
         for t in &run.targets {
             assert_eq!(
-                t.pass,
-                t.matched >= run.manifest.params.pass,
+                t.score.pass,
+                t.score.matched >= run.manifest.params.pass,
                 "{name} {}",
                 t.name
             );
@@ -470,7 +470,7 @@ fn runs_that_decoded_differently_carry_a_note() {
     assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
     assert!(c.notes[0].contains("parallel 16"), "{}", c.notes[0]);
     assert!(c.notes[1].contains("exactly 128 tokens"), "{}", c.notes[1]);
-    let text = posrecall::report::compare::render_text(&c);
+    let text = posrecall::report::verdict::render_text(&c);
     assert!(text.contains("note: A decoded sequential, B parallel 16"), "{text}");
 }
 
@@ -601,12 +601,12 @@ fn doubled(s: &Signed) -> (usize, usize, u64, u64, f64) {
 fn check_against_reference(cited: &Cited) {
     let (ra, rb) = (load(cited.a), load(cited.b));
     let pairs: Vec<_> = ra.targets.iter().zip(&rb.targets).collect();
-    let count = |f: fn(bool, bool) -> bool| pairs.iter().filter(|(x, y)| f(x.pass, y.pass)).count();
+    let count = |f: fn(bool, bool) -> bool| pairs.iter().filter(|(x, y)| f(x.score.pass, y.score.pass)).count();
     let passes = (count(|a, _| a), count(|_, b| b));
     let flips = (count(|a, b| a && !b), count(|a, b| !a && b));
     assert_eq!((passes, flips), (cited.passes, cited.flips), "{}", cited.a);
     close(reference::mcnemar(flips.0, flips.1), cited.mcnemar_p);
-    let matched: Vec<i64> = pairs.iter().map(|(x, y)| y.matched as i64 - x.matched as i64).collect();
+    let matched: Vec<i64> = pairs.iter().map(|(x, y)| y.score.matched as i64 - x.score.matched as i64).collect();
     let got = reference::wilcoxon(&matched);
     let want = doubled(&cited.wilcoxon_matched);
     assert_eq!((got.0, got.1, got.2, got.3), (want.0, want.1, want.2, want.3), "{} Δmatched", cited.a);

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use posrecall::corpus::{JavaScript, Language};
-use posrecall::rename::rename;
+use posrecall::corpus::rename::rename;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::process::Command;

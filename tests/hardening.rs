@@ -223,7 +223,7 @@ fn renaming_never_chooses_a_reserved_word() {
     let path = short_names(dir.path());
     let text = std::fs::read_to_string(&path).unwrap();
     for seed in 0..40u64 {
-        let renamed = posrecall::rename::rename(&text, &JavaScript, seed).unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
+        let renamed = posrecall::corpus::rename::rename(&text, &JavaScript, seed).unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
         for new in renamed.mapping.values() {
             assert!(!JavaScript.reserved_words().contains(&new.as_str()), "seed {seed}: {new}");
         }

@@ -197,16 +197,16 @@ fn html_shows_every_line_of_every_target_offline() {
             let body = &html[html.find(&open).unwrap() + open.len()..];
             let body = &body[..body.find("</pre>").unwrap()];
             let count = |class: &str| body.matches(&format!("class=\"l l-{class}\"")).count();
-            assert_eq!(count("matched"), t.matched, "run {i} {} matched", t.name);
-            assert_eq!(count("missing"), t.missing, "run {i} {} missing", t.name);
+            assert_eq!(count("matched"), t.score.matched, "run {i} {} matched", t.name);
+            assert_eq!(count("missing"), t.score.missing, "run {i} {} missing", t.name);
             assert_eq!(
                 count("hallucinated"),
-                t.hallucinated,
+                t.score.hallucinated,
                 "run {i} {} hallucinated",
                 t.name
             );
-            assert_eq!(count("extra"), t.extra, "run {i} {} extra", t.name);
-            assert_eq!(body.matches("class=\"l l-").count(), t.lines.len());
+            assert_eq!(count("extra"), t.score.extra, "run {i} {} extra", t.name);
+            assert_eq!(body.matches("class=\"l l-").count(), t.score.lines.len());
             // Collapsible per target: this diff sits in the target's own
             // <details>, whose summary names it.
             let details = details_of(&html, &t.name, t.line);
@@ -449,8 +449,8 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
         let f = t.forced.as_ref().expect("bench runs have forced metrics");
         format!(
             "{} {} · {:.2}",
-            t.matched,
-            if t.pass { "✓" } else { "✗" },
+            t.score.matched,
+            if t.score.pass { "✓" } else { "✗" },
             f.top1_share
         )
     };
@@ -516,7 +516,7 @@ fn marker(status: LineStatus) -> char {
 /// blocks are separated by blank lines, and a block's heading is its verdict
 /// and the target's name.
 fn diff_block<'a>(section: &'a str, t: &TargetResult) -> Vec<&'a str> {
-    let verdict = if t.pass { "PASS" } else { "FAIL" };
+    let verdict = if t.score.pass { "PASS" } else { "FAIL" };
     let heading = format!("{verdict} {} ", t.name);
     let blocks: Vec<&str> = section
         .split("\n\n")
@@ -539,10 +539,10 @@ fn check_diff_section(section: &str, run: &RunFile) {
         for fact in [
             format!("line {}", t.line),
             format!("depth {:.2}", t.depth),
-            format!("matched {}/{lines}", t.matched),
-            format!("missing {} (truncated {})", t.missing, t.truncated),
-            format!("hallucinated {}", t.hallucinated),
-            format!("extra {}", t.extra),
+            format!("matched {}/{lines}", t.score.matched),
+            format!("missing {} (truncated {})", t.score.missing, t.score.truncated),
+            format!("hallucinated {}", t.score.hallucinated),
+            format!("extra {}", t.score.extra),
         ] {
             assert!(fields.contains(&fact.as_str()), "{}: no {fact:?} in {:?}", t.name, block[0]);
         }
@@ -558,7 +558,7 @@ fn check_diff_section(section: &str, run: &RunFile) {
             body = &body[1..];
         }
         let expected: Vec<String> = t
-            .lines
+            .score.lines
             .iter()
             .map(|l| {
                 assert!(l.text.chars().count() <= 160, "a line the terminal would clip");
@@ -605,7 +605,7 @@ fn quarters_from_targets(run: &RunFile) -> [(usize, usize); 4] {
     let mut q = [(0, 0); 4];
     for t in &run.targets {
         let cell = &mut q[quarter_of(t.depth)];
-        cell.0 += t.pass as usize;
+        cell.0 += t.score.pass as usize;
         cell.1 += 1;
     }
     q
@@ -739,7 +739,7 @@ fn diff_marks_all_four_classes_as_documented() {
     assert_eq!(sections.len(), 1);
     check_diff_section(&sections[0].1, &run);
     // Not vacuous: the checked target has a line of every class.
-    let statuses: Vec<LineStatus> = run.targets[0].lines.iter().map(|l| l.status).collect();
+    let statuses: Vec<LineStatus> = run.targets[0].score.lines.iter().map(|l| l.status).collect();
     for s in [LineStatus::Matched, LineStatus::Missing, LineStatus::Hallucinated, LineStatus::Extra] {
         assert!(statuses.contains(&s), "{s:?}");
     }
@@ -1084,7 +1084,7 @@ fn check_matched_chart(html: &str, runs: &[(String, RunFile)]) {
     let colours = legend_colours(html, "chart-matched");
     assert_eq!(colours.len(), runs.len(), "{colours:?}");
     for (label, run) in runs {
-        let data: Vec<(f64, f64)> = run.targets.iter().map(|t| (t.depth, t.matched as f64)).collect();
+        let data: Vec<(f64, f64)> = run.targets.iter().map(|t| (t.depth, t.score.matched as f64)).collect();
         check_series(&c, &colours[label], &data, &format!("matched lines of {label}"));
         let pass = c.y.px(run.manifest.params.pass as f64);
         assert!(c.threshold_ys.iter().any(|y| (y - pass).abs() <= 2.0), "no threshold line at {pass}");
@@ -1111,7 +1111,7 @@ fn check_top1_chart(html: &str, runs: &[(String, RunFile)]) {
 /// The grid cell README.md documents: matched lines, ✓ pass or ✗ fail, and
 /// after `·` the target's top-1 share when it has one (`12 ✓ · 0.93`).
 fn grid_cell(t: &TargetResult) -> String {
-    let mark = format!("{} {}", t.matched, if t.pass { "✓" } else { "✗" });
+    let mark = format!("{} {}", t.score.matched, if t.score.pass { "✓" } else { "✗" });
     match &t.forced {
         Some(f) => format!("{mark} · {:.2}", f.top1_share),
         None => mark,

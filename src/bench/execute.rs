@@ -385,7 +385,7 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
         session.start_empty()?;
         let g = session.generate(&tokens, plan.generation_limit(), |text| run.enough(target, text))?;
         let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, opts);
-        r.context_matched = Some(r.matched as i64 - s.matched as i64);
+        r.context_matched = Some(r.score.matched as i64 - s.matched as i64);
         if let Some(with_file) = r.forced.as_mut() {
             // The same forced text with no file before it: what the context adds.
             let text = ForcedText::new(run.model, target, with_file.scaffold.clone());

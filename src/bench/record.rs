@@ -64,7 +64,7 @@ impl RunSpec<'_> {
             format: reference::FORMAT,
             top_k: saved.iter().flat_map(|(_, e)| e.first()).next().map_or(top_k, |e| e.ids.len()),
             identity: self.reference_identity(),
-            source: reference::Source {
+            source: reference::Origin {
                 model_sha256: self.model.sha256.clone(),
                 build: self.model_info().build,
                 context: self.cfg.clone(),

@@ -7,6 +7,10 @@ use tree_sitter::{Node, Parser};
 /// JavaScript (and JSX) source.
 pub struct JavaScript;
 
+/// The node kinds renaming rewrites: plain identifiers only, so that
+/// property names (`obj.name`) are left alone.
+const IDENTIFIER_KINDS: &[&str] = &["identifier"];
+
 impl Language for JavaScript {
     fn name(&self) -> &'static str {
         "javascript"
@@ -30,21 +34,7 @@ impl Language for JavaScript {
     }
 
     fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
-        let tree = parse(text)?;
-        let mut spans = Vec::new();
-        let mut stack = vec![tree.root_node()];
-        while let Some(node) = stack.pop() {
-            if node.kind() == "identifier"
-                && let Ok(name) = node.utf8_text(text.as_bytes())
-                && wanted(name)
-            {
-                spans.push((node.start_byte(), node.end_byte()));
-            }
-            let mut cursor = node.walk();
-            stack.extend(node.children(&mut cursor));
-        }
-        spans.sort_unstable();
-        Ok(spans)
+        Ok(super::walk::spans_of_kinds(&parse(text)?, text, IDENTIFIER_KINDS, wanted))
     }
 
     fn functions(&self, text: &str) -> Result<Parsed> {

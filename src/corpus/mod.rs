@@ -12,6 +12,7 @@ mod go;
 mod java;
 mod javascript;
 mod python;
+pub mod rename;
 mod rust;
 mod typescript;
 pub(crate) mod walk;
@@ -421,7 +422,7 @@ impl Source {
     }
 
     /// Like [`Source::open`]; with `rename = Some(seed)` every declared
-    /// function name is first renamed (see [`crate::rename`]), and the
+    /// function name is first renamed (see [`crate::corpus::rename`]), and the
     /// renamed text is what every later stage sees.
     pub fn open_with(path: &Path, rename: Option<u64>) -> Result<Source> {
         Self::open_spec(&CorpusSpec::file(path), rename)
@@ -451,7 +452,7 @@ impl Source {
         let mut renamed = None;
         if let Some(seed) = rename {
             let before = language.functions(&corpus.text)?.error_regions;
-            let r = crate::rename::rename(&corpus.text, language.as_ref(), seed)?;
+            let r = crate::corpus::rename::rename(&corpus.text, language.as_ref(), seed)?;
             if spec.dir && r.text.len() != corpus.text.len() {
                 // The files' byte ranges would move.
                 bail!("renaming {} would change its length; choose another seed", path.display());

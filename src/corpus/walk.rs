@@ -3,8 +3,8 @@
 //! functions inside them (a class, an `impl`, a namespace); this module finds
 //! them at any depth, qualifies their names, and counts the error regions.
 //!
-//! JavaScript keeps its own walk (`javascript.rs`), which came first and
-//! whose targets must not change.
+//! JavaScript keeps its own walk for functions (`javascript.rs`), which came
+//! first and whose targets must not change; it shares the identifier walk.
 
 use super::{FunctionDecl, Parsed};
 use anyhow::{Context, Result};
@@ -103,8 +103,12 @@ pub(crate) fn functions(g: &dyn Grammar, text: &str) -> Result<Parsed> {
 
 /// Byte spans of the identifiers `wanted` accepts, in order.
 pub(crate) fn identifier_spans(g: &dyn Grammar, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
-    let tree = parse(g, text)?;
-    let kinds = g.identifier_kinds();
+    Ok(spans_of_kinds(&parse(g, text)?, text, g.identifier_kinds(), wanted))
+}
+
+/// Byte spans of the nodes of `tree` (parsed from `text`) whose kind is one
+/// of `kinds` and whose text `wanted` accepts, in order, each once.
+pub(crate) fn spans_of_kinds(tree: &Tree, text: &str, kinds: &[&str], wanted: &dyn Fn(&str) -> bool) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     let mut stack = vec![tree.root_node()];
     while let Some(node) = stack.pop() {
@@ -119,7 +123,7 @@ pub(crate) fn identifier_spans(g: &dyn Grammar, text: &str, wanted: &dyn Fn(&str
     }
     spans.sort_unstable();
     spans.dedup();
-    Ok(spans)
+    spans
 }
 
 /// The text of `node`.

@@ -576,7 +576,7 @@ impl<'m> Session<'m> {
     /// Teacher forcing: evaluates `query` then `forced` after the prefix in
     /// batched decodes with logits at every position, and returns, for each
     /// forced token, the model's top-1 token, the gap between its two best
-    /// logits, and the forced token's log-probability (see [`crate::forced`]).
+    /// logits, and the forced token's log-probability (see [`crate::logits::read_logits`]).
     /// Call [`Session::restore`] first, as for [`Session::generate`].
     pub fn force(
         &mut self,
@@ -617,7 +617,7 @@ impl<'m> Session<'m> {
                 if i >= first_logit && i + 1 < seq.len() {
                     let logits = self.ctx.get_logits_ith(j as i32);
                     let next = seq[i + 1].0 as usize;
-                    let (best, gap, logprob) = crate::forced::read_logits(logits, next);
+                    let (best, gap, logprob) = crate::logits::read_logits(logits, next);
                     each(i - first_logit, logits);
                     out.push((LlamaToken(best as i32), gap, logprob));
                 }

@@ -352,8 +352,8 @@ impl Grid {
                     .map(|r| {
                         let t = &r.run.targets[i];
                         Cell {
-                            matched: t.matched,
-                            pass: t.pass,
+                            matched: t.score.matched,
+                            pass: t.score.pass,
                             top1_share: t.forced.as_ref().map(|f| f.top1_share),
                         }
                     })

@@ -6,6 +6,7 @@ pub mod terminal;
 
 // `posrecall report`: the data (aggregate), the trait (export), one module per format.
 pub mod aggregate;
+pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod export;
@@ -14,6 +15,7 @@ pub mod json;
 pub mod markdown;
 pub mod table;
 pub mod tabular;
+pub mod verdict;
 
 /// A runaway answer line (a model looping without a newline) is shown cut
 /// to `max` characters; the run file keeps it whole.

@@ -47,7 +47,7 @@ pub fn legend(color: bool) -> String {
 /// One target's diff: a heading, then every scored line with its class.
 pub fn target_diff(t: &TargetResult, lines: usize, color: bool) -> String {
     let mut out = String::new();
-    let verdict = if t.pass { "PASS" } else { "FAIL" };
+    let verdict = if t.score.pass { "PASS" } else { "FAIL" };
     let _ = writeln!(
         out,
         "{} {}  line {}  depth {:.2}  matched {}/{}  missing {} (truncated {})  hallucinated {}  extra {}",
@@ -55,17 +55,17 @@ pub fn target_diff(t: &TargetResult, lines: usize, color: bool) -> String {
         Style::new().force_styling(color).bold().apply_to(&t.name),
         t.line,
         t.depth,
-        t.matched,
+        t.score.matched,
         lines,
-        t.missing,
-        t.truncated,
-        t.hallucinated,
-        t.extra
+        t.score.missing,
+        t.score.truncated,
+        t.score.hallucinated,
+        t.score.extra
     );
     if let Some(f) = &t.forced {
         let _ = writeln!(out, "  teacher-forced: {}", forced_line(f));
     }
-    for l in &t.lines {
+    for l in &t.score.lines {
         let (mark, style) = look(l.status, color);
         let _ = writeln!(out, "  {}", style.apply_to(format!("{mark} {}", clip(&l.text))));
     }

@@ -1,0 +1,310 @@
+//! The charts of the HTML page: inline SVG, drawn with plotters or by hand
+//! (the depth × length heat map), and the series colour of each run.
+
+use crate::report::aggregate::LoadedRun;
+use crate::run::TargetResult;
+use anyhow::Result;
+use html_escape::encode_text as text;
+use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+use std::fmt::Write as _;
+use std::ops::Range;
+
+/// Series colours of the chart (Tableau 10), by run position.
+const PALETTE: [(u8, u8, u8); 10] = [
+    (0x4e, 0x79, 0xa7),
+    (0xf2, 0x8e, 0x2b),
+    (0xe1, 0x57, 0x59),
+    (0x76, 0xb7, 0xb2),
+    (0x59, 0xa1, 0x4f),
+    (0xed, 0xc9, 0x48),
+    (0xb0, 0x7a, 0xa1),
+    (0xff, 0x9d, 0xa7),
+    (0x9c, 0x75, 0x5f),
+    (0xba, 0xb0, 0xac),
+];
+
+pub(super) fn series_color(i: usize) -> (u8, u8, u8) {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// The axes every chart draws on.
+type Axes<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The x axis of the depth charts.
+const DEPTH: &str = "depth in the kept text (0 = start, 1 = end)";
+
+fn depth_label(x: &f64) -> String {
+    format!("{x:.1}")
+}
+
+/// A run's series colour, for plotters.
+fn run_color(i: usize) -> RGBColor {
+    let (r, g, b) = series_color(i);
+    RGBColor(r, g, b)
+}
+
+/// The stroke width and dot radius of series `k` of `n`: earlier runs are
+/// drawn wider, so identical results stay visible as rings.
+fn weight(k: usize, n: usize) -> (u32, i32) {
+    let w = (n - 1 - k).min(4);
+    (2 + 2 * w as u32, 4 + 2 * w as i32)
+}
+
+/// What the charts' meshes do not share: the axis descriptions, how many
+/// labels each axis gets, and how they are written.
+struct Mesh<'f> {
+    x_desc: &'f str,
+    y_desc: &'f str,
+    x_labels: usize,
+    y_labels: usize,
+    x_label: &'f dyn Fn(&f64) -> String,
+    y_label: &'f dyn Fn(&f64) -> String,
+}
+
+/// An SVG of `size` on a white ground, drawn by `draw`, inline: without the
+/// XML namespace attribute (HTML does not need it).
+fn render_svg(size: (u32, u32), draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE)?;
+        draw(&root)?;
+        root.present()?;
+    }
+    Ok(svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1))
+}
+
+/// Axes over `x` × `y` with the page's margins, light grid and label styles.
+fn axes<'a, 'b>(root: &'a DrawingArea<SVGBackend<'b>, Shift>, x: Range<f64>, y: Range<f64>, mesh: Mesh<'_>) -> Result<Axes<'a, 'b>> {
+    let mut chart = ChartBuilder::on(root)
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x, y)?;
+    chart
+        .configure_mesh()
+        .x_desc(mesh.x_desc)
+        .y_desc(mesh.y_desc)
+        .x_labels(mesh.x_labels)
+        .y_labels(mesh.y_labels)
+        .x_label_formatter(mesh.x_label)
+        .y_label_formatter(mesh.y_label)
+        .max_light_lines(1)
+        .light_line_style(RGBColor(0xf2, 0xf2, 0xf2))
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 15))
+        .draw()?;
+    Ok(chart)
+}
+
+/// A dashed grey line from `x.0` to `x.1` at each of `ys` (pass thresholds).
+fn dashed_lines(chart: &mut Axes<'_, '_>, x: (f64, f64), ys: impl IntoIterator<Item = f64>) -> Result<()> {
+    let gray = RGBColor(0x88, 0x88, 0x88);
+    for y in ys {
+        chart.draw_series(DashedLineSeries::new(vec![(x.0, y), (x.1, y)], 8, 5, gray.stroke_width(2)))?;
+    }
+    Ok(())
+}
+
+/// Each series (a run's position and its points), joined and dotted in
+/// the run's colour.
+fn draw_runs(chart: &mut Axes<'_, '_>, series: Vec<(usize, Vec<(f64, f64)>)>) -> Result<()> {
+    let n = series.len();
+    for (k, (i, pts)) in series.into_iter().enumerate() {
+        let color = run_color(i);
+        let (width, radius) = weight(k, n);
+        chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))?;
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, radius, color.filled())))?;
+    }
+    Ok(())
+}
+
+/// A run's points (depth, `value`) at the targets `value` gives one for, by depth.
+fn by_depth(r: &LoadedRun, value: &impl Fn(&TargetResult) -> Option<f64>) -> Vec<(f64, f64)> {
+    let mut pts: Vec<(f64, f64)> = r.run.targets.iter().filter_map(|t| Some((t.depth, value(t)?))).collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts
+}
+
+/// Matched lines (y) against depth (x), one series per run, and a line at
+/// each pass threshold.
+pub(super) fn chart(runs: &[LoadedRun]) -> Result<String> {
+    let lines = runs[0].run.manifest.params.lines as f64;
+    let mut passes: Vec<usize> = runs.iter().map(|r| r.run.manifest.params.pass).collect();
+    passes.sort_unstable();
+    passes.dedup();
+    // Every run is a series, even one without targets.
+    let matched = |t: &TargetResult| Some(t.score.matched as f64);
+    let series = runs.iter().enumerate().map(|(i, r)| (i, by_depth(r, &matched))).collect();
+    render_svg((960, 380), |root| {
+        let y_label = |y: &f64| if *y < 0.0 { String::new() } else { format!("{y}") };
+        let mesh = Mesh {
+            x_desc: DEPTH,
+            y_desc: "matched lines",
+            x_labels: 11,
+            y_labels: (lines as usize + 1).min(11),
+            x_label: &depth_label,
+            y_label: &y_label,
+        };
+        let mut chart = axes(root, 0f64..1f64, -0.4f64..(lines + 0.6), mesh)?;
+        dashed_lines(&mut chart, (0.0, 1.0), passes.iter().map(|&p| p as f64))?;
+        draw_runs(&mut chart, series)
+    })
+}
+
+/// A per-target value (y, 0..`top`; the top-1 share, the KL divergence)
+/// against depth (x), one series per run that has it (coloured by the run's
+/// position), each point a target that has it.
+pub(super) fn depth_chart(runs: &[LoadedRun], value: impl Fn(&TargetResult) -> Option<f64>, y_desc: &str, top: f64) -> Result<String> {
+    let series = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let pts = by_depth(r, &value);
+            (!pts.is_empty()).then_some((i, pts))
+        })
+        .collect();
+    render_svg((960, 340), |root| {
+        let y_label = |y: &f64| {
+            if *y < 0.0 || *y > top {
+                String::new()
+            } else if top >= 1.0 {
+                format!("{y:.1}")
+            } else {
+                format!("{y:.1e}")
+            }
+        };
+        let mesh = Mesh { x_desc: DEPTH, y_desc, x_labels: 11, y_labels: 11, x_label: &depth_label, y_label: &y_label };
+        let mut chart = axes(root, 0f64..1f64, -0.03 * top..1.03 * top, mesh)?;
+        draw_runs(&mut chart, series)
+    })
+}
+
+/// One run's depth × length heat map, as an SVG table of cells.
+pub(super) fn heat_map(run: usize, label: &str, l: &crate::run::LadderRecord, lines: usize) -> String {
+    const CW: usize = 92;
+    const CH: usize = 40;
+    const LEFT: usize = 86;
+    const TOP: usize = 44;
+    let (w, h) = (LEFT + CW * l.rungs.len() + 8, TOP + CH * 4 + 8);
+    let (cr, cg, cb) = series_color(run);
+    let mut out = format!(
+        "<figure class=\"heatmap\"><figcaption>{}</figcaption>\n<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">\n",
+        text(label)
+    );
+    let _ = writeln!(out, "<text x=\"4\" y=\"16\" font-size=\"12\">depth \\ length</text>");
+    for (c, r) in l.rungs.iter().enumerate() {
+        let x = LEFT + c * CW + CW / 2;
+        let _ = writeln!(
+            out,
+            "<text x=\"{x}\" y=\"30\" font-size=\"13\" text-anchor=\"middle\">{} <tspan font-size=\"10\">({})</tspan></text>",
+            crate::run::length_label(r.length),
+            r.prefix_tokens
+        );
+    }
+    for q in 0..4 {
+        let y = TOP + q * CH;
+        let _ = writeln!(
+            out,
+            "<text x=\"4\" y=\"{}\" font-size=\"12\">{}</text>",
+            y + CH / 2 + 4,
+            crate::report::aggregate::quarter_label(q)
+        );
+        for (c, r) in l.rungs.iter().enumerate() {
+            let t = &r.summary.by_quarter[q];
+            let x = LEFT + c * CW;
+            let share = match t.count {
+                0 => None,
+                n => Some(t.matched as f64 / (n * lines.max(1)) as f64),
+            };
+            let fill = match share {
+                None => "#f6f8fa".to_string(),
+                Some(s) => {
+                    let mix = |v: u8| (255.0 - (255.0 - v as f64) * s).round() as u8;
+                    format!("rgb({},{},{})", mix(cr), mix(cg), mix(cb))
+                }
+            };
+            let ink = if share.is_some_and(|s| s > 0.55) { "#fff" } else { "#1f2328" };
+            let (body, hover) = match share {
+                None => ("·".to_string(), "no target".to_string()),
+                Some(s) => (
+                    format!("{}/{} · {}", t.passes, t.count, t.matched),
+                    format!(
+                        "{} at depth {}: {} of {} passed, {} matched lines ({:.0}% of {}), {} missing, {} hallucinated",
+                        crate::run::length_label(r.length),
+                        crate::report::aggregate::quarter_label(q),
+                        t.passes,
+                        t.count,
+                        t.matched,
+                        100.0 * s,
+                        t.count * lines,
+                        t.missing,
+                        t.hallucinated
+                    ),
+                ),
+            };
+            let _ = writeln!(
+                out,
+                "<g><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"#fff\"/>\
+                 <text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" fill=\"{ink}\">{}</text></g>",
+                text(&hover),
+                CW - 2,
+                CH - 2,
+                x + CW / 2,
+                y + CH / 2 + 4,
+                text(&body)
+            );
+        }
+    }
+    out.push_str("</svg></figure>\n");
+    out
+}
+
+/// Pass rate (y) against length (x, log scale), one series per ladder run,
+/// each point with its 95% interval.
+pub(super) fn length_chart(runs: &[LoadedRun]) -> Result<String> {
+    let series: Vec<(usize, Vec<(f64, f64, f64, f64)>)> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let l = r.run.ladder.as_ref()?;
+            Some((i, l.rungs.iter().map(|g| ((g.prefix_tokens.max(1) as f64).log2(), g.pass_rate, g.pass_low, g.pass_high)).collect()))
+        })
+        .collect();
+    let xs = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.0));
+    let (lo, hi) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+    // A margin around the points, not whole doublings: a 4k rung holds a few
+    // tokens under 4,096, and flooring its log would open the axis at 2k.
+    // The powers of two nearest the ends stay on the axis, so that rungs
+    // within one doubling still get a labelled tick.
+    let (lo, hi) = ((lo - 0.3).min(lo.round()), (hi + 0.3).max(hi.round()));
+    let thresholds: Vec<f64> = runs.iter().filter_map(|r| Some(r.run.ladder.as_ref()?.effective_at)).collect();
+    render_svg((960, 340), |root| {
+        let x_label = |x: &f64| {
+            let n = 2f64.powf(*x).round() as usize;
+            if (x - x.round()).abs() > 1e-6 { String::new() } else { crate::run::length_label(n) }
+        };
+        let y_label = |y: &f64| if *y < 0.0 || *y > 1.0 { String::new() } else { format!("{y:.1}") };
+        let mesh = Mesh {
+            x_desc: "prefix tokens (log scale)",
+            y_desc: "pass rate",
+            x_labels: ((hi - lo).ceil() as usize + 1).min(16),
+            y_labels: 11,
+            x_label: &x_label,
+            y_label: &y_label,
+        };
+        let mut chart = axes(root, lo..hi, -0.03f64..1.03f64, mesh)?;
+        dashed_lines(&mut chart, (lo, hi), thresholds)?;
+        let n = series.len();
+        for (k, (i, pts)) in series.into_iter().enumerate() {
+            let color = run_color(i);
+            let (width, radius) = weight(k, n);
+            chart.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), color.stroke_width(width)))?;
+            chart.draw_series(pts.iter().map(|p| PathElement::new(vec![(p.0, p.2), (p.0, p.3)], color.stroke_width(2))))?;
+            chart.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), radius, color.filled())))?;
+        }
+        Ok(())
+    })
+}
