@@ -7,30 +7,57 @@ use std::path::{Path, PathBuf};
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder,
 /// flushed, then renamed over the target. A crash or an error never leaves a
 /// half-written output file behind.
+///
+/// A symbolic link is written through: the file it points to is replaced
+/// and the link stays. Anything that is not a regular file (a device such as
+/// `/dev/null`, a FIFO) is written into, never replaced by a file. The
+/// temporary name is `.<name>.tmp-<pid>-<random>`: unique across processes
+/// and machines that share the folder (every pod of a job may be PID 1).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
+    let target = through_links(path).with_context(|| format!("cannot write {}", path.display()))?;
+    if let Ok(meta) = std::fs::metadata(&target)
+        && !meta.is_file()
+        && !meta.is_dir()
+    {
+        let result = std::fs::OpenOptions::new().write(true).open(&target).and_then(|mut f| f.write_all(bytes));
+        return result.with_context(|| format!("cannot write {}", path.display()));
+    }
+    let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let file_name = path
+    let file_name = target
         .file_name()
         .with_context(|| format!("{} is not a file path", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
     // Errors name the path the user gave, not the temporary file.
     let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all().ok();
-        std::fs::rename(&tmp, path)
+        let mut tmp = tempfile::Builder::new()
+            .prefix(&format!(".{}.tmp-{}-", file_name.to_string_lossy(), std::process::id()))
+            .tempfile_in(dir)?;
+        tmp.write_all(bytes)?;
+        tmp.as_file().sync_all().ok();
+        tmp.persist(&target).map(|_| ()).map_err(|e| e.error)
     })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
     result.with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The path a write to `path` lands on: `path` itself, or, when it is a
+/// symbolic link, the file the links lead to (which may not exist yet).
+fn through_links(path: &Path) -> std::io::Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = std::fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(std::io::Error::other("too many levels of symbolic links"))
 }
 
 /// A text file, with a UTF-8 byte-order mark (which some editors write)

@@ -221,11 +221,62 @@ fn a_writer_killed_at_any_moment_leaves_the_old_file_or_the_new_one() {
         // A SIGKILL leaves nothing but what the killed writer had open: its
         // temporary file, or the probe that checks the folder takes a file.
         for name in entries(o.path()).into_iter().filter(|e| e != "report.html") {
-            let own = [format!(".report.html.tmp-{pid}"), format!(".posrecall-write-probe-{pid}")];
-            assert!(own.contains(&name), "kill {n} left {name}");
+            let own = name.starts_with(&format!(".report.html.tmp-{pid}-")) || name == format!(".posrecall-write-probe-{pid}");
+            assert!(own, "kill {n} left {name}");
             std::fs::remove_file(o.path().join(name)).unwrap();
         }
     }
     // Kills that all came after the end would have proved nothing.
     assert!(interrupted >= TRIES / 4, "only {interrupted} of {TRIES} kills interrupted the report");
+}
+
+/// An output that is a symbolic link is written through (the link stays, the
+/// file it names gets the output); one that is not a regular file (a device
+/// node, a FIFO: only ones this test makes) is written into, never replaced
+/// by a plain file. Each write leaves no temporary file.
+#[test]
+fn links_are_written_through_and_special_files_written_into() {
+    use std::os::unix::fs::FileTypeExt;
+    let i = inputs();
+    let dir = TempDir::new().unwrap();
+    let real = dir.path().join("real.json");
+    std::fs::write(&real, "old").unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink("real.json", &link).unwrap();
+    let dangling = dir.path().join("dangling.json");
+    std::os::unix::fs::symlink("sub/new.json", &dangling).unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    for out in [&link, &dangling] {
+        ok(&posrecall(&["score", s(&i.targets), s(&i.responses), "--out", s(out), "--quiet"]));
+        assert!(std::fs::symlink_metadata(out).unwrap().file_type().is_symlink(), "{} is no longer a link", out.display());
+    }
+    for written in [real.clone(), dir.path().join("sub/new.json")] {
+        let run: Value = serde_json::from_str(&std::fs::read_to_string(&written).unwrap()).unwrap();
+        assert_eq!(run["manifest"]["command"], "score", "{}", written.display());
+    }
+
+    // A FIFO: the output arrives through it, and it is still a FIFO.
+    let fifo = dir.path().join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+    };
+    ok(&posrecall(&["report", s(&i.runs.join("a.json")), "--format", "json", "-o", s(&fifo)]));
+    let through = reader.join().unwrap();
+    let report: Value = serde_json::from_slice(&through).unwrap();
+    assert!(report["runs"].is_array(), "{report}");
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+
+    // A character device of our own (as root: the null device's numbers).
+    let null = dir.path().join("null");
+    if Command::new("mknod").arg(&null).args(["c", "1", "3"]).status().is_ok_and(|st| st.success()) {
+        ok(&posrecall(&["report", s(&i.runs.join("a.json")), "--format", "csv", "-o", s(&null)]));
+        assert!(std::fs::symlink_metadata(&null).unwrap().file_type().is_char_device(), "the device became a file");
+    } else {
+        assert_ne!(unsafe { libc::geteuid() }, 0, "root could not make a device node");
+    }
+    let left: Vec<String> = entries(dir.path()).into_iter().filter(|e| e.contains(".tmp-")).collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
 }

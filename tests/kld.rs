@@ -97,6 +97,21 @@ fn reference_divergence_is_zero_for_itself_and_grows_with_coarser_kv() {
         assert!(table.contains(col), "{col} missing from:\n{table}");
     }
     assert!(table.contains(&format!("{:.5}", means[1])), "{table}");
+    // CSV: one header for a reference run and runs measured against it,
+    // every row with every column, the divergence empty where there is none.
+    let csv = ok(&posrecall(&["report", &p("base.json"), &q8, &q4, "--format", "csv"]));
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 3, "{csv}");
+    assert!(rows.iter().all(|r| r.len() == header.len()), "{csv}");
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name} column: {csv}"));
+    assert_eq!(&rows[0][col("kld_mean")], "", "{csv}");
+    for (row, mean) in rows[1..].iter().zip(&means) {
+        let got: f64 = row[col("kld_mean")].parse().unwrap();
+        assert!((got - mean).abs() <= 1e-12 * mean.max(1.0), "{got} vs {mean}");
+        assert!(row[col("kld_tokens")].parse::<usize>().unwrap() > 0 && row[col("reference")].contains("f16/f16"), "{csv}");
+    }
     let html = dir.path().join("r.html");
     ok(&posrecall(&["report", &q8, &q4, "--format", "html", "--out", s(&html)]));
     assert!(std::fs::read_to_string(&html).unwrap().contains("id=\"chart-kld\""));

@@ -92,7 +92,7 @@ fn run_files(dir: &Path) -> BTreeSet<String> {
 }
 
 /// Every entry of `dir`, dot-files too: a temporary file a writer left
-/// behind (`.NAME.json.tmp-PID`) is one, and `run_files` skips it.
+/// behind (`.NAME.json.tmp-PID-RANDOM`) is one, and `run_files` skips it.
 fn all_entries(dir: &Path) -> BTreeSet<String> {
     std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
 }
@@ -214,7 +214,7 @@ fn sweep_killed_after_its_first_run(toml: &Path, out: &Path) -> BTreeSet<String>
     assert!(!finished.is_empty() && finished.len() < RUNS.len(), "{finished:?}");
     assert!(finished.is_subset(&expected_files()), "{finished:?}");
     for name in all_entries(out).difference(&finished) {
-        let temp = RUNS.iter().any(|r| *name == format!(".{r}.json.tmp-{}", child.id()));
+        let temp = RUNS.iter().any(|r| name.starts_with(&format!(".{r}.json.tmp-{}-", child.id())));
         assert!(temp, "the killed sweep left {name}, which is neither a run file nor its temporary file");
     }
     finished
@@ -245,7 +245,7 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
         finished.iter().map(|f| (f.clone(), stamp(&out.join(f)))).collect();
     // A temporary file an earlier kill left mid-write (whatever its pid) is
     // this shard's to remove; a dot-file of someone else is not.
-    std::fs::write(out.join(format!(".{}.json.tmp-4194000", RUNS[3])), "{\"half\": ").unwrap();
+    std::fs::write(out.join(format!(".{}.json.tmp-4194000-x1Yz9q", RUNS[3])), "{\"half\": ").unwrap();
     std::fs::write(out.join(".notes"), "kept").unwrap();
 
     // Resumed: the finished runs are skipped and their files untouched; the

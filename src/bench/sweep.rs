@@ -149,7 +149,7 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
 }
 
 /// Creates the output folder and removes the temporary files a killed run
-/// of this shard may have left (`RunFile::save` writes `.<file>.tmp-<pid>`
+/// of this shard may have left (`RunFile::save` writes `.<file>.tmp-<pid>-<random>`
 /// and renames it); no other shard writes these.
 fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
     let dir = &ctx.opts.out_dir;

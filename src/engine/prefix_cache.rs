@@ -87,9 +87,13 @@ impl PrefixCache {
     /// sidecar that vouches for a missing or partial state).
     pub fn save(&self, session: &Session, key: &str, tokens: &[LlamaToken]) -> Result<()> {
         let (state, sidecar) = self.paths(key);
-        let pid = std::process::id();
-        let tmp_state = self.dir.join(format!(".{key}.state.tmp-{pid}"));
-        let tmp_sidecar = self.dir.join(format!(".{key}.state.sha256.tmp-{pid}"));
+        // Names no other process can hold, on this machine or another that
+        // shares the folder (every pod of a job may run as PID 1).
+        let unique = |suffix: &str| -> Result<std::path::PathBuf> {
+            let (_, path) = tempfile::Builder::new().prefix(&format!(".{key}.{suffix}.tmp-{}-", std::process::id())).tempfile_in(&self.dir)?.keep()?;
+            Ok(path)
+        };
+        let (tmp_state, tmp_sidecar) = (unique("state")?, unique("state.sha256")?);
         let result = (|| -> Result<()> {
             session.save_prefix_file(&tmp_state, tokens)?;
             let sha = crate::fsutil::file_sha256(&tmp_state)?;

@@ -1,18 +1,88 @@
-//! `--format csv`: a header row, then one row per run (the fields of
-//! [`Row`](crate::report::aggregate::Row), in its order; an absent prefill
-//! speed or teacher-forced mean is an empty field).
+//! `--format csv`: a header row, then one row per run: the fields of
+//! [`Row`](crate::report::aggregate::Row), in its order, with the
+//! divergence from a reference spread over one column per figure. Every row
+//! has every column, whatever the run measured: an absent prefill speed,
+//! teacher-forced mean, closed-book total or divergence is an empty field.
 
-use crate::report::aggregate::{LoadedRun, rows};
+use crate::report::aggregate::{LoadedRun, Row, rows};
 use crate::report::export::Exporter;
 use anyhow::{Context, Result};
+use serde::Serialize;
 
 pub struct Csv;
+
+/// One run's CSV record: [`Row`] with `kld` flattened into `kld_*` columns.
+#[derive(Serialize)]
+struct Record<'a> {
+    run: &'a str,
+    model: &'a str,
+    build: &'a str,
+    quant: &'a str,
+    kv_k: &'a str,
+    kv_v: &'a str,
+    passes: usize,
+    count: usize,
+    matched: usize,
+    missing: usize,
+    truncated: usize,
+    hallucinated: usize,
+    extra: usize,
+    prefill_tok_s: Option<f64>,
+    top1_share: Option<f64>,
+    mean_logprob: Option<f64>,
+    lines_exact_share: Option<f64>,
+    closed_book_matched: Option<usize>,
+    context_matched: Option<i64>,
+    kld_targets: Option<usize>,
+    kld_tokens: Option<usize>,
+    kld_mean: Option<f64>,
+    kld_p99: Option<f64>,
+    kld_max: Option<f64>,
+    kld_same_top1: Option<f64>,
+    kld_mean_delta_p: Option<f64>,
+    reference: Option<&'a str>,
+}
+
+impl<'a> Record<'a> {
+    fn of(r: &'a Row) -> Record<'a> {
+        let k = r.kld.as_ref();
+        Record {
+            run: &r.run,
+            model: &r.model,
+            build: &r.build,
+            quant: &r.quant,
+            kv_k: &r.kv_k,
+            kv_v: &r.kv_v,
+            passes: r.passes,
+            count: r.count,
+            matched: r.matched,
+            missing: r.missing,
+            truncated: r.truncated,
+            hallucinated: r.hallucinated,
+            extra: r.extra,
+            prefill_tok_s: r.prefill_tok_s,
+            top1_share: r.top1_share,
+            mean_logprob: r.mean_logprob,
+            lines_exact_share: r.lines_exact_share,
+            closed_book_matched: r.closed_book_matched,
+            context_matched: r.context_matched,
+            kld_targets: k.map(|k| k.targets),
+            kld_tokens: k.map(|k| k.tokens),
+            kld_mean: k.map(|k| k.mean),
+            kld_p99: k.map(|k| k.p99),
+            kld_max: k.map(|k| k.max),
+            kld_same_top1: k.map(|k| k.same_top1),
+            kld_mean_delta_p: k.map(|k| k.mean_delta_p),
+            reference: r.reference.as_deref(),
+        }
+    }
+}
 
 impl Exporter for Csv {
     fn render(&self, runs: &[LoadedRun]) -> Result<String> {
         let mut w = ::csv::Writer::from_writer(Vec::new());
         for row in rows(runs) {
-            w.serialize(&row).context("cannot write CSV")?;
+            w.serialize(Record::of(&row)).context("cannot write CSV")?;
         }
         let bytes = w.into_inner().context("cannot write CSV")?;
         String::from_utf8(bytes).context("CSV is not UTF-8")
