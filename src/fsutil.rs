@@ -117,6 +117,34 @@ pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<(), OutputError> {
     }
 }
 
+/// Whether `a` and `b` name one file, compared as the canonical paths they
+/// have or will have (either may not exist yet).
+pub fn same_path(a: &Path, b: &Path) -> bool {
+    let canonical = |p: &Path| {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        canonical_output(p, dir)
+    };
+    match (canonical(a), canonical(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Whether writing `out` would put a file inside the folder `dir` (or below it).
+pub fn is_inside(out: &Path, dir: &Path) -> bool {
+    let parent = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (canonical_output(out, parent), dir.canonicalize()) {
+        (Some(o), Ok(d)) => o.starts_with(&d),
+        _ => false,
+    }
+}
+
 /// The canonical path `out` will have: itself when it exists, else its
 /// canonical folder joined with its name.
 fn canonical_output(out: &Path, dir: &Path) -> Option<PathBuf> {

@@ -533,3 +533,61 @@ proptest! {
         let _ = posrecall::ask::client::parse_answer(&body, posrecall::ask::ApiKind::Completion);
     }
 }
+
+/// Every file in `dir` (recursively), with its bytes.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+/// `bench` checks each output against every input (the reference and its
+/// sidecar, the chat template, files in the corpus folder) and against every
+/// other output, before any model work: each clash is one line naming the
+/// flag, and no file is written or changed.
+#[test]
+fn bench_outputs_never_overwrite_inputs_or_each_other() {
+    let dir = TempDir::new().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let corpus = p("corpus.js");
+    std::fs::copy(fixture("dense.js"), &corpus).unwrap();
+    std::fs::write(p("ref"), "not a reference, but an input all the same").unwrap();
+    std::fs::write(p("ref.sha256"), "0\n").unwrap();
+    std::fs::write(p("t.jinja"), "{{ messages[0]['content'] }}").unwrap();
+    std::fs::create_dir(p("src")).unwrap();
+    std::fs::copy(fixture("dense.js"), p("src/a.js")).unwrap();
+    // No model: every case must be refused before one would be loaded.
+    let model = p("absent.gguf");
+    let (m, c) = (s(&model).to_string(), s(&corpus).to_string());
+    let path = |n: &str| s(&p(n)).to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--out".into(), path("x.json"), "--html".into(), path("x.json")], "--html: "),
+        (vec!["--out".into(), path("ref"), "--reference".into(), path("ref")], "--out: "),
+        (vec!["--html".into(), path("ref.sha256"), "--reference".into(), path("ref")], "--html: "),
+        (vec!["--out".into(), path("t.jinja"), "--chat-template".into(), path("t.jinja")], "--out: "),
+        (vec!["--out".into(), path("x.json"), "--save-reference".into(), path("x.json")], "--save-reference: "),
+        (vec!["--out".into(), path("s.ref.sha256"), "--save-reference".into(), path("s.ref")], "--save-reference (its .sha256): "),
+        (vec!["--save-reference".into(), path("ref"), "--reference".into(), path("ref"), "--kv".into(), "f16".into()], "--save-reference: "),
+    ];
+    let before = snapshot(dir.path());
+    for (extra, needle) in &cases {
+        let mut args: Vec<&str> = vec!["bench", &m, "--corpus", &c];
+        args.extend(extra.iter().map(String::as_str));
+        let err = refused(&posrecall(&args), needle);
+        assert!(err.contains("is also"), "{args:?}: {err}");
+        assert_eq!(snapshot(dir.path()), before, "{args:?} changed a file");
+    }
+    // An output inside the corpus folder would become part of the next run's corpus.
+    let inside = path("src/run.json");
+    let err = refused(&posrecall(&["bench", &m, "--corpus-dir", &path("src"), "--out", &inside]), "--out: ");
+    assert!(err.contains("inside the --corpus-dir folder"), "{err}");
+    let nested = p("src/deeper");
+    std::fs::create_dir(&nested).unwrap();
+    let before = snapshot(dir.path());
+    let err = refused(&posrecall(&["bench", &m, "--corpus-dir", &path("src"), "--html", s(&nested.join("r.html"))]), "--html: ");
+    assert!(err.contains("inside"), "{err}");
+    assert_eq!(snapshot(dir.path()), before);
+}

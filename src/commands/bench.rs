@@ -3,12 +3,12 @@
 
 use crate::bench::{self, BenchOptions, Env, PlanOptions};
 use crate::cli::{BenchArgs, OnOff};
-use crate::commands::{check_output, corpus_spec, hint};
+use crate::commands::{corpus_spec, hint};
 use crate::report::terminal;
 use crate::run::TargetResult;
 use crate::settings::ContextSettings;
 use anyhow::Result;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The flags as the library's options, checked before any model work.
@@ -52,7 +52,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
     let mut opts = options(args)?;
     let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
-    check_outputs(args, &spec.path)?;
+    check_outputs(args, &spec)?;
     let bench::Opened { model, src, reference } = bench::open(&args.model, &spec, &mut opts).map_err(|e| hint(e, None))?;
     let planned = bench::plan_run(&model, &src, &opts).map_err(|e| hint(e, Some(args.crop)))?;
     if let bench::Planned::Ladder(l) = &planned
@@ -83,23 +83,29 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     crate::commands::out(&text)
 }
 
-/// Output paths are checked before the model is loaded: a wrong folder must
-/// not cost the run.
-fn check_outputs(args: &BenchArgs, corpus: &Path) -> Result<()> {
-    let mut inputs = vec![args.model.as_path(), corpus];
-    if let Some(out) = &args.out {
-        check_output("--out", out, &inputs)?;
-        inputs.push(out);
+/// Output paths are checked before the model is loaded, against every input
+/// and each other: a wrong path must not cost the run, nor destroy a file.
+fn check_outputs(args: &BenchArgs, corpus: &crate::corpus::CorpusSpec) -> Result<()> {
+    let sidecars: Vec<PathBuf> = [&args.reference, &args.save_reference].iter().filter_map(|p| p.as_deref()).map(crate::reference::sidecar).collect();
+    let mut inputs: Vec<&Path> = vec![args.model.as_path()];
+    let mut dirs: Vec<(&str, &Path)> = Vec::new();
+    match corpus.dir {
+        true => dirs.push(("--corpus-dir", &corpus.path)),
+        false => inputs.push(&corpus.path),
     }
-    if let Some(html) = &args.html {
-        check_output("--html", html, &inputs)?;
-        inputs.push(html);
+    inputs.extend(args.reference.as_deref());
+    if args.reference.is_some() {
+        inputs.push(&sidecars[0]);
     }
+    inputs.extend(args.template.chat_template.as_deref());
+    let mut outputs: Vec<(&str, &Path)> = Vec::new();
+    outputs.extend(args.out.as_deref().map(|p| ("--out", p)));
+    outputs.extend(args.html.as_deref().map(|p| ("--html", p)));
     if let Some(save) = &args.save_reference {
-        inputs.extend(args.reference.as_deref());
-        check_output("--save-reference", save, &inputs)?;
+        outputs.push(("--save-reference", save));
+        outputs.push(("--save-reference (its .sha256)", sidecars.last().expect("the saved reference's sidecar")));
     }
-    Ok(())
+    crate::commands::check_outputs(&outputs, &inputs, &dirs)
 }
 
 /// The terminal as a run's sink: per target its diff, per ladder window a

@@ -32,7 +32,7 @@ use crate::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
 use crate::crop::{CropError, CropMode};
 use crate::settings::ConfigError;
 use crate::targets::{SpecError, TargetSpec, TooFewTargets};
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use std::path::Path;
 
 impl From<&TargetArgs> for TargetSpec {
@@ -108,6 +108,23 @@ pub fn out(text: &str) -> Result<()> {
 /// is none of `inputs` ([`crate::fsutil::check_output`]).
 pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
     crate::fsutil::check_output(out, inputs).map_err(|e| anyhow!("{flag}: {e}"))
+}
+
+/// Checks every output against every input, every input folder (an output
+/// inside one would join or replace what is read) and every other output,
+/// before any work: `outputs` are (flag, path) in the order the command
+/// writes them.
+pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[&Path], input_dirs: &[(&str, &Path)]) -> Result<()> {
+    for (i, (flag, out)) in outputs.iter().enumerate() {
+        check_output(flag, out, inputs)?;
+        if let Some((dir_flag, dir)) = input_dirs.iter().find(|(_, d)| crate::fsutil::is_inside(out, d)) {
+            bail!("{flag}: {} is inside the {dir_flag} folder {}; writing it would change that input", out.display(), dir.display());
+        }
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, o)| crate::fsutil::same_path(o, out)) {
+            bail!("{flag}: {} is also the {other} output; one would overwrite the other", out.display());
+        }
+    }
+    Ok(())
 }
 
 /// The corpus the flags name: the file given, the folder given, else the
