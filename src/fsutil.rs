@@ -33,12 +33,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let result = (|| -> std::io::Result<()> {
         let mut tmp = tempfile::Builder::new()
             .prefix(&format!(".{}.tmp-{}-", file_name.to_string_lossy(), std::process::id()))
-            .tempfile_in(dir)?;
+            .tempfile_in(dir)
+            .map_err(without_temporary_path)?;
         tmp.write_all(bytes)?;
         tmp.as_file().sync_all().ok();
-        tmp.persist(&target).map(|_| ()).map_err(|e| e.error)
+        tmp.persist(&target).map(|_| ()).map_err(|e| without_temporary_path(e.error))
     })();
     result.with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// An error about the temporary file, as one about the output: the user
+/// gave the output's path, not the temporary one (`tempfile` appends it).
+fn without_temporary_path(e: std::io::Error) -> std::io::Error {
+    let text = e.to_string();
+    match text.split_once(" at path ") {
+        Some((why, _)) => std::io::Error::new(e.kind(), why.to_string()),
+        None => e,
+    }
 }
 
 /// The path a write to `path` lands on: `path` itself, or, when it is a

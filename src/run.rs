@@ -659,7 +659,44 @@ impl RunFile {
                 FORMAT_VERSION
             );
         }
+        run.check().map_err(|why| anyhow::anyhow!("{} is not a run file posrecall wrote: {why}", path.display()))?;
         Ok(run)
+    }
+
+    /// What a hand-edited or damaged run file may get wrong and reports would
+    /// trust: no targets, a target twice, a depth outside [0, 1], totals that
+    /// are not its targets' sums, a ladder with no lengths.
+    fn check(&self) -> std::result::Result<(), String> {
+        if self.targets.is_empty() {
+            return Err("it holds no target".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for t in &self.targets {
+            if !seen.insert((t.name.as_str(), t.length)) {
+                return Err(format!("target `{}` is listed twice", t.name));
+            }
+            if !(t.depth.is_finite() && (0.0..=1.0).contains(&t.depth)) {
+                return Err(format!("target `{}` has depth {}, outside [0, 1]", t.name, t.depth));
+            }
+        }
+        let sums = Summary::of(&self.targets);
+        if sums.total != self.summary.total || sums.by_quarter != self.summary.by_quarter {
+            let text = |t: &Totals| {
+                format!(
+                    "{}/{} passed, {} matched, {} missing, {} truncated, {} hallucinated, {} extra",
+                    t.passes, t.count, t.matched, t.missing, t.truncated, t.hallucinated, t.extra
+                )
+            };
+            let what = match sums.total == self.summary.total {
+                true => "its depth quarters are not the sums of their targets".to_string(),
+                false => format!("its summary ({}) is not the sum of its targets ({})", text(&self.summary.total), text(&sums.total)),
+            };
+            return Err(what);
+        }
+        if self.ladder.as_ref().is_some_and(|l| l.rungs.is_empty()) {
+            return Err("its ladder has no lengths".into());
+        }
+        Ok(())
     }
 
     /// Writes the run file atomically (temp file, then rename).

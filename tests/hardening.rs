@@ -591,3 +591,58 @@ fn bench_outputs_never_overwrite_inputs_or_each_other() {
     assert!(err.contains("inside"), "{err}");
     assert_eq!(snapshot(dir.path()), before);
 }
+
+/// Hand-edited run files that reports would trust are refused with what is
+/// wrong: totals that are not the targets' sums, a target twice, a depth
+/// outside [0, 1], no targets, a ladder with no lengths (on which the HTML
+/// page used to spin for ever). Each is one line, and nothing is written.
+#[test]
+fn hand_edited_run_files_are_checked_not_trusted() {
+    let dir = TempDir::new().unwrap();
+    let good: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("compare/a.json")).unwrap()).unwrap();
+    let edit = |name: &str, f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = good.clone();
+        f(&mut v);
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
+        p
+    };
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (edit("passes.json", &|v| v["summary"]["passes"] = 99.into()), "is not the sum of its targets"),
+        (edit("quarter.json", &|v| v["summary"]["by_quarter"][0]["matched"] = 999.into()), "depth quarters"),
+        (edit("twice.json", &|v| {
+            let first = v["targets"][0].clone();
+            v["targets"].as_array_mut().unwrap().push(first);
+        }), "is listed twice"),
+        (edit("depth.json", &|v| v["targets"][0]["depth"] = 1.5.into()), "outside [0, 1]"),
+        (edit("empty.json", &|v| v["targets"] = serde_json::json!([])), "holds no target"),
+        (edit("rungs.json", &|v| {
+            v["ladder"] = serde_json::json!({"effective_at": 0.5, "effective_length": null, "rungs": []})
+        }), "no lengths"),
+    ];
+    for (path, needle) in &cases {
+        for format in ["table", "html"] {
+            let out = dir.path().join("out.html");
+            let started = std::time::Instant::now();
+            let o = posrecall(&["report", s(path), "--format", format, "-o", s(&out)]);
+            assert!(started.elapsed().as_secs() < 10, "{}: took {:?}", path.display(), started.elapsed());
+            refused(&o, needle);
+            assert!(!out.exists(), "{} wrote a report", path.display());
+        }
+        refused(&posrecall(&["compare", s(path), s(&fixture("compare/b.json"))]), needle);
+    }
+}
+
+/// `--only` names are trimmed (`--only 'a, b'`), and a name given twice is
+/// refused before any model work.
+#[test]
+fn only_names_are_trimmed_and_given_once() {
+    let dir = TempDir::new().unwrap();
+    let missing = dir.path().join("absent.gguf");
+    let corpus = fixture("dense.js");
+    let err = refused(&posrecall(&["bench", s(&missing), "--corpus", s(&corpus), "--only", "chunkArray, chunkArray"]), "--only");
+    assert!(err.contains("names `chunkArray` twice"), "{err}");
+    // Trimmed and distinct, the names pass the check: what fails is the model.
+    let err = refused(&posrecall(&["bench", s(&missing), "--corpus", s(&corpus), "--only", " chunkArray , flattenDeep"]), "absent.gguf");
+    assert!(!err.contains("--only"), "{err}");
+}

@@ -65,6 +65,8 @@ pub enum OptionsError {
     Ladder(LadderClash),
     #[error("one of the target names to keep is empty")]
     EmptyOnly,
+    #[error("the target `{0}` is named twice among those to keep")]
+    DuplicateOnly(String),
 }
 
 impl BenchOptions {
@@ -95,6 +97,9 @@ impl BenchOptions {
         }
         if p.only.iter().any(|n| n.trim().is_empty()) {
             return Err(OptionsError::EmptyOnly.into());
+        }
+        if let Some((_, name)) = p.only.iter().enumerate().find(|(i, n)| p.only[..*i].contains(n)) {
+            return Err(OptionsError::DuplicateOnly(name.clone()).into());
         }
         p.target.validate()?;
         self.context.config(crate::settings::CtxSize::MIN).validate()?;

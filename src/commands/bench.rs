@@ -22,7 +22,8 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
             ctx: args.ctx,
             max_prefix_tokens: args.max_prefix_tokens,
             max_new_tokens: args.max_new_tokens,
-            only: args.only.clone(),
+            // `--only 'a, b'`: the names, not the spaces around them.
+            only: args.only.iter().map(|n| n.trim().to_string()).collect(),
             template,
             template_file,
             think_budget: args.template.think_budget,

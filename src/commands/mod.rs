@@ -291,6 +291,7 @@ fn options_message(o: &OptionsError) -> String {
             format!("--lengths runs a ladder of windows; it does not combine with {flag}")
         }
         OptionsError::EmptyOnly => "--only takes function names separated by commas; one of them is empty".into(),
+        OptionsError::DuplicateOnly(name) => format!("--only names `{name}` twice"),
     }
 }
 
