@@ -722,10 +722,10 @@ fn four_class_run(dir: &Path) -> PathBuf {
     // The totals are the targets' sums (a run file whose summary is not is refused).
     let depth = t["depth"].as_f64().unwrap();
     let quarter = ((depth * 4.0) as usize).min(3);
-    for totals in [&mut v["summary"], &mut v["summary"]["by_quarter"][quarter]] {
-        for key in ["hallucinated", "extra"] {
-            totals[key] = (totals[key].as_u64().unwrap() + 1).into();
-        }
+    for key in ["hallucinated", "extra"] {
+        let add = |n: &mut serde_json::Value| *n = (n.as_u64().unwrap() + 1).into();
+        add(&mut v["summary"][key]);
+        add(&mut v["summary"]["by_quarter"][quarter][key]);
     }
     let path = dir.join("four.json");
     std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
