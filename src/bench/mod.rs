@@ -107,6 +107,10 @@ pub fn plan_run(model: &Model, src: &Source, opts: &BenchOptions) -> Result<Plan
 
 /// Where a run shows what it does: the face passes one in.
 pub trait Sink {
+    /// Everything is checked and decided; the prefix is about to be
+    /// evaluated (nothing is shown before this, so that a run refused while
+    /// deciding prints only its error).
+    fn starting(&mut self) {}
     /// A ladder window is about to be asked (`length` tokens asked for).
     fn window(&mut self, _length: usize, _plan: &Plan) {}
     /// One target's result, as soon as it is done.
@@ -181,6 +185,7 @@ pub fn run(
         reference,
     };
     let score_opts = opts.plan.target.score_options();
+    sink.starting();
     let ladder = match planned {
         Planned::Plain(plan) => {
             let executed = execute(model, plan, &cfg, &score_opts, &exec, |r| sink.result(r))?;

@@ -63,9 +63,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let color = terminal::stdout_wants_color();
     let mut shown = Shown { quiet: args.quiet, color, lines: opts.plan.target.lines, crop: args.crop, stdout: Ok(()) };
-    if !args.quiet {
-        shown.stdout = outln!("{}\n", terminal::legend(color));
-    }
     let env = Env { show_progress: !args.quiet, multi: None, started };
     let run = bench::run(&model, &src, &planned, &opts, reference.as_ref(), &env, &mut shown)?;
     if let Some(out) = &args.out {
@@ -120,6 +117,12 @@ struct Shown {
 }
 
 impl bench::Sink for Shown {
+    fn starting(&mut self) {
+        if !self.quiet {
+            self.stdout = outln!("{}\n", terminal::legend(self.color));
+        }
+    }
+
     fn window(&mut self, length: usize, plan: &bench::Plan) {
         if !self.quiet && self.stdout.is_ok() {
             self.stdout = outln!(
