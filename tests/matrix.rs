@@ -428,10 +428,25 @@ fn posrecall_cache_in_a_path_is_the_variable_else_the_cache_folder() {
 #[test]
 fn the_repository_models_toml_is_a_working_sweep_definition() {
     let toml = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models.toml");
-    let runs = list(&toml, &[], &[]);
-    assert_eq!(runs.len(), 6, "{runs:?}");
-    assert!(runs.iter().any(|r| r.starts_with("SmolLM2-135M-Instruct__")), "{runs:?}");
-    assert!(runs.iter().any(|r| r.starts_with("Gemma-3-270M__")), "{runs:?}");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    // Every model and KV type, each model's f16 run its reference.
+    let sweep = posrecall::sweep::Sweep::parse(&text, &toml, &posrecall::sweep::process_env).unwrap();
+    let names: Vec<&str> = sweep.models.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["SmolLM2-135M-Instruct", "Gemma-3-270M", "Qwen2.5-Coder-0.5B", "Qwen2.5-Coder-1.5B"]);
+    assert_eq!(sweep.runs().len(), 10);
+    use posrecall::settings::KvType;
+    assert!(sweep.models.iter().all(|m| m.reference_kv == Some((KvType::F16, KvType::F16))), "{:?}", sweep.models);
+    // `matrix --list` on it as the test suite's set-up leaves the cache: the
+    // 1.5B model is fetched only on request (scripts/fetch-models --with-1.5b).
+    let cut = text.find("[[model]]\nname = \"Qwen2.5-Coder-1.5B\"").expect("the 1.5B entry");
+    let dir = tempfile::tempdir().unwrap();
+    let fetched = dir.path().join("models.toml");
+    std::fs::write(&fetched, &text[..cut]).unwrap();
+    let runs = list(&fetched, &[], &[]);
+    assert_eq!(runs.len(), 8, "{runs:?}");
+    for model in ["SmolLM2-135M-Instruct__", "Gemma-3-270M__", "Qwen2.5-Coder-0.5B__"] {
+        assert!(runs.iter().any(|r| r.starts_with(model)), "{model}: {runs:?}");
+    }
 }
 
 fn assert_one_error_line(o: &Output, needle: &str) {
