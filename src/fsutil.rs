@@ -221,13 +221,14 @@ pub fn default_corpus_for(language: &str) -> Option<PathBuf> {
 
 /// The default corpus file of each language but JavaScript, as
 /// `scripts/fetch-corpus` names them.
-/// TypeScript's is a folder (a package's `src/`), used as a folder corpus.
+/// TypeScript's and Java's are folders (a package's sources), used as
+/// folder corpora.
 pub const DEFAULT_CORPORA: &[(&str, &str)] = &[
     ("python", "docutils-0.21.2-states.py"),
     ("rust", "regex-syntax-0.8.12-parse.rs"),
-    ("go", "go-1.19.8-parser.go"),
+    ("go", "go-1.21.13-parser.go"),
     ("c", "llama-cpp-sys-2-0.1.161-ggml.c"),
     ("cpp", "llama-cpp-sys-2-0.1.161-llama-vocab.cpp"),
     ("typescript", "mobx-6.13.5-src"),
-    ("java", "openjdk-17.0.19-Pattern.java"),
+    ("java", "capacitor-android-5.7.0-src"),
 ];
