@@ -419,6 +419,20 @@ pub struct DecodeArgs {
     /// free main memory]. A run whose snapshot would not fit is refused before the prefill.
     #[arg(long, value_name = "SIZE")]
     pub snapshot_memory: Option<bytesize::ByteSize>,
+    /// Where draft tokens come from: truth (the target's own lines, then the file), lookup
+    /// (n-grams of the answer found in the file) or none (one token per step). Drafts are
+    /// verified in one batch against the model's greedy choices, so answers stay greedy
+    /// [default: truth; in a sweep, models.toml's draft].
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub draft: Option<crate::draft::DraftMode>,
+    /// The most draft tokens verified in one step [default: 16; in a sweep, models.toml's
+    /// draft_max].
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=crate::draft::LIMIT_MAX as i64))]
+    pub draft_max: Option<u32>,
+    /// Answer every question again without drafts and record whether and where the
+    /// answers part, and how close the call was there (run file: summary.undrafted).
+    #[arg(long)]
+    pub check_draft: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod crop;
+pub mod draft;
 pub mod corpus;
 pub mod engine;
 pub mod forced;

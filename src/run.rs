@@ -225,6 +225,14 @@ pub struct Params {
     /// `sequential`, `parallel` or `forced-only`: runs are compared like with like.
     #[serde(default)]
     pub decode_mode: Option<String>,
+    /// Where draft tokens came from (`--draft`: none, lookup or truth; the
+    /// mode that ran, none where drafts could not be exact); absent in
+    /// runs that generated nothing, at a fixed length, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<String>,
+    /// The most draft tokens verified in one step (`--draft-max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_max: Option<usize>,
     /// Sequences decoded at once (`bench --parallel N`; at most the target count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel: Option<usize>,
@@ -258,6 +266,8 @@ impl Params {
             probe: None,
             max_new_tokens: None,
             decode_mode: None,
+            draft: None,
+            draft_max: None,
             parallel: None,
             fixed_tokens: None,
             no_forced: false,
@@ -293,6 +303,9 @@ pub struct Runtime {
     /// Why `--parallel` fell back to answering one question at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_fallback: Option<String>,
+    /// Why drafts were asked for and answers were decoded without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_fallback: Option<String>,
     /// How each question's changes to the prefix state were undone: `lean`
     /// or `full` (bench only; absent in older runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,6 +329,7 @@ impl Runtime {
             prefix_sha256: None,
             prompt_boundary_exact: None,
             parallel_fallback: None,
+            draft_fallback: None,
             restore: None,
             template: None,
         }
@@ -367,6 +381,13 @@ pub struct TargetResult {
     /// The same question answered one at a time (`bench --parallel N --check-sequential`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequential: Option<SequentialCheck>,
+    /// The drafts of a drafted answer: tokens proposed and kept, decode
+    /// steps, per source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<crate::draft::DraftStats>,
+    /// The same question answered without drafts (`--check-draft`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undrafted: Option<SequentialCheck>,
 }
 
 /// A parallel answer beside the sequential answer to the same question.
@@ -408,6 +429,34 @@ pub struct EquivalenceSummary {
     /// Among differing answers, the largest logit gap where they part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parting_gap: Option<f32>,
+}
+
+/// Drafting over a run's answers (`summary.draft`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DraftSummary {
+    #[serde(flatten)]
+    pub stats: crate::draft::DraftStats,
+    /// Tokens generated in the drafted answers.
+    pub generated_tokens: usize,
+    /// Generated tokens per decode step after the questions (1 without
+    /// drafts; more where drafts were kept).
+    pub tokens_per_step: f64,
+}
+
+impl DraftSummary {
+    /// `None` when no answer was drafted.
+    pub fn of(results: &[TargetResult]) -> Option<DraftSummary> {
+        let mut d = DraftSummary::default();
+        let mut any = false;
+        for r in results {
+            let Some(stats) = &r.draft else { continue };
+            any = true;
+            d.stats.merge(stats);
+            d.generated_tokens += r.generated_tokens.unwrap_or(0);
+        }
+        d.tokens_per_step = d.generated_tokens as f64 / d.stats.steps.max(1) as f64;
+        any.then_some(d)
+    }
 }
 
 /// A closed-book answer: the question asked with no file in the context.
@@ -453,6 +502,8 @@ impl TargetResult {
             closed_book: None,
             context_matched: None,
             sequential: None,
+            draft: None,
+            undrafted: None,
         }
     }
 }
@@ -497,6 +548,12 @@ pub struct Summary {
     /// Parallel against sequential answers (`bench --check-sequential`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequential: Option<EquivalenceSummary>,
+    /// Drafted against undrafted answers (`bench --check-draft`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undrafted: Option<EquivalenceSummary>,
+    /// Drafting over all answers: decode steps and tokens per step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<DraftSummary>,
     /// Reasoning tokens over all answers, where any answer reasoned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<usize>,
@@ -529,7 +586,9 @@ impl Summary {
             }
             s.closed_book = Some(c);
         }
-        s.sequential = EquivalenceSummary::of(results);
+        s.sequential = EquivalenceSummary::of(results, |r| r.sequential.as_ref());
+        s.undrafted = EquivalenceSummary::of(results, |r| r.undrafted.as_ref());
+        s.draft = DraftSummary::of(results);
         if results.iter().any(|r| r.reasoning.is_some() || r.reasoning_tokens.is_some()) {
             s.reasoning_tokens = Some(results.iter().filter_map(|r| r.reasoning_tokens).sum());
         }
@@ -538,12 +597,13 @@ impl Summary {
 }
 
 impl EquivalenceSummary {
-    /// `None` when no target was checked.
-    pub fn of(results: &[TargetResult]) -> Option<EquivalenceSummary> {
+    /// The check `check` picks out of each result (`sequential` or
+    /// `undrafted`); `None` when no target was checked.
+    pub fn of(results: &[TargetResult], check: impl Fn(&TargetResult) -> Option<&SequentialCheck>) -> Option<EquivalenceSummary> {
         let mut e = EquivalenceSummary::default();
         let mut fractions = Vec::new();
         for r in results {
-            let Some(c) = &r.sequential else { continue };
+            let Some(c) = check(r) else { continue };
             e.targets += 1;
             let diff = r.score.matched as i64 - c.matched as i64;
             e.matched_difference += diff;

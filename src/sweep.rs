@@ -64,6 +64,8 @@ struct RawParams {
     template_kwargs: Option<toml::Table>,
     lengths: Option<String>,
     effective_at: Option<f64>,
+    draft: Option<String>,
+    draft_max: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,6 +144,10 @@ pub struct Sweep {
     pub lengths: Option<crate::bench::ladder::Lengths>,
     /// `params.effective_at` (0.5 when not given).
     pub effective_at: f64,
+    /// `params.draft` and `params.draft_max`, which `matrix --draft` and
+    /// `--draft-max` override.
+    pub draft: Option<crate::draft::DraftMode>,
+    pub draft_max: Option<usize>,
     pub models: Vec<ModelEntry>,
 }
 
@@ -344,6 +350,18 @@ impl Sweep {
             models.push(entry);
         }
         let (lengths, effective_at) = r.ladder(p)?;
+        let draft = match p.draft.as_deref() {
+            None => None,
+            Some(d) => Some(crate::draft::DraftMode::parse(d).ok_or_else(|| {
+                let modes: Vec<&str> = crate::draft::DraftMode::ALL.iter().map(|m| m.as_str()).collect();
+                anyhow!("{file}: params.draft: `{d}` is not one of {}", modes.join(", "))
+            })?),
+        };
+        if let Some(k) = p.draft_max
+            && !(1..=crate::draft::LIMIT_MAX).contains(&k)
+        {
+            bail!("{file}: params.draft_max: must be between 1 and {}", crate::draft::LIMIT_MAX);
+        }
         let sweep = Sweep {
             file: path.to_path_buf(),
             corpus,
@@ -362,6 +380,8 @@ impl Sweep {
             think_budget,
             lengths,
             effective_at,
+            draft,
+            draft_max: p.draft_max,
             models,
         };
         sweep.validate()?;
@@ -425,6 +445,14 @@ impl Sweep {
             &self.include,
             &self.exclude,
         )
+    }
+
+    /// The sweep's decoding: `flags`, with models.toml's `draft` and
+    /// `draft_max` where the flags (`draft`, `draft_max`) did not say.
+    pub fn decode_options(&self, mut flags: crate::bench::DecodeOptions, draft: Option<crate::draft::DraftMode>, draft_max: Option<usize>) -> crate::bench::DecodeOptions {
+        flags.draft = draft.or(self.draft).unwrap_or_default();
+        flags.draft_max = draft_max.or(self.draft_max).unwrap_or(crate::draft::DEFAULT_MAX);
+        flags
     }
 
     /// One run's options, as `bench` would be given them: `template` is the

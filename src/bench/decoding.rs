@@ -4,6 +4,7 @@
 use super::plan::Plan;
 use crate::settings::{ContextConfig, KvType, RestoreMode};
 use crate::engine::model::Model;
+use crate::draft::DraftMode;
 
 /// llama.cpp's limit on sequences in one context; one holds the prefix.
 pub const MAX_SEQUENCES: usize = 256;
@@ -32,6 +33,12 @@ pub struct DecodeOptions {
     pub forced_only: bool,
     /// Skip the teacher-forced pass.
     pub no_forced: bool,
+    /// Where answers' draft tokens come from ([`crate::draft`]).
+    pub draft: DraftMode,
+    /// The most draft tokens verified in one step.
+    pub draft_max: usize,
+    /// Also answer every question without drafts, and compare.
+    pub check_draft: bool,
 }
 
 impl Default for DecodeOptions {
@@ -45,6 +52,9 @@ impl Default for DecodeOptions {
             snapshot_memory: None,
             forced_only: false,
             no_forced: false,
+            draft: DraftMode::default(),
+            draft_max: crate::draft::DEFAULT_MAX,
+            check_draft: false,
         }
     }
 }
@@ -66,6 +76,10 @@ pub enum DecodeError {
     ForcedOnlyGeneratesNothing,
     #[error("checking against sequential answers needs parallel answers (2 or more sequences)")]
     CheckNeedsParallel,
+    #[error("the draft length must be 1 to {max}, not {0}", max = crate::draft::LIMIT_MAX)]
+    DraftMax(usize),
+    #[error("checking drafted answers against undrafted ones needs drafted answers: a draft mode other than none, one sequence, no fixed length")]
+    CheckNeedsDrafts,
     #[error(
         "llama.cpp holds at most {MAX_SEQUENCES} sequences in one context and one of them holds the file; \
          the largest N is {}", MAX_SEQUENCES - 1
@@ -115,6 +129,12 @@ impl DecodeOptions {
         if self.check_sequential && self.parallel < 2 {
             return Err(DecodeError::CheckNeedsParallel);
         }
+        if !(1..=crate::draft::LIMIT_MAX).contains(&self.draft_max) {
+            return Err(DecodeError::DraftMax(self.draft_max));
+        }
+        if self.check_draft && (self.draft == DraftMode::None || self.parallel > 1 || self.fixed_tokens.is_some() || self.forced_only) {
+            return Err(DecodeError::CheckNeedsDrafts);
+        }
         // Before any model is loaded, though only a model decides how many run.
         if self.parallel > MAX_SEQUENCES - 1 {
             return Err(DecodeError::TooManySequences { requested: self.parallel });
@@ -146,7 +166,16 @@ impl DecodeOptions {
                  the window-only cache cannot hold the shared prefix and {slots} answers"
             );
         }
+        let whole_window = cfg.swa_full || swa_full;
+        let (draft, draft_fallback) = self.draft_mode(model, plan, whole_window);
+        if let Some(why) = draft_fallback.as_ref().filter(|_| to_run) {
+            eprintln!("note: answering without drafts ({why})");
+        }
         Ok(Decoding {
+            draft,
+            draft_max: self.draft_max,
+            draft_fallback,
+            check_draft: self.check_draft && draft != DraftMode::None,
             forced_only: self.forced_only,
             no_forced: self.no_forced,
             slots,
@@ -156,6 +185,26 @@ impl DecodeOptions {
             fixed_tokens: self.fixed_tokens,
             restore: self.restore,
         })
+    }
+}
+
+impl DecodeOptions {
+    /// The draft mode that runs, and why it is none where one was asked for:
+    /// drafts are only exact where rejected tokens can be rolled back.
+    fn draft_mode(&self, model: &Model, plan: &Plan, whole_window: bool) -> (DraftMode, Option<String>) {
+        if self.draft == DraftMode::None || self.forced_only {
+            return (DraftMode::None, None);
+        }
+        let why = if model.recurrent_or_hybrid {
+            "the model's recurrent state cannot be rolled back past rejected draft tokens"
+        } else if model.n_swa > 0 && !whole_window {
+            "the window-only sliding-window cache may reuse cells a rejected draft needs back; swa-full on keeps them"
+        } else if plan.reasoning_markers.is_some() && plan.think_budget.is_some() {
+            "thinking on: the reasoning's closing text is fed at its budget"
+        } else {
+            return (self.draft, None);
+        };
+        (DraftMode::None, Some(why.to_string()))
     }
 }
 
@@ -251,6 +300,13 @@ pub struct Decoding {
     pub fixed_tokens: Option<usize>,
     /// How each question's changes to the prefix state are undone.
     pub restore: RestoreMode,
+    /// The draft mode that runs (none where it cannot be exact).
+    pub draft: DraftMode,
+    pub draft_max: usize,
+    /// Why drafts were asked for and not used.
+    pub draft_fallback: Option<String>,
+    /// Answer every question without drafts as well, and compare.
+    pub check_draft: bool,
 }
 
 impl Decoding {

@@ -5,6 +5,7 @@
 
 use super::decoding::Decoding;
 use super::plan::{Plan, token_starts};
+use crate::draft::{DraftMode, Drafter};
 use crate::engine::Token;
 use crate::settings::ContextConfig;
 use crate::engine::model::Model;
@@ -69,6 +70,25 @@ impl Run<'_> {
     fn enough(&self, target: &Target, text: &str) -> bool {
         let split = reasoning::split(text);
         !split.unclosed && score::parse_response(split.answer, &target.header, self.opts.skip_blank).len() >= 2 * self.opts.lines
+    }
+
+    /// The drafter of a sequential answer to `target`: its ground truth
+    /// ([`crate::draft::truth_texts`]) tokenized as the forced pass
+    /// tokenizes text. `None` at a fixed length (whose answers are
+    /// throughput work, not copies).
+    fn drafter<'f>(&self, target: &Target, file: &'f [i32], question: &'f [i32]) -> Option<Drafter<'f>> {
+        let decoding = self.exec.decoding;
+        if decoding.fixed_tokens.is_some() {
+            return None;
+        }
+        let truths = match decoding.draft {
+            DraftMode::Truth => crate::draft::truth_texts(&target.header, &target.expected, &target.extra_window)
+                .iter()
+                .map(|text| self.model.tokenize_plain(text).iter().map(|t| t.0).collect())
+                .collect(),
+            _ => Vec::new(),
+        };
+        Some(Drafter::new(decoding.draft, decoding.draft_max, truths, file, question))
     }
 
     fn limit(&self) -> Limit {
@@ -213,11 +233,14 @@ fn answer_in_parallel(run: &Run, session: &mut Session, timings: &mut Timings) -
     let bar = run.bar(plan.targets.len(), "answers", "q");
     let t = Instant::now();
     let mut answered = vec![None; plan.targets.len()];
+    let file: Vec<i32> = plan.prefix_tokens.iter().map(|t| t.0).collect();
+    let questions: Vec<Vec<i32>> = plan.queries.iter().map(|q| q.iter().map(|t| t.0).collect()).collect();
     let stats = session.generate_parallel(
         &plan.queries,
         run.exec.decoding.slots,
         run.limit(),
         |i, text| run.enough(&plan.targets[i], text),
+        |i| run.drafter(&plan.targets[i], &file, &questions[i]),
         |i, g| {
             bar.inc(1);
             answered[i] = Some(g);
@@ -246,15 +269,32 @@ fn per_target(
     let mut results = Vec::with_capacity(plan.targets.len());
     let mut answered_tokens = Vec::new();
     let mut sequential_ms = 0.0;
+    let file: Vec<i32> = plan.prefix_tokens.iter().map(|t| t.0).collect();
     for ((target, query), answer) in plan.targets.iter().zip(&plan.queries).zip(answers.iter_mut()) {
+        let mut draft = None;
         if sequential {
             let t = Instant::now();
             session.restore()?;
             timings.restore_ms.push(ms(t));
-            *answer = Some(session.generate_with(query, run.limit(), |text| run.enough(target, text))?);
+            let question: Vec<i32> = query.iter().map(|t| t.0).collect();
+            let mut drafter = run.drafter(target, &file, &question);
+            *answer = Some(session.generate_drafted(query, run.limit(), |text| run.enough(target, text), drafter.as_mut())?);
             sequential_ms += ms(t);
+            draft = drafter.map(|d| d.stats);
         }
+        let undrafted = match (&answer, decoding.check_draft) {
+            (Some(g), true) => {
+                let t = Instant::now();
+                let check = undrafted_check(run, session, target, query, &g.tokens)?;
+                *timings.check_ms.get_or_insert(0.0) += ms(t);
+                Some(check)
+            }
+            _ => None,
+        };
         let answer = answer.take();
+        if draft.is_none() {
+            draft = answer.as_ref().and_then(|g| g.draft.clone());
+        }
         if let Some(g) = &answer {
             timings.query_ms.push(g.ms);
             timings.generated_tokens += g.tokens.len();
@@ -283,6 +323,8 @@ fn per_target(
         r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
         r.invalid_utf8 = answer.as_ref().is_some_and(|g| g.invalid_utf8);
         r.forced = forced;
+        r.draft = draft;
+        r.undrafted = undrafted;
         if let Some(g) = answer {
             answered_tokens.push(g.tokens);
         }
@@ -372,6 +414,37 @@ fn check_sequential<'m>(
     }
     bar.finish_and_clear();
     Ok(session)
+}
+
+/// Answers `target` again without drafts, from the restored prefix, and
+/// says whether and where that answer parts from the drafted `tokens`, and
+/// how close the call was there (the gap between the two best logits of
+/// the undrafted answer's own step, read in one batched pass as in
+/// [`check_sequential`]).
+fn undrafted_check(run: &Run, session: &mut Session, target: &Target, query: &[Token], drafted: &[Token]) -> Result<SequentialCheck> {
+    session.restore()?;
+    let g = session.generate_with(query, run.limit(), |text| run.enough(target, text))?;
+    let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, run.opts);
+    let common = g.tokens.iter().zip(drafted).take_while(|(a, b)| a == b).count();
+    let identical = g.tokens == drafted;
+    let mut parting_gap = None;
+    if !identical {
+        let longer = if common < g.tokens.len() { &g.tokens[..] } else { drafted };
+        if common < longer.len() {
+            session.restore()?;
+            let readings = session.force(query, &longer[..=common])?;
+            parting_gap = readings.get(common).map(|r| r.1);
+        }
+    }
+    Ok(SequentialCheck {
+        identical,
+        common_tokens: common,
+        sequential_tokens: g.tokens.len(),
+        matched: s.matched,
+        pass: s.pass,
+        parting_gap,
+        response: (!identical).then_some(g.text),
+    })
 }
 
 /// Asks every question again with nothing before it in the context, and

@@ -104,6 +104,8 @@ impl RunSpec<'_> {
             only: (!self.plan.only.is_empty()).then(|| self.plan.only.clone()),
             think: self.plan.template.as_ref().map(|t| t.think),
             think_budget: self.plan.think_budget,
+            draft: decoding.fixed_tokens.is_none().then(|| decoding.draft.as_str().to_string()).filter(|_| !decoding.forced_only),
+            draft_max: (decoding.draft != crate::draft::DraftMode::None).then_some(decoding.draft_max),
             ..Params::of(self.target)
         }
     }
@@ -116,6 +118,7 @@ impl RunSpec<'_> {
             prefix_sha256: Some(sha256_hex(self.plan.prefix_text.as_bytes())),
             prompt_boundary_exact: Some(self.plan.boundary_exact),
             parallel_fallback: self.decoding.fallback.clone(),
+            draft_fallback: self.decoding.draft_fallback.clone(),
             restore: Some(self.decoding.restore.as_str().to_string()),
             template: self.plan.template.clone(),
             ..Runtime::current()

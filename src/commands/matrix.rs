@@ -19,7 +19,8 @@ use std::time::Instant;
 
 pub fn run(args: &MatrixArgs) -> Result<()> {
     let sweep = Sweep::load(&args.file)?;
-    let decode = args.decode.options(false, false);
+    let d = &args.decode;
+    let decode = sweep.decode_options(d.options(false, false), d.draft, d.draft_max.map(|k| k as usize));
     // The sweep's file was checked as it was read; what the flags add is
     // checked here, by the same rules.
     if let Some(r) = sweep.runs().first() {

@@ -62,6 +62,9 @@ impl DecodeArgs {
             snapshot_memory: self.snapshot_memory.map(|b| b.as_u64()),
             forced_only,
             no_forced,
+            draft: self.draft.unwrap_or_default(),
+            draft_max: self.draft_max.map_or(crate::draft::DEFAULT_MAX, |k| k as usize),
+            check_draft: self.check_draft,
         }
     }
 }
@@ -304,6 +307,12 @@ fn decode_message(d: &DecodeError) -> String {
             "--check-sequential compares a --parallel run with sequential answers; add --parallel N (N >= 2)".into()
         }
         DecodeError::TooManySequences { requested } => format!("--parallel {requested}: {d}"),
+        DecodeError::DraftMax(k) => format!("--draft-max {k}: {d}"),
+        DecodeError::CheckNeedsDrafts => {
+            "--check-draft compares drafted answers with undrafted ones; it needs --draft truth or lookup, \
+             and no --parallel, --fixed-tokens or --forced-only"
+                .into()
+        }
         DecodeError::KvDoesNotFit { slots, cells, bytes, kv, limit, largest } => {
             let largest = match largest {
                 Some(n) => format!("the largest N that fits is {n}"),

@@ -9,6 +9,7 @@
 //! llama.cpp's own server and batched bench do, so a long prefix is read from
 //! memory once per step for all slots instead of once per slot.
 
+use crate::draft::Drafter;
 use crate::settings::StepStats;
 use super::session::{Generation, Limit, Session, greedy_sampler};
 use anyhow::{Context, Result, bail};
@@ -17,7 +18,7 @@ use llama_cpp_2::token::LlamaToken;
 use std::time::Instant;
 
 /// One slot's progress on its question.
-struct Slot {
+struct Slot<'f> {
     seq: i32,
     job: usize,
     /// Question tokens already evaluated.
@@ -29,13 +30,19 @@ struct Slot {
     tokens: Vec<LlamaToken>,
     bytes: Vec<u8>,
     started: Instant,
+    /// The answer's drafter, and the draft evaluated after `next` in the
+    /// current batch.
+    drafter: Option<Drafter<'f>>,
+    draft: Vec<LlamaToken>,
+    /// The current batch evaluates a generated token of this slot.
+    stepped: bool,
 }
 
 /// The slots of a parallel run: the live ones, the free sequence ids, the
 /// next question to start, and where each live slot's logits are in the
 /// current batch.
-struct Slots {
-    live: Vec<Slot>,
+struct Slots<'f> {
+    live: Vec<Slot<'f>>,
     free: Vec<i32>,
     next_job: usize,
     logits_at: Vec<Option<i32>>,
@@ -47,13 +54,17 @@ impl Session<'_> {
     /// order). `stop(index, text)` is checked after each token that ends a
     /// line, as in [`Session::generate`]. The context must have been created
     /// with at least `slots + 1` sequences and a unified KV cache, and hold an
-    /// evaluated prefix in sequence 0.
-    pub fn generate_parallel(
+    /// evaluated prefix in sequence 0. `drafter(index)` gives a question's
+    /// drafter, if any: its drafts are verified in the slot's part of each
+    /// step, as [`Session::generate_drafted`] does, and its counts come back
+    /// in the answer's [`Generation::draft`].
+    pub fn generate_parallel<'f>(
         &mut self,
         queries: &[Vec<LlamaToken>],
         slots: usize,
         limit: Limit,
         stop: impl Fn(usize, &str) -> bool,
+        mut drafter: impl FnMut(usize) -> Option<Drafter<'f>>,
         mut done: impl FnMut(usize, Generation) -> Result<()>,
     ) -> Result<StepStats> {
         if slots == 0 || slots as u32 >= self.n_seq {
@@ -71,12 +82,13 @@ impl Session<'_> {
             next_job: 0,
             logits_at: Vec::with_capacity(slots),
         };
+        let drafting = self.span_budget.is_none() && self.drafts_roll_back();
         loop {
-            self.start_slots(&mut s, queries.len())?;
+            self.start_slots(&mut s, queries.len(), &mut drafter)?;
             if s.live.is_empty() {
                 break;
             }
-            let question_tokens = fill_batch(&mut batch, &mut s, queries, self.n_batch)?;
+            let question_tokens = fill_batch(&mut batch, &mut s, queries, self.n_batch, limit, drafting)?;
             let t = Instant::now();
             self.ctx
                 .decode(&mut batch)
@@ -88,7 +100,7 @@ impl Session<'_> {
     }
 
     /// Gives every free sequence the next question, as a copy of the prefix.
-    fn start_slots(&mut self, s: &mut Slots, jobs: usize) -> Result<()> {
+    fn start_slots<'f>(&mut self, s: &mut Slots<'f>, jobs: usize, drafter: &mut impl FnMut(usize) -> Option<Drafter<'f>>) -> Result<()> {
         while s.next_job < jobs
             && let Some(seq) = s.free.pop()
         {
@@ -102,14 +114,19 @@ impl Session<'_> {
                 tokens: Vec::new(),
                 bytes: Vec::new(),
                 started: Instant::now(),
+                drafter: drafter(s.next_job),
+                draft: Vec::new(),
+                stepped: false,
             });
             s.next_job += 1;
         }
         Ok(())
     }
 
-    /// Samples for every slot that has logits; finished slots free their
-    /// cells and leave.
+    /// Samples for every slot that has logits: the greedy choice after each
+    /// evaluated token, while it is the slot's draft, then the model's own
+    /// next token; the rejected draft tokens' cells are removed. Finished
+    /// slots free their cells and leave.
     fn sample_step(
         &mut self,
         s: &mut Slots,
@@ -126,42 +143,84 @@ impl Session<'_> {
                 continue;
             };
             let slot = &mut s.live[i];
-            let tok = sampler.sample(&self.ctx, idx);
-            let mut finished = vocab.is_eog(tok);
-            if !finished {
+            let draft = std::mem::take(&mut slot.draft);
+            let mut accepted = 0;
+            let finished = loop {
+                let tok = sampler.sample(&self.ctx, idx + accepted as i32);
+                if vocab.is_eog(tok) {
+                    break true;
+                }
                 slot.tokens.push(tok);
                 let piece = vocab.token_to_piece(tok, false, None);
                 let ends_line = piece.contains(&b'\n');
                 slot.bytes.extend_from_slice(&piece);
-                finished = slot.tokens.len() >= limit.max_new
-                    || (ends_line && !limit.fixed && stop(slot.job, &String::from_utf8_lossy(&slot.bytes)));
+                if slot.tokens.len() >= limit.max_new
+                    || (ends_line && !limit.fixed && stop(slot.job, &String::from_utf8_lossy(&slot.bytes)))
+                {
+                    break true;
+                }
+                if accepted < draft.len() && tok == draft[accepted] {
+                    accepted += 1;
+                    continue;
+                }
+                slot.next = Some(tok);
+                break false;
+            };
+            if std::mem::take(&mut slot.stepped)
+                && let Some(d) = slot.drafter.as_mut()
+            {
+                d.verified(draft.len(), accepted);
             }
             if !finished {
-                slot.next = Some(tok);
+                // `pos` stands after the draft; keep the accepted part.
+                let keep = slot.pos - (draft.len() - accepted);
+                if accepted < draft.len() {
+                    let from = u32::try_from(keep).context("position out of range")?;
+                    self.ctx
+                        .kv_cache_seq_rm(slot.seq, Some(from), None)
+                        .with_context(|| format!("llama.cpp could not remove the cells of a rejected draft at position {keep}"))?;
+                }
+                slot.pos = keep;
                 i += 1;
                 continue;
             }
             let slot = s.live.remove(i);
             self.clear_seq(slot.seq);
             s.free.push(slot.seq);
-            let answer = Generation::new(&slot.bytes, slot.tokens, slot.started.elapsed().as_secs_f64() * 1e3);
+            let mut answer = Generation::new(&slot.bytes, slot.tokens, slot.started.elapsed().as_secs_f64() * 1e3);
+            answer.draft = slot.drafter.map(|d| d.stats);
             done(slot.job, answer)?;
         }
         Ok(())
     }
 }
 
-/// One batch: every generating slot's next token first (one each, so they
-/// always fit), then question tokens while there is room. Returns how many
-/// question tokens it holds.
-fn fill_batch(batch: &mut LlamaBatch, s: &mut Slots, queries: &[Vec<LlamaToken>], n_batch: usize) -> Result<usize> {
+/// One batch: every generating slot's next token first, each with its
+/// draft (a share of the batch's room, so that all fit), then question
+/// tokens while there is room. Returns how many question tokens it holds.
+fn fill_batch(batch: &mut LlamaBatch, s: &mut Slots, queries: &[Vec<LlamaToken>], n_batch: usize, limit: Limit, drafting: bool) -> Result<usize> {
     batch.clear();
     s.logits_at.clear();
     s.logits_at.resize(s.live.len(), None);
+    let generating = s.live.iter().filter(|slot| slot.next.is_some()).count();
+    let share = n_batch.saturating_sub(generating) / generating.max(1);
     for (i, slot) in s.live.iter_mut().enumerate() {
-        if let Some(tok) = slot.next {
-            s.logits_at[i] = Some(batch.n_tokens());
-            batch.add(tok, slot.pos as i32, &[slot.seq], true)?;
+        let Some(tok) = slot.next.take() else { continue };
+        slot.draft = match slot.drafter.as_mut().filter(|_| drafting) {
+            // The answer's last token is never evaluated: at most max_new - len - 1.
+            Some(d) => {
+                let ids: Vec<i32> = slot.tokens.iter().map(|t| t.0).collect();
+                let room = (limit.max_new - slot.tokens.len()).saturating_sub(1).min(share);
+                d.propose(&ids, room).into_iter().map(LlamaToken).collect()
+            }
+            None => Vec::new(),
+        };
+        s.logits_at[i] = Some(batch.n_tokens());
+        slot.stepped = true;
+        batch.add(tok, slot.pos as i32, &[slot.seq], true)?;
+        slot.pos += 1;
+        for &d in &slot.draft {
+            batch.add(d, slot.pos as i32, &[slot.seq], true)?;
             slot.pos += 1;
         }
     }
@@ -169,7 +228,7 @@ fn fill_batch(batch: &mut LlamaBatch, s: &mut Slots, queries: &[Vec<LlamaToken>]
     for (i, slot) in s.live.iter_mut().enumerate() {
         let query = &queries[slot.job];
         let room = n_batch - batch.n_tokens() as usize;
-        if slot.next.is_some() || slot.fed == query.len() || room == 0 {
+        if s.logits_at[i].is_some() || slot.fed == query.len() || room == 0 {
             continue;
         }
         let take = room.min(query.len() - slot.fed);

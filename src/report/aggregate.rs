@@ -177,6 +177,9 @@ pub struct Row {
     pub extra: usize,
     /// Prefix tokens per second of the prefill; `None` without timings or prefill.
     pub prefill_tok_s: Option<f64>,
+    /// Generated tokens per decode step (`summary.draft`); `None` for runs
+    /// that did not count them.
+    pub tokens_per_step: Option<f64>,
     /// Teacher-forced means (`summary.forced`); `None` for runs without them
     /// (`score` runs, older run files).
     pub top1_share: Option<f64>,
@@ -246,6 +249,7 @@ impl Row {
             hallucinated: t.hallucinated,
             extra: t.extra,
             prefill_tok_s,
+            tokens_per_step: r.run.summary.draft.as_ref().map(|d| d.tokens_per_step),
             top1_share: forced.map(|f| f.top1_share),
             mean_logprob: forced.map(|f| f.mean_logprob),
             lines_exact_share: forced.map(|f| f.lines_exact_share),

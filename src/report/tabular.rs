@@ -23,6 +23,7 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
     let forced = rows.iter().any(Row::has_forced);
     let closed = rows.iter().any(Row::has_closed_book);
     let kld = rows.iter().any(|r| r.kld.is_some());
+    let steps = rows.iter().any(|r| r.tokens_per_step.is_some());
     let mut header = strings(&[
         "run",
         "model",
@@ -40,6 +41,10 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
     let mut numeric = vec![
         false, false, false, false, false, true, true, true, true, true, true, true,
     ];
+    if steps {
+        header.push("tok/step".into());
+        numeric.push(true);
+    }
     if forced {
         header.extend(strings(&["top-1 share", "mean log-prob", "lines exact"]));
         numeric.extend([true, true, true]);
@@ -72,6 +77,9 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
                     r.extra.to_string(),
                     r.prefill(),
                 ];
+                if steps {
+                    row.push(opt(r.tokens_per_step, |v| format!("{v:.2}")));
+                }
                 if forced {
                     row.extend([
                         opt(r.top1_share, |v| format!("{v:.3}")),

@@ -129,6 +129,29 @@ pub fn summary(s: &Summary) -> String {
             );
         }
     }
+    if let Some(d) = &s.draft
+        && d.stats.proposed > 0
+    {
+        let _ = writeln!(
+            out,
+            "drafts: {} of {} draft tokens kept ({} from the ground truth, {} from the file); {} tokens in {} decode steps, {:.2} per step",
+            d.stats.accepted,
+            d.stats.proposed,
+            d.stats.by_source.truth.accepted,
+            d.stats.by_source.file.accepted,
+            d.generated_tokens,
+            d.stats.steps,
+            d.tokens_per_step
+        );
+    }
+    if let Some(e) = &s.undrafted {
+        let gap = e.max_parting_gap.map(|g| format!(", the widest logit gap where they part {g:.3}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "without drafts: {} of {} answers identical, {} differ (matched lines {:+}, passes changed {}){gap}",
+            e.identical, e.targets, e.differing, e.matched_difference, e.pass_changes
+        );
+    }
     for (i, q) in s.by_quarter.iter().enumerate() {
         if q.count > 0 {
             let _ = writeln!(

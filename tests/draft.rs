@@ -1,0 +1,207 @@
+//! Exact speculative decoding (`--draft`): drafts from the ground truth and
+//! the file are verified in one batch, and the answers are the ones
+//! step-by-step greedy decoding gives. Each drafted run here also answers
+//! every question without drafts (`--check-draft`); an answer may part from
+//! the undrafted one only where the undrafted run's two best logits were
+//! nearly tied (batched verification can round a position's logits
+//! differently), and on these windows none does.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// A near tie: the forced pass's threshold ([`posrecall::forced::NEAR_TIE_EPS`]).
+const NEAR_TIE: f64 = posrecall::forced::NEAR_TIE_EPS as f64;
+
+fn lodash() -> std::path::PathBuf {
+    let p = posrecall::fsutil::default_corpus_path();
+    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus", p.display());
+    p
+}
+
+fn bench(model: &std::path::Path, extra: &[&str]) -> Value {
+    bench_on(model, &lodash(), extra)
+}
+
+fn bench_on(model: &std::path::Path, corpus: &std::path::Path, extra: &[&str]) -> Value {
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = dir.path().join("run.json");
+    let mut args = vec!["bench", s(model), "--corpus", s(corpus), "--no-forced", "--threads", "2", "--quiet", "--out", s(&out)];
+    args.extend_from_slice(extra);
+    ok(&posrecall(&args));
+    read(&out)
+}
+
+/// Every target's drafted answer equals its undrafted one, or parts from
+/// it at a near tie; returns how many were identical.
+fn assert_exact(run: &Value) -> usize {
+    let targets = run["targets"].as_array().unwrap();
+    let mut identical = 0;
+    for t in targets {
+        let c = &t["undrafted"];
+        assert!(c.is_object(), "{} was not checked without drafts: {t}", t["name"]);
+        if c["identical"] == true {
+            identical += 1;
+            continue;
+        }
+        let gap = c["parting_gap"].as_f64().unwrap_or(f64::INFINITY);
+        assert!(
+            gap < NEAR_TIE,
+            "{}: the drafted answer parts from the undrafted one after {} tokens, where the logit gap was {gap} (not a near tie)\ndrafted: {:?}\nundrafted: {:?}",
+            t["name"], c["common_tokens"], t["response"], c["response"]
+        );
+    }
+    let e = &run["summary"]["undrafted"];
+    assert_eq!(e["targets"].as_u64().unwrap() as usize, targets.len(), "{e}");
+    assert_eq!(e["identical"].as_u64().unwrap() as usize, identical, "{e}");
+    identical
+}
+
+#[test]
+fn a_model_that_recalls_takes_several_tokens_per_step_and_answers_as_without_drafts() {
+    let _serial = serial();
+    // Qwen2.5-Coder-0.5B recalls this window (tests/qwen_coder.rs): most of
+    // every answer is a copy, which the ground truth drafts.
+    let window = ["--crop-lines", "700:850", "--count", "4", "--lines", "8"];
+    for kv in ["f16", "q8_0"] {
+        let mut args = window.to_vec();
+        args.extend(["--kv", kv, "--check-draft"]);
+        let run = bench(&qwen_coder(), &args);
+        assert_eq!(run["manifest"]["params"]["draft"], "truth", "the default mode is recorded");
+        assert_eq!(run["manifest"]["params"]["draft_max"], 16);
+        assert!(run["manifest"]["runtime"]["draft_fallback"].is_null(), "{}", run["manifest"]["runtime"]);
+        let identical = assert_exact(&run);
+        assert_eq!(identical, 4, "{kv}: every answer as without drafts: {}", run["summary"]["undrafted"]);
+        let d = &run["summary"]["draft"];
+        let per_step = d["tokens_per_step"].as_f64().unwrap();
+        assert!(per_step >= 2.0, "{kv}: a model that copies takes at least 2 tokens per step, not {per_step}: {d}");
+        let truth = d["by_source"]["truth"]["accepted"].as_u64().unwrap();
+        assert!(truth * 2 > d["accepted"].as_u64().unwrap(), "{kv}: most kept draft tokens come from the ground truth: {d}");
+        assert!(d["accepted"].as_u64().unwrap() <= d["proposed"].as_u64().unwrap(), "{d}");
+        // The steps are counted per target and add up.
+        let steps: u64 = run["targets"].as_array().unwrap().iter().map(|t| t["draft"]["steps"].as_u64().unwrap()).sum();
+        assert_eq!(steps, d["steps"].as_u64().unwrap(), "{d}");
+        // And the undrafted answers took about one step per token.
+        let generated = d["generated_tokens"].as_u64().unwrap();
+        assert!(d["steps"].as_u64().unwrap() * 2 <= generated, "{kv}: {d}");
+    }
+}
+
+#[test]
+fn without_drafts_every_step_is_one_token_and_lookup_drafts_from_the_file() {
+    let _serial = serial();
+    let window = ["--crop-lines", "700:850", "--count", "4", "--lines", "8", "--kv", "f16"];
+    let mut args = window.to_vec();
+    args.extend(["--draft", "none"]);
+    let none = bench(&qwen_coder(), &args);
+    assert_eq!(none["manifest"]["params"]["draft"], "none");
+    assert!(none["manifest"]["params"]["draft_max"].is_null());
+    let d = &none["summary"]["draft"];
+    assert_eq!(d["proposed"], 0, "{d}");
+    let generated = d["generated_tokens"].as_u64().unwrap();
+    // One step per generated token but the first (the question's step) and,
+    // for an answer cut at its line limit, the last, which is never evaluated.
+    let steps = d["steps"].as_u64().unwrap();
+    assert!(steps < generated && steps + 4 >= generated, "{steps} steps for {generated} tokens: {d}");
+
+    let mut args = window.to_vec();
+    args.extend(["--draft", "lookup", "--draft-max", "8"]);
+    let lookup = bench(&qwen_coder(), &args);
+    assert_eq!(lookup["manifest"]["params"]["draft_max"], 8);
+    let d = &lookup["summary"]["draft"];
+    assert_eq!(d["by_source"]["truth"]["proposed"], 0, "lookup drafts only from the file: {d}");
+    assert!(d["by_source"]["file"]["accepted"].as_u64().unwrap() > 0, "{d}");
+    assert!(d["tokens_per_step"].as_f64().unwrap() > 1.5, "{d}");
+    // The same answers as without drafts.
+    for (a, b) in none["targets"].as_array().unwrap().iter().zip(lookup["targets"].as_array().unwrap()) {
+        assert_eq!(a["response"], b["response"], "{}", a["name"]);
+    }
+}
+
+#[test]
+fn a_model_that_does_not_recall_answers_as_without_drafts() {
+    let _serial = serial();
+    // SmolLM2 recalls little of lodash: drafts are mostly rejected.
+    let run = bench(&smollm2(), &["--crop-lines", "1:100", "--count", "4", "--lines", "8", "--kv", "f16", "--check-draft"]);
+    assert_exact(&run);
+    let d = &run["summary"]["draft"];
+    assert!(d["proposed"].as_u64().unwrap() > 0, "{d}");
+}
+
+#[test]
+fn a_sliding_window_model_drafts_with_its_whole_cache_and_a_hybrid_does_not() {
+    let _serial = serial();
+    // Gemma 3's window-only cache may reuse cells a rejected draft needs back:
+    // no drafts, and the run says why.
+    let window = ["--crop-lines", "1:100", "--count", "3", "--lines", "8", "--kv", "f16"];
+    let run = bench(&gemma3(), &window);
+    assert_eq!(run["manifest"]["params"]["draft"], "none", "{}", run["manifest"]["params"]);
+    let why = run["manifest"]["runtime"]["draft_fallback"].as_str().unwrap_or_default();
+    assert!(why.contains("sliding-window"), "{why}");
+    // With the whole cache kept, drafts are exact.
+    let mut args = window.to_vec();
+    args.extend(["--swa-full", "on", "--check-draft"]);
+    let run = bench(&gemma3(), &args);
+    assert_eq!(run["manifest"]["params"]["draft"], "truth");
+    assert_exact(&run);
+    assert!(run["summary"]["draft"]["proposed"].as_u64().unwrap() > 0);
+
+    let (name, hybrid) = tiny_hybrids().into_iter().next().expect("a tiny hybrid model");
+    let run = bench_on(&hybrid, &fixture("dense.js"), &["--crop-lines", "1:80", "--count", "2", "--lines", "4", "--max-new-tokens", "16"]);
+    let why = run["manifest"]["runtime"]["draft_fallback"].as_str().unwrap_or_default();
+    assert!(why.contains("recurrent"), "{name}: {why}");
+    assert_eq!(run["manifest"]["params"]["draft"], "none");
+}
+
+#[test]
+fn parallel_answers_are_drafted_too() {
+    let _serial = serial();
+    // Four sequences at once, each verifying its own drafts in its part of
+    // every step; the sequential check answers one at a time with drafts, so
+    // the answers compare like with like apart from the batch.
+    let run = bench(&qwen_coder(), &["--crop-lines", "700:850", "--count", "4", "--lines", "8", "--kv", "f16", "--parallel", "4", "--check-sequential"]);
+    assert_eq!(run["manifest"]["params"]["decode_mode"], "parallel");
+    assert_eq!(run["manifest"]["params"]["draft"], "truth");
+    let d = &run["summary"]["draft"];
+    assert!(d["tokens_per_step"].as_f64().unwrap() >= 2.0, "{d}");
+    for t in run["targets"].as_array().unwrap() {
+        let c = &t["sequential"];
+        let gap = c["parting_gap"].as_f64().unwrap_or(0.0);
+        assert!(c["identical"] == true || gap < NEAR_TIE, "{}: parts at a gap of {gap}: {c}", t["name"]);
+    }
+}
+
+#[test]
+fn bad_draft_settings_are_one_line_errors() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let model = smollm2();
+    let corpus = lodash();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--draft-max", "0"], "--draft-max"),
+        (&["--draft-max", "100000"], "--draft-max"),
+        (&["--draft", "always"], "--draft"),
+        (&["--draft", "none", "--check-draft"], "--check-draft"),
+        (&["--parallel", "2", "--check-draft"], "--check-draft"),
+    ];
+    for (extra, needle) in cases {
+        let out = dir.path().join("run.json");
+        let mut args = vec!["bench", s(&model), "--corpus", s(&corpus), "--out", s(&out)];
+        args.extend_from_slice(extra);
+        let o = posrecall(&args);
+        assert_clean_failure(&o, dir.path(), needle);
+    }
+    // models.toml's keys, named with the file.
+    for (line, needle) in [("draft = \"sometimes\"", "params.draft"), ("draft_max = 0", "params.draft_max")] {
+        let toml = dir.path().join("models.toml");
+        std::fs::write(
+            &toml,
+            format!("[params]\n{line}\n\n[[model]]\nname = \"m\"\npath = \"{}\"\nkv = [\"f16\"]\n", model.display()),
+        )
+        .unwrap();
+        let o = posrecall(&["matrix", s(&toml), "--list"]);
+        assert!(!o.status.success(), "{line} was accepted");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle) && err.trim().lines().count() == 1, "{line}: {err}");
+    }
+}
