@@ -472,6 +472,14 @@ fn runs_that_decoded_differently_carry_a_note() {
     assert!(c.notes[1].contains("exactly 128 tokens"), "{}", c.notes[1]);
     let text = posrecall::report::verdict::render_text(&c);
     assert!(text.contains("note: A decoded sequential, B parallel 16"), "{text}");
+
+    // An older run (no draft mode recorded: one token per step) against a
+    // drafted one.
+    let mut b = load("b.json");
+    b.manifest.params.draft = Some("truth".into());
+    let c = compare(&a, &fixture("a.json"), &b, &fixture("b.json")).unwrap();
+    assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
+    assert!(c.notes[0].contains("--draft none, B with --draft truth"), "{}", c.notes[0]);
 }
 
 #[test]

@@ -82,7 +82,13 @@ fn a_model_that_recalls_takes_several_tokens_per_step_and_answers_as_without_dra
         // The steps are counted per target and add up.
         let steps: u64 = run["targets"].as_array().unwrap().iter().map(|t| t["draft"]["steps"].as_u64().unwrap()).sum();
         assert_eq!(steps, d["steps"].as_u64().unwrap(), "{d}");
-        // And the undrafted answers took about one step per token.
+        // The run's decode steps are its drafted answers' (each evaluates the
+        // last token and its draft), not the check's.
+        let ts = &run["timings"]["decode_steps"];
+        let (d_steps, d_proposed) = (d["steps"].as_u64().unwrap(), d["proposed"].as_u64().unwrap());
+        assert_eq!(ts["generation_only_tokens"].as_u64().unwrap(), d_steps + d_proposed, "{kv}: {ts} {d}");
+        assert_eq!(ts["steps"].as_u64().unwrap(), d_steps + 4, "{kv}: one step per question and the answers': {ts}");
+        // Fewer than half as many steps as tokens.
         let generated = d["generated_tokens"].as_u64().unwrap();
         assert!(d["steps"].as_u64().unwrap() * 2 <= generated, "{kv}: {d}");
     }

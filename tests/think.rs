@@ -89,8 +89,23 @@ fn bench_records_the_template_and_keys_the_cache_by_the_prefix() {
     assert_eq!(b["manifest"]["runtime"]["template"]["source"], "gguf");
     assert_eq!(b["manifest"]["runtime"]["template"]["switches"], json!([]));
     assert_ne!(a["manifest"]["runtime"]["prefix_sha256"], b["manifest"]["runtime"]["prefix_sha256"]);
-    let entries = std::fs::read_dir(&cache).unwrap().count();
-    assert!(entries >= 2, "one cache entry per rendered prefix, found {entries}");
+    // Two prefixes, two entries (a state file and its checksum each); run b
+    // evaluated its own prefix rather than loading a's.
+    let mut states: Vec<String> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".state"))
+        .collect();
+    states.sort();
+    assert_eq!(states.len(), 2, "one cache entry per rendered prefix: {states:?}");
+    assert_eq!(b["timings"]["prefix_source"], "prefill");
+    assert_eq!(a["timings"]["prefix_source"], "prefill");
+    // The same prefix again is loaded from its entry.
+    let mut again = vec!["bench", s(&model)];
+    again.extend(common_args);
+    again.extend(["--chat-template", s(&qwen), "-o", s(&run_a)]);
+    ok(&posrecall(&again));
+    assert_eq!(read(&run_a)["timings"]["prefix_source"], "cache");
 }
 
 /// Answers collected elsewhere, in every reasoning format, are scored on the
@@ -163,12 +178,21 @@ fn thinking_on_closes_the_reasoning_at_its_budget() {
     assert_eq!(m["runtime"]["template"]["variables"], json!({"enable_thinking": true}));
     // Closing at a budget runs one sequence at a time, and says so.
     assert!(m["runtime"]["parallel_fallback"].as_str().unwrap().contains("thinking on"), "{m}");
+    let vocab = posrecall::engine::model::load_vocab(&model).unwrap();
+    let close_tokens = vocab.tokenize_rest("\n</think>\n\n").len() as u64;
     let mut total = 0;
     for t in run["targets"].as_array().unwrap() {
         let reasoning_tokens = t["reasoning_tokens"].as_u64().unwrap();
-        // The 8 reasoning tokens and the closing tokens (the block was opened in the prompt).
-        assert!(reasoning_tokens >= 8, "{t}");
+        // The 8 reasoning tokens and the closing tokens (the block was opened
+        // in the prompt), no more.
+        assert!((8..=8 + close_tokens).contains(&reasoning_tokens), "{close_tokens} closing tokens: {t}");
         assert!(t["reasoning"].is_string(), "{t}");
+        // The family's closing text was fed, and the scored answer holds no
+        // reasoning: nothing of the block, no marker.
+        let response = t["response"].as_str().unwrap();
+        assert!(!response.contains("</think>") && !response.contains("<think>"), "{t}");
+        // Closed, so an answer followed (an unclosed block leaves none).
+        assert!(!response.trim().is_empty(), "{t}");
         assert!(t["generated_tokens"].as_u64().unwrap() <= 8 + 24, "{t}");
         assert!(t["forced"].is_object(), "{t}");
         total += reasoning_tokens;

@@ -285,9 +285,12 @@ fn per_target(
         let undrafted = match (&answer, decoding.check_draft) {
             (Some(g), true) => {
                 let t = Instant::now();
-                let check = undrafted_check(run, session, target, query, &g.tokens)?;
+                // The check's steps are not the run's answers'.
+                let steps = std::mem::take(&mut session.steps);
+                let check = undrafted_check(run, session, target, query, &g.tokens);
+                session.steps = steps;
                 *timings.check_ms.get_or_insert(0.0) += ms(t);
-                Some(check)
+                Some(check?)
             }
             _ => None,
         };

@@ -344,7 +344,8 @@ fn side(rows: &[Row], run: &RunFile, path: &Path, pick: fn(&Row) -> (bool, usize
 }
 
 /// Notes on runs that decoded differently: answers of a parallel run can part
-/// from sequential ones at near ties, and fixed-length answers are a
+/// from sequential ones at near ties, and so can drafted answers from
+/// undrafted ones; fixed-length answers are a
 /// throughput measurement, not a recall one.
 fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
     let mode = |r: &RunFile| {
@@ -360,6 +361,16 @@ fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
     if ma != mb && a.manifest.command == "bench" && b.manifest.command == "bench" {
         notes.push(format!(
             "A decoded {ma}, B {mb}: batched and one-token decodes can round differently, so some answers may part at near ties (README, Parallel decoding)"
+        ));
+    }
+    // Older runs recorded no draft mode: they decoded one token per step.
+    let draft = |r: &RunFile| r.manifest.params.draft.clone().unwrap_or_else(|| "none".into());
+    let (da, db) = (draft(a), draft(b));
+    let generated = |r: &RunFile| r.manifest.command == "bench" && r.manifest.params.decode_mode.as_deref() != Some("forced-only");
+    if da != db && generated(a) && generated(b) {
+        notes.push(format!(
+            "A drafted answers with --draft {da}, B with --draft {db}: a batch that verifies drafts can round differently \
+             from a one-token step, so some answers may part at near ties (README, Exact speculative decoding)"
         ));
     }
     let (fa, fb) = (a.manifest.params.fixed_tokens, b.manifest.params.fixed_tokens);
