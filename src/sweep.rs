@@ -350,18 +350,7 @@ impl Sweep {
             models.push(entry);
         }
         let (lengths, effective_at) = r.ladder(p)?;
-        let draft = match p.draft.as_deref() {
-            None => None,
-            Some(d) => Some(crate::draft::DraftMode::parse(d).ok_or_else(|| {
-                let modes: Vec<&str> = crate::draft::DraftMode::ALL.iter().map(|m| m.as_str()).collect();
-                anyhow!("{file}: params.draft: `{d}` is not one of {}", modes.join(", "))
-            })?),
-        };
-        if let Some(k) = p.draft_max
-            && !(1..=crate::draft::LIMIT_MAX).contains(&k)
-        {
-            bail!("{file}: params.draft_max: must be between 1 and {}", crate::draft::LIMIT_MAX);
-        }
+        let (draft, draft_max) = r.draft(p)?;
         let sweep = Sweep {
             file: path.to_path_buf(),
             corpus,
@@ -381,7 +370,7 @@ impl Sweep {
             lengths,
             effective_at,
             draft,
-            draft_max: p.draft_max,
+            draft_max,
             models,
         };
         sweep.validate()?;
@@ -608,6 +597,24 @@ impl Reader<'_> {
                 crate::corpus::language_names().join(", ")
             ),
         }
+    }
+
+    /// params.draft and params.draft_max.
+    fn draft(&self, p: &RawParams) -> Result<(Option<crate::draft::DraftMode>, Option<usize>)> {
+        let file = self.file;
+        let draft = match p.draft.as_deref() {
+            None => None,
+            Some(d) => Some(crate::draft::DraftMode::parse(d).ok_or_else(|| {
+                let modes: Vec<&str> = crate::draft::DraftMode::ALL.iter().map(|m| m.as_str()).collect();
+                anyhow!("{file}: params.draft: `{d}` is not one of {}", modes.join(", "))
+            })?),
+        };
+        if let Some(k) = p.draft_max
+            && !(1..=crate::draft::LIMIT_MAX).contains(&k)
+        {
+            bail!("{file}: params.draft_max: must be between 1 and {}", crate::draft::LIMIT_MAX);
+        }
+        Ok((draft, p.draft_max))
     }
 
     /// params.lengths and params.effective_at.

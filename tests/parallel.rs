@@ -40,7 +40,8 @@ fn parallel_answers_every_target_and_records_the_equivalence() {
         // third of this test's time.)
         let seq_out = dir.path().join(format!("s-{kv}.json"));
         let sequential = (kv == "f16").then(|| {
-            ok(&bench(&["--kv", kv, "--max-new-tokens", "40", "--no-forced"], Some(&seq_out)));
+            // One token per step, as the check answers.
+            ok(&bench(&["--kv", kv, "--max-new-tokens", "40", "--no-forced", "--draft", "none"], Some(&seq_out)));
             read(&seq_out)
         });
         let differing = check_parallel_run(&read(&out), sequential.as_ref());
@@ -202,7 +203,8 @@ fn sliding_window_models_run_in_parallel_with_the_cache_they_need() {
             .arg("--corpus")
             .arg(fixture("dense.js"))
             .args(["--threads", "2", "--quiet", "--count", "3", "--lines", "8", "--crop-lines", crop])
-            .args(["--kv", "q8_0", "--max-new-tokens", "40", "--parallel", "3", "--swa-full", "off", "--out"])
+            // No drafts: their own note names the window-only cache too.
+            .args(["--kv", "q8_0", "--max-new-tokens", "40", "--parallel", "3", "--swa-full", "off", "--draft", "none", "--out"])
             .arg(&out)
             .env("NO_COLOR", "1")
             .output()

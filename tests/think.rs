@@ -188,9 +188,13 @@ fn thinking_on_closes_the_reasoning_at_its_budget() {
         assert!((8..=8 + close_tokens).contains(&reasoning_tokens), "{close_tokens} closing tokens: {t}");
         assert!(t["reasoning"].is_string(), "{t}");
         // The family's closing text was fed, and the scored answer holds no
-        // reasoning: nothing of the block, no marker.
+        // reasoning.
         let response = t["response"].as_str().unwrap();
-        assert!(!response.contains("</think>") && !response.contains("<think>"), "{t}");
+        // (A model may write a marker of its own later in its answer; the
+        // answer must not start inside the block, nor repeat the reasoning.)
+        let reasoning = t["reasoning"].as_str().unwrap().trim();
+        assert!(!response.trim_start().starts_with("<think>"), "{t}");
+        assert!(reasoning.is_empty() || !response.contains(reasoning), "{t}");
         // Closed, so an answer followed (an unclosed block leaves none).
         assert!(!response.trim().is_empty(), "{t}");
         assert!(t["generated_tokens"].as_u64().unwrap() <= 8 + 24, "{t}");

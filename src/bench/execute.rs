@@ -271,33 +271,16 @@ fn per_target(
     let mut sequential_ms = 0.0;
     let file: Vec<i32> = plan.prefix_tokens.iter().map(|t| t.0).collect();
     for ((target, query), answer) in plan.targets.iter().zip(&plan.queries).zip(answers.iter_mut()) {
-        let mut draft = None;
         if sequential {
             let t = Instant::now();
-            session.restore()?;
-            timings.restore_ms.push(ms(t));
-            let question: Vec<i32> = query.iter().map(|t| t.0).collect();
-            let mut drafter = run.drafter(target, &file, &question);
-            *answer = Some(session.generate_drafted(query, run.limit(), |text| run.enough(target, text), drafter.as_mut())?);
+            *answer = Some(answer_drafted(run, session, target, query, &file, timings)?);
             sequential_ms += ms(t);
-            draft = drafter.map(|d| d.stats);
         }
         let undrafted = match (&answer, decoding.check_draft) {
-            (Some(g), true) => {
-                let t = Instant::now();
-                // The check's steps are not the run's answers'.
-                let steps = std::mem::take(&mut session.steps);
-                let check = undrafted_check(run, session, target, query, &g.tokens);
-                session.steps = steps;
-                *timings.check_ms.get_or_insert(0.0) += ms(t);
-                Some(check?)
-            }
+            (Some(g), true) => Some(check_undrafted(run, session, target, query, &g.tokens, timings)?),
             _ => None,
         };
         let answer = answer.take();
-        if draft.is_none() {
-            draft = answer.as_ref().and_then(|g| g.draft.clone());
-        }
         if let Some(g) = &answer {
             timings.query_ms.push(g.ms);
             timings.generated_tokens += g.tokens.len();
@@ -326,7 +309,7 @@ fn per_target(
         r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
         r.invalid_utf8 = answer.as_ref().is_some_and(|g| g.invalid_utf8);
         r.forced = forced;
-        r.draft = draft;
+        r.draft = answer.as_ref().and_then(|g| g.draft.clone());
         r.undrafted = undrafted;
         if let Some(g) = answer {
             answered_tokens.push(g.tokens);
@@ -346,6 +329,32 @@ fn per_target(
         timings.decode_steps.get_or_insert_with(Default::default).merge(&std::mem::take(&mut session.steps));
     }
     Ok((results, answered_tokens))
+}
+
+/// One sequential answer from the restored prefix, with drafts as the run
+/// decodes (their counts in [`Generation::draft`]); `file` is the prefix's
+/// tokens as ids.
+fn answer_drafted(run: &Run, session: &mut Session, target: &Target, query: &[Token], file: &[i32], timings: &mut Timings) -> Result<Generation> {
+    let t = Instant::now();
+    session.restore()?;
+    timings.restore_ms.push(ms(t));
+    let question: Vec<i32> = query.iter().map(|t| t.0).collect();
+    let mut drafter = run.drafter(target, file, &question);
+    let mut g = session.generate_drafted(query, run.limit(), |text| run.enough(target, text), drafter.as_mut())?;
+    g.draft = drafter.map(|d| d.stats);
+    Ok(g)
+}
+
+/// `--check-draft`: the answer again without drafts, compared with the
+/// drafted `tokens`; its time is the run's check time, and its steps are
+/// not the run's answers'.
+fn check_undrafted(run: &Run, session: &mut Session, target: &Target, query: &[Token], tokens: &[Token], timings: &mut Timings) -> Result<SequentialCheck> {
+    let t = Instant::now();
+    let steps = std::mem::take(&mut session.steps);
+    let check = answer_again(run, session, target, query, tokens);
+    session.steps = steps;
+    *timings.check_ms.get_or_insert(0.0) += ms(t);
+    check
 }
 
 /// Scores a generated answer: its reasoning is split off, recorded with the
@@ -387,52 +396,27 @@ fn check_sequential<'m>(
     session.set_snapshot(snapshot)?;
     let bar = run.bar(plan.targets.len(), "check", "q");
     for (((target, query), r), parallel) in plan.targets.iter().zip(&plan.queries).zip(results.iter_mut()).zip(parallel_tokens) {
-        session.restore()?;
-        let g = session.generate_with(query, run.limit(), |text| run.enough(target, text))?;
-        let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, run.opts);
-        let common = g.tokens.iter().zip(parallel).take_while(|(a, b)| a == b).count();
-        let identical = g.tokens == *parallel;
-        // How close the call was where the answers part: the gap between the
-        // two best logits there, from one batched pass over the answer that
-        // goes on (one may be the other's start) up to that token.
-        let mut parting_gap = None;
-        if !identical {
-            let longer = if common < g.tokens.len() { &g.tokens } else { parallel };
-            if common < longer.len() {
-                session.restore()?;
-                let readings = session.force(query, &longer[..=common])?;
-                parting_gap = readings.get(common).map(|r| r.1);
-            }
-        }
-        r.sequential = Some(SequentialCheck {
-            identical,
-            common_tokens: common,
-            sequential_tokens: g.tokens.len(),
-            matched: s.matched,
-            pass: s.pass,
-            parting_gap,
-            response: (!identical).then_some(g.text),
-        });
+        r.sequential = Some(answer_again(run, &mut session, target, query, parallel)?);
         bar.inc(1);
     }
     bar.finish_and_clear();
     Ok(session)
 }
 
-/// Answers `target` again without drafts, from the restored prefix, and
-/// says whether and where that answer parts from the drafted `tokens`, and
-/// how close the call was there (the gap between the two best logits of
-/// the undrafted answer's own step, read in one batched pass as in
-/// [`check_sequential`]).
-fn undrafted_check(run: &Run, session: &mut Session, target: &Target, query: &[Token], drafted: &[Token]) -> Result<SequentialCheck> {
+/// Answers `target` again one token per step, from the restored prefix,
+/// and says whether and where that answer parts from `other` (a parallel
+/// or a drafted answer), and how close the call was there: the gap between
+/// the two best logits, from one batched pass over the answer that goes on
+/// (one may be the other's start) up to that token.
+fn answer_again(run: &Run, session: &mut Session, target: &Target, query: &[Token], other: &[Token]) -> Result<SequentialCheck> {
     session.restore()?;
     let g = session.generate_with(query, run.limit(), |text| run.enough(target, text))?;
     let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, run.opts);
-    let common = g.tokens.iter().zip(drafted).take_while(|(a, b)| a == b).count();
-    let identical = g.tokens == drafted;
+    let common = g.tokens.iter().zip(other).take_while(|(a, b)| a == b).count();
+    let identical = g.tokens == other;
     let mut parting_gap = None;
     if !identical {
-        let longer = if common < g.tokens.len() { &g.tokens[..] } else { drafted };
+        let longer = if common < g.tokens.len() { &g.tokens[..] } else { other };
         if common < longer.len() {
             session.restore()?;
             let readings = session.force(query, &longer[..=common])?;
