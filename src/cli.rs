@@ -37,6 +37,16 @@ fn unit_interval(s: &str) -> Result<f64, String> {
     }
     Ok(v)
 }
+/// A positive, finite number up to `hi`.
+fn positive(what: &'static str, hi: f32) -> impl Fn(&str) -> Result<f32, String> + Clone {
+    move |s: &str| {
+        let v: f32 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+        if !(v.is_finite() && v > 0.0 && v <= hi) {
+            return Err(format!("{s} is not a {what} above 0 and at most {hi}"));
+        }
+        Ok(v)
+    }
+}
 use std::path::PathBuf;
 
 /// posrecall: how well does a local LLM recall long code, verbatim and by position?
@@ -137,6 +147,8 @@ pub struct PromptArgs {
     /// As `bench --ctx`.
     #[arg(long, default_value = "auto")]
     pub ctx: CtxSize,
+    #[command(flatten)]
+    pub rope: RopeArgs,
     /// As `bench --max-prefix-tokens`.
     #[arg(long, visible_alias = "max-tokens", value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
     pub max_prefix_tokens: Option<usize>,
@@ -435,6 +447,38 @@ pub struct DecodeArgs {
     pub check_draft: bool,
 }
 
+/// Context extension, as llama-server spells it; shared by `bench` and
+/// `prompt`. Each setting not given is the model's own.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RopeArgs {
+    /// RoPE scaling: none, linear or yarn [default: the model's].
+    #[arg(long, value_enum)]
+    pub rope_scaling: Option<crate::settings::RopeScaling>,
+    /// Stretch the context N times (the frequency scale 1/N); with linear or yarn scaling, `--ctx auto` may then go N times past the trained context.
+    #[arg(long, value_name = "N", conflicts_with = "rope_freq_scale", value_parser = positive("scale", 1024.0))]
+    pub rope_scale: Option<f32>,
+    /// RoPE base frequency [default: the model's].
+    #[arg(long, value_name = "F", value_parser = positive("frequency", 1e12))]
+    pub rope_freq_base: Option<f32>,
+    /// RoPE frequency scale, the inverse of --rope-scale [default: the model's].
+    #[arg(long, value_name = "S", value_parser = positive("scale", 1024.0))]
+    pub rope_freq_scale: Option<f32>,
+    /// The context YaRN extends from [default: the trained context].
+    #[arg(long, value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
+    pub yarn_orig_ctx: Option<usize>,
+}
+
+impl RopeArgs {
+    pub fn rope(&self) -> crate::settings::Rope {
+        crate::settings::Rope {
+            scaling: self.rope_scaling,
+            freq_base: self.rope_freq_base,
+            freq_scale: self.rope_scale.map(|n| 1.0 / n).or(self.rope_freq_scale),
+            yarn_orig_ctx: self.yarn_orig_ctx.map(|n| n as u32),
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// The model file (GGUF).
@@ -458,9 +502,11 @@ pub struct BenchArgs {
     /// Layers to offload to the GPU (default: all, when the build has a GPU backend).
     #[arg(long)]
     pub gpu_layers: Option<u32>,
-    /// Context size in tokens, or `auto`: prefix + question + answer budget, capped at the trained context.
+    /// Context size in tokens, or `auto`: prefix + question + answer budget, capped at the trained context (times --rope-scale with a scaling).
     #[arg(long, default_value = "auto")]
     pub ctx: CtxSize,
+    #[command(flatten)]
+    pub rope: RopeArgs,
     /// When the corpus does not fit: keep the first lines (head), the densest window (densest), or fail (none).
     #[arg(long, value_enum, default_value_t = CropMode::Head)]
     pub crop: CropMode,

@@ -2,6 +2,8 @@
 
 use anyhow::{Context, Result};
 use std::io::Write;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder,
@@ -232,3 +234,59 @@ pub const DEFAULT_CORPORA: &[(&str, &str)] = &[
     ("typescript", "mobx-6.13.5-src"),
     ("java", "capacitor-android-5.7.0-src"),
 ];
+
+#[derive(Serialize, Deserialize, Default)]
+struct HashCache {
+    files: BTreeMap<String, HashEntry>,
+}
+
+#[derive(Serialize, Deserialize, Clone, PartialEq)]
+struct HashEntry {
+    size: u64,
+    mtime_ns: u128,
+    sha256: String,
+}
+
+/// The file's sha256, computed once and cached by (path, size, mtime): hashing
+/// a 20 GB model on every run would cost a minute.
+pub fn cached_sha256(path: &Path) -> Result<String> {
+    let canonical = std::fs::canonicalize(path)?;
+    let meta = std::fs::metadata(&canonical)?;
+    let mtime_ns = meta
+        .modified()
+        .ok()
+        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let key = canonical.display().to_string();
+    let cache_path = cache_dir().join("sha256-cache.json");
+    let mut cache: HashCache = std::fs::read_to_string(&cache_path)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    if let Some(e) = cache.files.get(&key)
+        && e.size == meta.len()
+        && e.mtime_ns == mtime_ns
+    {
+        return Ok(e.sha256.clone());
+    }
+    let sha256 = file_sha256(&canonical)?;
+    // Forget files that are gone (temporary copies, deleted downloads), so
+    // that the cache holds only what can be asked for again.
+    cache.files.retain(|k, _| Path::new(k).exists());
+    cache.files.insert(
+        key,
+        HashEntry {
+            size: meta.len(),
+            mtime_ns,
+            sha256: sha256.clone(),
+        },
+    );
+    // A cache that cannot be written only costs time on the next run.
+    if std::fs::create_dir_all(cache_dir()).is_ok()
+        && let Ok(json) = serde_json::to_string_pretty(&cache)
+    {
+        let _ = write_atomic(&cache_path, json.as_bytes());
+    }
+    Ok(sha256)
+}

@@ -13,7 +13,7 @@
 use crate::crop::Crop;
 use crate::reference::Identity;
 use crate::run::{Manifest, Params};
-use crate::settings::{ContextConfig, FlashAttn, KvType};
+use crate::settings::{ContextConfig, FlashAttn, KvType, Rope};
 use serde::Serialize;
 
 /// [`ContextConfig`] without the thread count, which changes neither an
@@ -29,6 +29,9 @@ pub struct ContextKey {
     n_batch: u32,
     n_ubatch: u32,
     gpu_layers: u32,
+    /// Absent unless set, so that keys made before RoPE settings existed hold.
+    #[serde(skip_serializing_if = "Rope::is_default")]
+    rope: Rope,
 }
 
 pub fn context_key(c: &ContextConfig) -> ContextKey {
@@ -42,6 +45,7 @@ pub fn context_key(c: &ContextConfig) -> ContextKey {
         n_batch: c.n_batch,
         n_ubatch: c.n_ubatch,
         gpu_layers: c.gpu_layers,
+        rope: c.rope,
     }
 }
 
@@ -190,6 +194,13 @@ mod tests {
         assert_ne!(with(resume_key, &|m| m.context.as_mut().unwrap().type_v = KvType::Q8_0), key);
         assert_ne!(with(resume_key, &|m| m.context.as_mut().unwrap().n_ctx = 1024), key);
         assert_ne!(with(resume_key, &|m| m.context.as_mut().unwrap().gpu_layers = 99), key);
+        assert_ne!(with(resume_key, &|m| m.context.as_mut().unwrap().rope.freq_scale = Some(0.25)), key);
+        assert_ne!(with(prefix_cache_key, &|m| m.context.as_mut().unwrap().rope.freq_base = Some(1e4)), prefix_cache_key(&manifest()));
+        // A split model's parts are its identity's, not another key field.
+        assert_eq!(
+            with(resume_key, &|m| m.model.as_mut().unwrap().parts = vec![crate::run::ModelPart { path: "/p".into(), size_bytes: 1, sha256: "s".into() }]),
+            key
+        );
         assert_ne!(with(resume_key, &|m| m.corpus.crop.last_line = 10), key);
         assert_ne!(with(resume_key, &|m| m.corpus.sha256 = "cd".into()), key);
         assert_ne!(with(resume_key, &|m| m.params.max_new_tokens = Some(17)), key);

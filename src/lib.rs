@@ -16,6 +16,7 @@ pub mod corpus;
 pub mod engine;
 pub mod forced;
 pub mod fsutil;
+pub mod hub;
 pub mod keys;
 pub mod kld;
 pub mod logits;

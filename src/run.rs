@@ -152,9 +152,16 @@ impl External {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModelInfo {
+    /// The file given: the model, or the first part of a split model.
     pub path: String,
+    /// The file's sha256; for a split model, the sha256 of `split:` and its
+    /// parts' sha256s, one per line (`parts` has them).
     pub sha256: String,
+    /// Bytes of every file of the model.
     pub size_bytes: u64,
+    /// A split model's parts, in order; absent for a model in one file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<ModelPart>,
     pub architecture: Option<String>,
     pub name: Option<String>,
     /// The quantisation, e.g. `Q4_K_M`.
@@ -163,6 +170,18 @@ pub struct ModelInfo {
     pub n_params: u64,
     pub n_ctx_train: u32,
     pub chat_template: bool,
+    /// The hub reference the model was given as: the reference, the commit
+    /// its revision resolved to, and the file(s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<crate::hub::Origin>,
+}
+
+/// One file of a split model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelPart {
+    pub path: String,
+    pub size_bytes: u64,
+    pub sha256: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

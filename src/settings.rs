@@ -168,6 +168,73 @@ impl std::str::FromStr for CtxSize {
     }
 }
 
+/// RoPE scaling, as llama-server's `--rope-scaling` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum RopeScaling {
+    None,
+    Linear,
+    Yarn,
+}
+
+impl RopeScaling {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RopeScaling::None => "none",
+            RopeScaling::Linear => "linear",
+            RopeScaling::Yarn => "yarn",
+        }
+    }
+}
+
+/// Context extension: the RoPE settings that replace the GGUF's, as
+/// llama-server's flags set them. `None` everywhere is the model's own, and
+/// then nothing is written (old run files and keys stay as they were).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Rope {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<RopeScaling>,
+    /// The base frequency (llama.cpp's `rope_freq_base`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freq_base: Option<f32>,
+    /// The frequency scale: `--rope-scale N` is 1/N (llama.cpp's `rope_freq_scale`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freq_scale: Option<f32>,
+    /// The context YaRN extends from (default: the trained context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yarn_orig_ctx: Option<u32>,
+}
+
+impl Rope {
+    pub fn is_default(&self) -> bool {
+        *self == Rope::default()
+    }
+
+    /// How many times the trained context this scaling stretches positions
+    /// over: 1 unless a frequency scale below 1 is set (and scaling is not
+    /// `none`). `--ctx auto` sizes up to the trained context times this.
+    pub fn extension(&self) -> f64 {
+        // llama.cpp scales nothing with scaling `none`; with none given it
+        // takes the model's, which is linear when the GGUF names none.
+        match (self.scaling, self.freq_scale) {
+            (Some(RopeScaling::None), _) => 1.0,
+            (_, Some(s)) if s > 0.0 && s < 1.0 => 1.0 / s as f64,
+            _ => 1.0,
+        }
+    }
+
+    /// The context `--ctx auto` may use for a model trained on `n_ctx_train`
+    /// tokens: YaRN's original context (when given) or the trained one, times
+    /// the extension.
+    pub fn auto_cap(&self, n_ctx_train: u32) -> u32 {
+        let base = match self.scaling {
+            Some(RopeScaling::Yarn) => self.yarn_orig_ctx.filter(|n| *n > 0).unwrap_or(n_ctx_train),
+            _ => n_ctx_train,
+        };
+        (base as f64 * self.extension()).min(CtxSize::MAX as f64) as u32
+    }
+}
+
 /// A setting that llama.cpp would reject less clearly.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -200,6 +267,9 @@ pub struct ContextConfig {
     /// run's decoding, which the manifest records, so it is not written.
     #[serde(skip, default = "one")]
     pub n_seq: u32,
+    /// RoPE settings that replace the model's (absent: the model's own).
+    #[serde(default, skip_serializing_if = "Rope::is_default")]
+    pub rope: Rope,
 }
 
 fn one() -> u32 {
@@ -229,6 +299,7 @@ impl ContextConfig {
             threads,
             gpu_layers,
             n_seq: 1,
+            rope: Rope::default(),
         }
     }
 
@@ -251,6 +322,8 @@ pub struct ContextSettings {
     /// `None`: every core.
     pub threads: Option<i32>,
     pub gpu_layers: u32,
+    /// Context extension (default: the model's own RoPE).
+    pub rope: Rope,
 }
 
 impl Default for ContextSettings {
@@ -263,6 +336,7 @@ impl Default for ContextSettings {
             swa_full: false,
             threads: None,
             gpu_layers: 0,
+            rope: Rope::default(),
         }
     }
 }
@@ -270,7 +344,10 @@ impl Default for ContextSettings {
 impl ContextSettings {
     /// A sequential run's context of `n_ctx` cells.
     pub fn config(&self, n_ctx: u32) -> ContextConfig {
-        ContextConfig::sequential(n_ctx, self.kv, self.flash_attn, self.swa_full, self.threads, self.gpu_layers)
+        ContextConfig {
+            rope: self.rope,
+            ..ContextConfig::sequential(n_ctx, self.kv, self.flash_attn, self.swa_full, self.threads, self.gpu_layers)
+        }
     }
 }
 

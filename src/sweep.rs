@@ -86,6 +86,11 @@ struct RawModel {
     think: Option<String>,
     template_kwargs: Option<toml::Table>,
     chat_template: Option<String>,
+    rope_scaling: Option<String>,
+    rope_scale: Option<f64>,
+    rope_freq_base: Option<f64>,
+    rope_freq_scale: Option<f64>,
+    yarn_orig_ctx: Option<u32>,
 }
 
 // ---------------------------------------------------------------------------
@@ -112,6 +117,9 @@ pub struct ModelEntry {
     pub template: TemplateVars,
     /// A Jinja template file to render instead of the GGUF's (`chat_template`).
     pub chat_template: Option<PathBuf>,
+    /// Context extension (`rope_scaling`, `rope_scale`, `rope_freq_base`,
+    /// `rope_freq_scale`, `yarn_orig_ctx`, as `bench`'s flags).
+    pub rope: crate::settings::Rope,
 }
 
 /// A whole `models.toml`, checked.
@@ -463,6 +471,7 @@ impl Sweep {
                 max_prefix_tokens: self.max_prefix_tokens,
                 max_new_tokens: self.max_new_tokens,
                 only: Vec::new(),
+                rope: m.rope,
             },
             context: crate::settings::ContextSettings {
                 kv: (run.kv_k, run.kv_v),
@@ -470,6 +479,7 @@ impl Sweep {
                 swa_full: self.swa_full,
                 threads: self.threads,
                 gpu_layers: m.gpu_layers.unwrap_or(0),
+                rope: m.rope,
             },
             decode: decode.clone(),
             build: m.build.clone(),
@@ -483,6 +493,7 @@ impl Sweep {
             },
             save_reference: (role == Some(ReferenceRole::Saves)).then(|| run.reference_file(out_dir)),
             reference_top_k: crate::reference::DEFAULT_TOP_K,
+            origin: None,
         }
     }
 
@@ -584,8 +595,18 @@ impl Reader<'_> {
         Ok(if p.is_relative() { self.base.join(p) } else { p })
     }
 
-    /// `[params]` and `[corpus] crop_lines` as target settings, with the
-    /// method's defaults for what is not given.
+    /// A model's `path`: a file (relative to this file's folder), or a hub
+    /// reference (`ORG/REPO[:QUANT]`, kept as written, resolved when the
+    /// sweep runs) where no such file exists.
+    fn model_path(&self, s: &str, key: &str) -> Result<PathBuf> {
+        let path = self.resolve(s, key)?;
+        let expanded = expand_vars(s, self.env).map_err(|e| self.err(key, e))?;
+        Ok(match !path.exists() && crate::hub::is_reference(&expanded) {
+            true => PathBuf::from(expanded),
+            false => path,
+        })
+    }
+
     /// corpus.language, checked against the languages posrecall knows.
     fn language(&self, l: Option<&str>) -> Result<Option<String>> {
         let Some(l) = l else { return Ok(None) };
@@ -684,7 +705,7 @@ impl Reader<'_> {
                 m.name
             );
         }
-        let path = self.resolve(&m.path, &format!("{who}: path"))?;
+        let path = self.model_path(&m.path, &format!("{who}: path"))?;
         if m.kv.is_empty() {
             bail!("{file}: {who}: kv: empty; list at least one KV type, e.g. kv = [\"q8_0\"]");
         }
@@ -743,6 +764,42 @@ impl Reader<'_> {
             reference_kv,
             template,
             chat_template,
+            rope: self.rope(m, &who)?,
+        })
+    }
+
+    /// A model's context extension, checked as `bench`'s flags are.
+    fn rope(&self, m: &RawModel, who: &str) -> Result<crate::settings::Rope> {
+        use crate::settings::RopeScaling;
+        let file = self.file;
+        let scaling = match m.rope_scaling.as_deref() {
+            None => None,
+            Some(s) => Some(
+                choice(s, &[RopeScaling::None, RopeScaling::Linear, RopeScaling::Yarn], RopeScaling::as_str, "a RoPE scaling")
+                    .map_err(|e| self.err(&format!("{who}: rope_scaling"), e))?,
+            ),
+        };
+        let positive = |v: Option<f64>, key: &str, hi: f64| -> Result<Option<f32>> {
+            match v {
+                Some(x) if !(x.is_finite() && x > 0.0 && x <= hi) => {
+                    bail!("{file}: {who}: {key}: {x} is not above 0 and at most {hi}")
+                }
+                v => Ok(v.map(|x| x as f32)),
+            }
+        };
+        let scale = positive(m.rope_scale, "rope_scale", 1024.0)?;
+        let freq_scale = positive(m.rope_freq_scale, "rope_freq_scale", 1024.0)?;
+        if scale.is_some() && freq_scale.is_some() {
+            bail!("{file}: {who}: rope_scale and rope_freq_scale are both given; rope_scale N is rope_freq_scale 1/N, keep one");
+        }
+        if let Some(n) = m.yarn_orig_ctx.filter(|n| !(1..=CtxSize::MAX).contains(n)) {
+            bail!("{file}: {who}: yarn_orig_ctx: {n} is not a token count from 1 to {}", CtxSize::MAX);
+        }
+        Ok(crate::settings::Rope {
+            scaling,
+            freq_base: positive(m.rope_freq_base, "rope_freq_base", 1e12)?,
+            freq_scale: scale.map(|n| 1.0 / n).or(freq_scale),
+            yarn_orig_ctx: m.yarn_orig_ctx,
         })
     }
 }
@@ -896,6 +953,26 @@ gpu_layers = 0
             .unwrap_err()
             .to_string();
         assert!(err.contains("params.think"), "{err}");
+    }
+
+    #[test]
+    fn a_model_may_be_a_hub_reference_and_have_its_own_rope() {
+        let text = "[[model]]\nname = \"m\"\npath = \"unsloth/Qwen3-GGUF:Q4_K_M\"\nkv = [\"f16\"]\n\
+                    rope_scaling = \"yarn\"\nrope_scale = 4\nyarn_orig_ctx = 32768\n";
+        let s = Sweep::parse(text, Path::new("/etc/sweeps/models.toml"), &env_of(&[])).unwrap();
+        assert_eq!(s.models[0].path, PathBuf::from("unsloth/Qwen3-GGUF:Q4_K_M"));
+        let rope = s.models[0].rope;
+        assert_eq!((rope.scaling, rope.freq_scale, rope.yarn_orig_ctx), (Some(crate::settings::RopeScaling::Yarn), Some(0.25), Some(32768)));
+        for (line, needle) in [
+            ("rope_scaling = \"ntk\"", "rope_scaling: `ntk` is not a RoPE scaling"),
+            ("rope_scale = 0", "rope_scale: 0 is not above 0"),
+            ("rope_scale = 2\nrope_freq_scale = 0.5", "rope_scale and rope_freq_scale are both given"),
+            ("yarn_orig_ctx = 0", "yarn_orig_ctx: 0 is not a token count"),
+        ] {
+            let text = format!("[[model]]\nname = \"m\"\npath = \"m.gguf\"\nkv = [\"f16\"]\n{line}\n");
+            let e = Sweep::parse(&text, Path::new("models.toml"), &env_of(&[])).unwrap_err().to_string();
+            assert!(e.contains(needle), "{line}: {e}");
+        }
     }
 
     #[test]

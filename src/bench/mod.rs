@@ -83,7 +83,8 @@ pub struct Opened {
 
 /// Reads what a run reads, cheapest first, so that a bad reference or
 /// corpus costs no model load: the reference (read and verified), the
-/// corpus, then the model, with the GPU layers the options ask for. The
+/// corpus, then the model (a path, or a hub reference resolved to one), with
+/// the GPU layers the options ask for. The
 /// options then record what was offloaded, not what was asked.
 pub fn open(model_path: &std::path::Path, corpus: &crate::corpus::CorpusSpec, opts: &mut BenchOptions) -> Result<Opened> {
     let reference = opts.reference.as_deref().map(Reference::load).transpose()?;
@@ -91,7 +92,9 @@ pub fn open(model_path: &std::path::Path, corpus: &crate::corpus::CorpusSpec, op
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
-    let model = crate::engine::model::load(model_path, opts.context.gpu_layers)?;
+    let (model_path, origin) = crate::hub::locate(model_path)?;
+    opts.origin = origin;
+    let model = crate::engine::model::load(&model_path, opts.context.gpu_layers)?;
     opts.context.gpu_layers = model.gpu_layers;
     Ok(Opened { model, src, reference })
 }
@@ -165,6 +168,7 @@ pub fn run(
         plan: planned.run_plan(),
         cfg: &cfg,
         build: opts.build.as_deref(),
+        origin: opts.origin.as_ref(),
         target: &opts.plan.target,
         decoding: &decoding,
         reference,

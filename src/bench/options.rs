@@ -36,6 +36,9 @@ pub struct BenchOptions {
     pub save_reference: Option<PathBuf>,
     /// Tokens of each forced position's distribution a saved reference keeps.
     pub reference_top_k: usize,
+    /// The hub reference the model was resolved from, when it was (set by
+    /// `bench::open`, recorded in the manifest).
+    pub origin: Option<crate::hub::Origin>,
 }
 
 /// What a ladder of windows does not combine with: each replaces or compares
@@ -112,6 +115,7 @@ impl BenchOptions {
     pub fn planning(&self) -> PlanOptions {
         let mut p = self.plan.clone();
         p.max_new_tokens = self.decode.fixed_tokens.or(p.max_new_tokens);
+        p.rope = self.context.rope;
         p
     }
 }

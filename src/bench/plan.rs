@@ -19,6 +19,13 @@ const FORCED_SCAFFOLD_RESERVE: usize = 16;
 /// is LINES + LINES extra lines: 800 tokens at the defaults).
 const TOKENS_PER_WINDOW_LINE: usize = 20;
 
+/// Marks an error of fitting the file into a context whose cap is the
+/// model's trained context (`--ctx auto` without a RoPE scaling): the face
+/// adds that a scaling goes past it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the context is capped at the model's trained context of {0} tokens")]
+pub struct TrainedCap(pub u32);
+
 /// The knobs [`plan`] reads.
 #[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
@@ -40,6 +47,10 @@ pub struct PlanOptions {
     pub template_file: Option<TemplateFile>,
     /// Reasoning tokens allowed before the answer when thinking is on.
     pub think_budget: usize,
+    /// The context extension: with a scaling, `--ctx auto` may go past the
+    /// trained context (set from the run's context settings by
+    /// `BenchOptions::planning`).
+    pub rope: crate::settings::Rope,
 }
 
 /// A run that cannot be planned. The messages name no command-line flag;
@@ -126,10 +137,16 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     // The functions eligible anywhere in the file bound what each question
     // and each forced pass needs, whatever range is kept.
     let everywhere = targets::eligible(corpus, &src.parsed, 0, corpus.line_count() - 1, &topts);
-    let reserve = reserve(model, &frame, &everywhere, o, think_budget.unwrap_or(0))?;
-    let (first, last, mode) = initial_range(model, corpus, &everywhere, o, reserve.budget)?;
+    // Where the trained context is the cap (`auto`, no context extension),
+    // the errors of fitting the file into it say so.
+    let capped = |e: anyhow::Error| match o.ctx == CtxSize::Auto && o.rope.extension() == 1.0 {
+        true => e.context(TrainedCap(model.n_ctx_train)),
+        false => e,
+    };
+    let reserve = reserve(model, &frame, &everywhere, o, think_budget.unwrap_or(0)).map_err(capped)?;
+    let (first, last, mode) = initial_range(model, corpus, &everywhere, o, reserve.budget).map_err(capped)?;
     let (last, prefix_text, prefix_tokens, boundary_exact) =
-        fit_prefix(model, corpus, &mut frame, &everywhere, o, &reserve, (first, last, mode))?;
+        fit_prefix(model, corpus, &mut frame, &everywhere, o, &reserve, (first, last, mode)).map_err(capped)?;
 
     let mut selected = targets::select(corpus, &src.parsed, first, last, &topts)?;
     set_token_offsets(model, corpus, &frame, &prefix_tokens, first, &mut selected);
@@ -147,7 +164,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     };
     let needed = prefix_tokens.len() + per_sequence;
     let n_ctx = match o.ctx {
-        CtxSize::Auto => needed.min(model.n_ctx_train as usize).max(CtxSize::MIN as usize) as u32,
+        CtxSize::Auto => needed.min(o.rope.auto_cap(model.n_ctx_train) as usize).max(CtxSize::MIN as usize) as u32,
         CtxSize::Fixed(n) => n,
     };
     if needed > n_ctx as usize {
@@ -211,7 +228,7 @@ fn reserve(model: &Model, frame: &Frame, everywhere: &[Target], o: &PlanOptions,
     let topts = o.target.options();
     let max_new = o.max_new_tokens.unwrap_or(TOKENS_PER_WINDOW_LINE * 2 * topts.lines);
     let cap = match o.ctx {
-        CtxSize::Auto => model.n_ctx_train as usize,
+        CtxSize::Auto => o.rope.auto_cap(model.n_ctx_train) as usize,
         CtxSize::Fixed(n) => n as usize,
     };
     let question = everywhere

@@ -23,6 +23,8 @@ pub struct RunSpec<'a> {
     pub cfg: &'a ContextConfig,
     /// The build label; `None`: the model file's name.
     pub build: Option<&'a str>,
+    /// The hub reference the model came from.
+    pub origin: Option<&'a crate::hub::Origin>,
     pub target: &'a TargetSpec,
     pub decoding: &'a Decoding,
     /// The reference the forced pass is measured against.
@@ -77,11 +79,29 @@ impl RunSpec<'_> {
 
     fn model_info(&self) -> ModelInfo {
         let model = self.model;
-        let file_name = || model.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        // A split model is named as the file it was split from: the first
+        // part's name without `-00001-of-0000N`.
+        let file_name = || {
+            let name = model.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let suffix = format!("-00001-of-{:05}.gguf", model.parts.len());
+            match name.strip_suffix(&suffix) {
+                Some(stem) if !model.parts.is_empty() => format!("{stem}.gguf"),
+                _ => name,
+            }
+        };
         ModelInfo {
             path: model.path.display().to_string(),
             sha256: model.sha256.clone(),
             size_bytes: model.size_bytes,
+            parts: model
+                .parts
+                .iter()
+                .map(|p| crate::run::ModelPart {
+                    path: p.path.display().to_string(),
+                    size_bytes: p.size_bytes,
+                    sha256: p.sha256.clone(),
+                })
+                .collect(),
             architecture: model.architecture.clone(),
             name: model.name.clone(),
             file_type: model.file_type.clone(),
@@ -89,6 +109,7 @@ impl RunSpec<'_> {
             n_params: model.n_params,
             n_ctx_train: model.n_ctx_train,
             chat_template: model.chat_template.is_some(),
+            hub: self.origin.cloned(),
         }
     }
 

@@ -60,6 +60,9 @@ pub trait SweepSink {
 
 /// One model of the sweep with its plan.
 struct Model1 {
+    /// The model's file (a hub reference resolved) and where it came from.
+    path: std::path::PathBuf,
+    origin: Option<crate::hub::Origin>,
     /// Loaded without GPU offload: planning needs only the tokenizer and the
     /// metadata. Reused for the runs when the runs offload nothing either.
     model: Option<Model>,
@@ -81,6 +84,7 @@ impl Ctx<'_> {
         let mut o = self.sweep.options(r, self.templates[r.model].as_ref(), &self.opts.decode, &self.opts.out_dir);
         o.context.gpu_layers = m.gpu_layers;
         o.prefix_cache = self.opts.prefix_cache.clone();
+        o.origin = m.origin.clone();
         o
     }
 }
@@ -107,9 +111,11 @@ pub fn run_sweep(
 /// Plans every model, shard or not, so that every shard picks the same range.
 fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec<Model1>> {
     let sweep = ctx.sweep;
-    let mut models = Vec::with_capacity(sweep.models.len());
+    let (mut models, mut located) = (Vec::with_capacity(sweep.models.len()), Vec::new());
     for e in &sweep.models {
-        models.push(model::load(&e.path, 0).with_context(|| format!("model `{}`", e.name))?);
+        let (path, origin) = crate::hub::locate(&e.path).with_context(|| format!("model `{}`", e.name))?;
+        models.push(model::load(&path, 0).with_context(|| format!("model `{}`", e.name))?);
+        located.push((path, origin));
     }
     // Planning reads no KV type: the first run of each model stands for all.
     let options: Vec<PlanOptions> = (0..sweep.models.len())
@@ -125,7 +131,7 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
         None => sink.explain(e),
     })?;
     let mut out = Vec::with_capacity(models.len());
-    for (((model, plan), e), mut o) in models.into_iter().zip(plans).zip(&sweep.models).zip(options) {
+    for ((((model, plan), e), mut o), (path, origin)) in models.into_iter().zip(plans).zip(&sweep.models).zip(options).zip(located) {
         // A ladder per model within the shared range: a window is a number
         // of the model's own tokens.
         let planned = match &sweep.lengths {
@@ -141,9 +147,9 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
             None => Planned::Plain(plan),
         };
         // What a load offloads on this machine, so that the runs record it.
-        let gpu_layers = model::resolve_gpu_layers(&e.path, e.gpu_layers.unwrap_or_else(super::default_gpu_layers))
+        let gpu_layers = model::resolve_gpu_layers(&path, e.gpu_layers.unwrap_or_else(super::default_gpu_layers))
             .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?;
-        out.push(Model1 { model: Some(model), planned, gpu_layers });
+        out.push(Model1 { path, origin, model: Some(model), planned, gpu_layers });
     }
     Ok(out)
 }
@@ -183,6 +189,7 @@ fn pending_runs<'r>(ctx: &Ctx<'r>, models: &[Model1], src: &Source, sink: &mut d
                 plan: m.planned.run_plan(),
                 cfg: &cfg,
                 build: o.build.as_deref(),
+                origin: o.origin.as_ref(),
                 target: &o.plan.target,
                 decoding: &decoding,
                 reference: None,
@@ -257,7 +264,7 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[&Sweep
             other => {
                 drop(other);
                 overall.set_message(format!("loading {}", e.name));
-                model::load(&e.path, m.gpu_layers).map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?
+                model::load(&m.path, m.gpu_layers).map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?
             }
         };
         for r in runs {

@@ -27,6 +27,7 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
             template,
             template_file,
             think_budget: args.template.think_budget,
+            rope: args.rope.rope(),
         },
         context: ContextSettings {
             kv: (args.kv_k.unwrap_or(args.kv), args.kv_v.unwrap_or(args.kv)),
@@ -34,6 +35,7 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
             swa_full: args.swa_full == OnOff::On,
             threads: args.threads,
             gpu_layers: args.gpu_layers.unwrap_or_else(bench::default_gpu_layers),
+            rope: args.rope.rope(),
         },
         decode: args.decode.options(args.forced_only, args.no_forced),
         build: args.build.clone(),
@@ -44,6 +46,7 @@ pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
         reference: args.reference.clone(),
         save_reference: args.save_reference.clone(),
         reference_top_k: args.reference_top_k,
+        origin: None,
     };
     opts.validate().map_err(|e| hint(e, Some(args.crop)))?;
     Ok(opts)

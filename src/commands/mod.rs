@@ -154,6 +154,15 @@ fn too_few_hint(crop: Option<CropMode>) -> &'static str {
 /// the same facts, with the flag that sets each value and what would fix
 /// it. `crop` is the bench crop mode (`None` for commands without a model).
 /// Errors it does not know pass through unchanged.
+/// Where `--ctx auto` was capped at the trained context, the flags that go
+/// past it.
+fn past_training(e: &anyhow::Error) -> String {
+    match e.downcast_ref::<crate::bench::plan::TrainedCap>() {
+        Some(t) => format!("; past the model's trained context ({} tokens), set a RoPE scaling, e.g. --rope-scaling yarn --rope-scale 4", t.0),
+        None => String::new(),
+    }
+}
+
 pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(t) = e.downcast_ref::<TooFewTargets>() {
         return anyhow!("{}, but --count is {}; {}", t.what_was_found(), t.wanted, too_few_hint(crop));
@@ -192,7 +201,7 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
             CropError::PastTheEnd { first, last, line_count } => {
                 anyhow!("--crop-lines {first}:{last} goes past the end of the corpus ({line_count} lines)")
             }
-            _ => anyhow!("{c}; use --crop head or --crop densest, --crop-lines A:B, or a larger --ctx"),
+            _ => anyhow!("{c}; use --crop head or --crop densest, --crop-lines A:B, or a larger --ctx{}", past_training(&e)),
         };
     }
     if let Some(p) = e.downcast_ref::<PlanError>() {
@@ -206,7 +215,7 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
             PlanError::NotSampled { .. } => "--only names sampled targets; raise --count or change --seed",
             PlanError::UnknownTarget { .. } => "--only names sampled targets (`posrecall targets` lists them)",
         };
-        return anyhow!("{p}; {fix}");
+        return anyhow!("{p}; {fix}{}", past_training(&e));
     }
     if let Some(ConfigError::QuantizedVNeedsFlashAttn(t)) = e.downcast_ref::<ConfigError>() {
         return anyhow!("a quantised V cache (--kv-v {t}) needs flash attention; drop --flash-attn off or use --kv-v f16");

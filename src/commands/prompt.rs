@@ -27,13 +27,15 @@ pub fn run(args: &PromptArgs) -> Result<()> {
         template_file,
         think_budget: args.template.think_budget,
         only: Vec::new(),
+        rope: args.rope.rope(),
     };
     let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
     let src = Source::open_spec(&corpus, opts.target.rename_seed()).map_err(|e| hint(e, None))?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
-    let model = model::load_vocab(&args.model)?;
+    let (path, _) = crate::hub::locate(&args.model)?;
+    let model = model::load_vocab(&path)?;
     let plan = bench::plan(&model, &src, &opts).map_err(|e| hint(e, Some(args.crop)))?;
     let Some(i) = plan.targets.iter().position(|t| t.name == args.target) else {
         let names: Vec<&str> = plan.targets.iter().map(|t| t.name.as_str()).collect();

@@ -9,9 +9,8 @@
 //! fit is refused with the number of layers that would, instead of failing
 //! inside llama.cpp.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use llama_cpp_2::{LlamaBackendDeviceType, list_llama_ggml_backend_devices};
-use std::ffi::{CStr, CString};
 use std::path::Path;
 
 /// `--gpu-layers` not given on a GPU build: as many layers as fit in 90% of
@@ -79,24 +78,14 @@ pub struct WeightLayout {
 }
 
 impl WeightLayout {
-    /// Reads the tensor table of a GGUF file (no weights are read).
+    /// Reads the tensor table of a GGUF model, every part of a split one
+    /// (no weights are read).
     pub fn read(path: &Path) -> Result<WeightLayout> {
-        let c_path = CString::new(path.as_os_str().as_encoded_bytes())
-            .with_context(|| format!("{} is not a usable path", path.display()))?;
-        let params = llama_cpp_sys_2::gguf_init_params { no_alloc: true, ctx: std::ptr::null_mut() };
-        // SAFETY: a valid C string; with `ctx` null nothing but the header is allocated.
-        let ctx = unsafe { llama_cpp_sys_2::gguf_init_from_file(c_path.as_ptr(), params) };
-        if ctx.is_null() {
-            bail!("cannot read the tensor table of {}", path.display());
-        }
         let mut tensors = Vec::new();
-        // SAFETY: `ctx` is a valid gguf context until freed below, and ids are in range.
-        unsafe {
-            for id in 0..llama_cpp_sys_2::gguf_get_n_tensors(ctx) {
-                let name = CStr::from_ptr(llama_cpp_sys_2::gguf_get_tensor_name(ctx, id)).to_string_lossy().into_owned();
-                tensors.push((name, llama_cpp_sys_2::gguf_get_tensor_size(ctx, id) as u64));
-            }
-            llama_cpp_sys_2::gguf_free(ctx);
+        for part in super::gguf::parts(path)? {
+            let header = super::gguf::Header::read(&part)
+                .with_context(|| format!("cannot read the tensor table of {}", part.display()))?;
+            tensors.extend(header.tensors());
         }
         Ok(WeightLayout::of(tensors.iter().map(|(n, b)| (n.as_str(), *b))))
     }

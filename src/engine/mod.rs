@@ -1,12 +1,15 @@
 //! The only code that touches llama.cpp.
 //!
 //! The settings it reads are plain data in [`crate::settings`];
-//! [`model`] loads a GGUF file and reads its metadata; [`session`] owns a
+//! [`model`] loads a GGUF model (one file or the parts of a split one) and
+//! reads its metadata; [`gguf`] reads a file's header and finds a split
+//! model's parts; [`session`] owns a
 //! context: prefill, snapshot, restore and greedy generation, with timings;
 //! [`parallel`] answers many questions at once over one prefix; [`device`]
 //! lists the compute devices and decides how many layers go to the GPU.
 
 pub mod device;
+pub mod gguf;
 pub mod model;
 pub mod parallel;
 pub mod prefix_cache;

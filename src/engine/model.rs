@@ -4,17 +4,31 @@ use anyhow::{Context, Result, bail};
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// One file of a split model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    pub path: PathBuf,
+    pub size_bytes: u64,
+    pub sha256: String,
+}
+
 /// A loaded model and what the run manifest says about it.
 pub struct Model {
     pub model: LlamaModel,
+    /// The file given: the model, or the first part of a split model.
     pub path: PathBuf,
+    /// The model's identity: its file's sha256, or for a split model the
+    /// sha256 of its parts' sha256s (see [`split_identity`]).
     pub sha256: String,
+    /// Bytes of every file of the model.
     pub size_bytes: u64,
+    /// A split model's parts, in order (empty for a model in one file, and
+    /// for a vocabulary-only load).
+    pub parts: Vec<Part>,
     pub architecture: Option<String>,
     pub name: Option<String>,
     pub file_type: Option<String>,
@@ -64,9 +78,13 @@ pub fn resolve_gpu_layers(path: &Path, asked: u32) -> Result<u32> {
 
 fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
     check_gguf(path)?;
-    let size_bytes = std::fs::metadata(path)?.len();
+    let files = super::gguf::parts(path)?;
+    let mut size_bytes = 0;
+    for f in &files {
+        size_bytes += std::fs::metadata(f).with_context(|| format!("cannot read {}", f.display()))?.len();
+    }
     let t = Instant::now();
-    let sha256 = if vocab_only { String::new() } else { cached_sha256(path)? };
+    let (sha256, parts) = if vocab_only { (String::new(), Vec::new()) } else { identity(&files)? };
     let hash_ms = t.elapsed().as_secs_f64() * 1e3;
 
     let backend = super::backend()?;
@@ -98,6 +116,7 @@ fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
         path: path.to_path_buf(),
         sha256,
         size_bytes,
+        parts,
         architecture: meta("general.architecture"),
         name: meta("general.name"),
         file_type,
@@ -115,6 +134,34 @@ fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
         weights_ms,
         model,
     })
+}
+
+/// The identity of a model in `files`, and its parts when it is split: one
+/// file's sha256, or [`split_identity`] of the parts'.
+fn identity(files: &[PathBuf]) -> Result<(String, Vec<Part>)> {
+    if let [one] = files {
+        return Ok((crate::fsutil::cached_sha256(one)?, Vec::new()));
+    }
+    let mut parts = Vec::with_capacity(files.len());
+    for f in files {
+        let size_bytes = std::fs::metadata(f)?.len();
+        parts.push(Part { path: f.clone(), size_bytes, sha256: crate::fsutil::cached_sha256(f)? });
+    }
+    let shas: Vec<&str> = parts.iter().map(|p| p.sha256.as_str()).collect();
+    Ok((split_identity(&shas), parts))
+}
+
+/// A split model's identity: the sha256 of `split:` and its parts' sha256s
+/// (hex), one per line, in order. It changes when any part does, and is
+/// never a single file's sha256, so the prefix-cache, reference and resume
+/// keys tell the split model from the file it was split from.
+pub fn split_identity(part_sha256s: &[&str]) -> String {
+    let mut text = String::from("split:\n");
+    for s in part_sha256s {
+        text.push_str(s);
+        text.push('\n');
+    }
+    crate::fsutil::sha256_hex(text.as_bytes())
 }
 
 /// `{architecture}.{key}` as a number, when the GGUF has it as one.
@@ -180,62 +227,6 @@ fn file_type_name(n: u32) -> String {
         _ => return format!("type {n}"),
     };
     name.to_string()
-}
-
-#[derive(Serialize, Deserialize, Default)]
-struct HashCache {
-    files: BTreeMap<String, HashEntry>,
-}
-
-#[derive(Serialize, Deserialize, Clone, PartialEq)]
-struct HashEntry {
-    size: u64,
-    mtime_ns: u128,
-    sha256: String,
-}
-
-/// The file's sha256, computed once and cached by (path, size, mtime): hashing
-/// a 20 GB model on every run would cost a minute.
-pub fn cached_sha256(path: &Path) -> Result<String> {
-    let canonical = std::fs::canonicalize(path)?;
-    let meta = std::fs::metadata(&canonical)?;
-    let mtime_ns = meta
-        .modified()
-        .ok()
-        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let key = canonical.display().to_string();
-    let cache_path = crate::fsutil::cache_dir().join("sha256-cache.json");
-    let mut cache: HashCache = std::fs::read_to_string(&cache_path)
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or_default();
-    if let Some(e) = cache.files.get(&key)
-        && e.size == meta.len()
-        && e.mtime_ns == mtime_ns
-    {
-        return Ok(e.sha256.clone());
-    }
-    let sha256 = crate::fsutil::file_sha256(&canonical)?;
-    // Forget files that are gone (temporary copies, deleted downloads), so
-    // that the cache holds only what can be asked for again.
-    cache.files.retain(|k, _| Path::new(k).exists());
-    cache.files.insert(
-        key,
-        HashEntry {
-            size: meta.len(),
-            mtime_ns,
-            sha256: sha256.clone(),
-        },
-    );
-    // A cache that cannot be written only costs time on the next run.
-    if std::fs::create_dir_all(crate::fsutil::cache_dir()).is_ok()
-        && let Ok(json) = serde_json::to_string_pretty(&cache)
-    {
-        let _ = crate::fsutil::write_atomic(&cache_path, json.as_bytes());
-    }
-    Ok(sha256)
 }
 
 impl Model {

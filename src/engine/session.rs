@@ -25,10 +25,10 @@
 
 use super::model::Model;
 use crate::draft::Drafter;
-use crate::settings::{ContextConfig, FlashAttn, KvType, RestoreMode, StepStats};
+use crate::settings::{ContextConfig, FlashAttn, KvType, RestoreMode, RopeScaling, StepStats};
 use anyhow::{Context, Result, anyhow, bail};
 use llama_cpp_2::context::LlamaContext;
-use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams, RopeScalingType};
 use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::sampling::LlamaSampler;
@@ -44,7 +44,7 @@ fn llama_params(cfg: &ContextConfig) -> LlamaContextParams {
         FlashAttn::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
         FlashAttn::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
     };
-    LlamaContextParams::default()
+    let mut params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(cfg.n_ctx))
         .with_n_batch(cfg.n_batch)
         .with_n_ubatch(cfg.n_ubatch)
@@ -57,7 +57,26 @@ fn llama_params(cfg: &ContextConfig) -> LlamaContextParams {
         .with_flash_attention_policy(flash)
         .with_swa_full(cfg.swa_full)
         // Without this, llama.cpp's own timings read 0.
-        .with_no_perf(false)
+        .with_no_perf(false);
+    // Each RoPE setting not given stays llama.cpp's "from the model".
+    let rope = &cfg.rope;
+    if let Some(s) = rope.scaling {
+        params = params.with_rope_scaling_type(match s {
+            RopeScaling::None => RopeScalingType::None,
+            RopeScaling::Linear => RopeScalingType::Linear,
+            RopeScaling::Yarn => RopeScalingType::Yarn,
+        });
+    }
+    if let Some(b) = rope.freq_base {
+        params = params.with_rope_freq_base(b);
+    }
+    if let Some(s) = rope.freq_scale {
+        params = params.with_rope_freq_scale(s);
+    }
+    if let Some(n) = rope.yarn_orig_ctx {
+        params = params.with_yarn_orig_ctx(n);
+    }
+    params
 }
 
 pub(super) fn kv_cache_type(t: KvType) -> KvCacheType {
