@@ -1,0 +1,340 @@
+//! Hugging Face hub references (`ORG/REPO[:QUANT]`, `ORG/REPO/FILE.gguf`,
+//! `@REVISION`), against a hub served on 127.0.0.1: the hub cannot be reached
+//! from the machines these tests run on, so a small HTTP server here answers
+//! the two endpoints the hub protocol uses (the file list at a revision, and
+//! a file's bytes by range, with the ETag and X-Repo-Commit headers) for a
+//! repository holding the real SmolLM2, whole and split in three parts.
+//! posrecall is pointed at it the supported way, `HF_ENDPOINT`, and keeps
+//! its downloads in a hub cache of the test's own (`HF_HUB_CACHE`).
+
+mod common;
+
+use common::*;
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+const REPO: &str = "posrecall-test/SmolLM2-135M-Instruct-GGUF";
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+const WHOLE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// One file of the served repository.
+struct File {
+    name: String,
+    bytes: Vec<u8>,
+    sha256: String,
+}
+
+/// What the server saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    range: Option<String>,
+    authorization: Option<String>,
+}
+
+#[derive(Default)]
+struct Behaviour {
+    /// Answer 401 unless this bearer token is sent.
+    token: Option<String>,
+    /// Serve only the first half of the next full download, then hang up.
+    cut_next: bool,
+}
+
+struct Hub {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    behaviour: Arc<Mutex<Behaviour>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so that it sees the stop.
+        let _ = TcpStream::connect(self.url.trim_start_matches("http://"));
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The repository: the whole SmolLM2 and its three parts under `split/`.
+fn files() -> Arc<Vec<File>> {
+    let mut paths = vec![(WHOLE.to_string(), smollm2())];
+    let first = split_first_part();
+    for i in 1..=3 {
+        let name = format!("SmolLM2-135M-Instruct.Q4_1-{i:05}-of-00003.gguf");
+        paths.push((format!("split/{name}"), first.with_file_name(&name)));
+    }
+    Arc::new(
+        paths
+            .into_iter()
+            .map(|(name, p)| {
+                let bytes = std::fs::read(&p).unwrap();
+                File { name, sha256: hex(&bytes), bytes }
+            })
+            .collect(),
+    )
+}
+
+fn split_first_part() -> PathBuf {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gguf-split");
+    let target = Path::new(bin()).parent().and_then(Path::parent).unwrap();
+    let o = std::process::Command::new(&script).arg("--test-model").env("CARGO_TARGET_DIR", target).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+}
+
+fn serve(files: Arc<Vec<File>>) -> Hub {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (seen, behaviour, stop) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Behaviour::default())), Arc::new(AtomicBool::new(false)));
+    let (s, b, st) = (seen.clone(), behaviour.clone(), stop.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            if st.load(Ordering::SeqCst) {
+                break;
+            }
+            let Ok(stream) = stream else { continue };
+            let (files, s, b) = (files.clone(), s.clone(), b.clone());
+            std::thread::spawn(move || answer(stream, &files, &s, &b));
+        }
+    });
+    Hub { url, seen, behaviour, stop }
+}
+
+fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behaviour: &Mutex<Behaviour>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() || line.is_empty() {
+        return;
+    }
+    let target = line.split(' ').nth(1).unwrap_or("").to_string();
+    let (mut range, mut authorization) = (None, None);
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':').unwrap_or((&h, ""));
+        match k.trim().to_ascii_lowercase().as_str() {
+            "range" => range = Some(v.trim().to_string()),
+            "authorization" => authorization = Some(v.trim().to_string()),
+            _ => {}
+        }
+    }
+    let path = target.split('?').next().unwrap_or("").to_string();
+    seen.lock().unwrap().push(Seen { path: path.clone(), range: range.clone(), authorization: authorization.clone() });
+    let reply = |stream: &mut TcpStream, status: &str, headers: &[(String, String)], body: &[u8]| {
+        let mut head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        let _ = stream.write_all(head.as_bytes());
+        let _ = stream.write_all(body);
+    };
+    let token = behaviour.lock().unwrap().token.clone();
+    if let Some(t) = token
+        && authorization.as_deref() != Some(&format!("Bearer {t}"))
+    {
+        return reply(&mut stream, "401 Unauthorized", &[], b"{\"error\":\"Invalid credentials\"}");
+    }
+    let listing = format!("/api/models/{REPO}/revision/");
+    if let Some(rev) = path.strip_prefix(&listing) {
+        if rev != "main" && rev != COMMIT {
+            return reply(&mut stream, "404 Not Found", &[], b"{\"error\":\"Invalid rev id\"}");
+        }
+        let siblings: Vec<String> = std::iter::once("{\"rfilename\":\"README.md\",\"size\":5}".to_string())
+            .chain(files.iter().map(|f| {
+                format!("{{\"rfilename\":\"{}\",\"size\":{},\"lfs\":{{\"sha256\":\"{}\",\"size\":{}}}}}", f.name, f.bytes.len(), f.sha256, f.bytes.len())
+            }))
+            .collect();
+        let body = format!("{{\"id\":\"{REPO}\",\"sha\":\"{COMMIT}\",\"siblings\":[{}]}}", siblings.join(","));
+        return reply(&mut stream, "200 OK", &[("Content-Type".into(), "application/json".into())], body.as_bytes());
+    }
+    let resolve = format!("/{REPO}/resolve/");
+    let Some(rest) = path.strip_prefix(&resolve) else {
+        return reply(&mut stream, "404 Not Found", &[], b"");
+    };
+    let (rev, name) = rest.split_once('/').unwrap_or((rest, ""));
+    let Some(file) = files.iter().find(|f| f.name == name).filter(|_| rev == "main" || rev == COMMIT) else {
+        return reply(&mut stream, "404 Not Found", &[], b"Entry not found");
+    };
+    let size = file.bytes.len();
+    let (start, end) = match range.as_deref().and_then(|r| r.strip_prefix("bytes=")).and_then(|r| r.split_once('-')) {
+        Some((a, b)) => (a.parse::<usize>().unwrap_or(0), b.parse::<usize>().map(|b| b + 1).unwrap_or(size).min(size)),
+        None => (0, size),
+    };
+    let headers = vec![
+        ("ETag".to_string(), format!("\"{}\"", file.sha256)),
+        ("X-Repo-Commit".to_string(), COMMIT.to_string()),
+        ("Content-Range".to_string(), format!("bytes {start}-{}/{size}", end.saturating_sub(1))),
+    ];
+    let cut = end - start > 1 && std::mem::take(&mut behaviour.lock().unwrap().cut_next);
+    if cut {
+        // A connection that breaks halfway: the full length announced, half sent.
+        let mut head = format!("HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nConnection: close\r\n", end - start);
+        for (k, v) in &headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        let _ = stream.write_all(head.as_bytes());
+        let _ = stream.write_all(&file.bytes[start..start + (end - start) / 2]);
+        let _ = stream.flush();
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        return;
+    }
+    reply(&mut stream, "206 Partial Content", &headers, &file.bytes[start..end]);
+    // Drain anything the client still sends before the close.
+    let _ = reader.read(&mut [0u8; 16]);
+}
+
+/// Runs posrecall against `hub` with `cache` as the hub cache, no token
+/// unless given, and nothing else from the user's hub settings.
+fn with_hub(args: &[&str], hub_url: &str, cache: &Path, extra: &[(&str, &str)]) -> std::process::Output {
+    let mut env = vec![("HF_ENDPOINT", hub_url), ("HF_HUB_CACHE", s(cache)), ("HF_HOME", s(cache)), ("HF_TOKEN", "")];
+    env.extend_from_slice(extra);
+    posrecall_with(args, &env)
+}
+
+fn prompt_args(model: &str) -> Vec<&str> {
+    vec!["prompt", model, "--target", "no-such-function", "--count", "1", "--crop", "densest", "--max-prefix-tokens", "1500"]
+}
+
+/// `prompt` with a target no run has: it loads the model's vocabulary and
+/// plans, then refuses the name, listing the run's targets. A refusal of
+/// that kind means the model was found and read.
+fn assert_model_read(o: &std::process::Output) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("`no-such-function` is not one of this run's"), "the model was not read: {err}");
+}
+
+fn snapshot(cache: &Path) -> PathBuf {
+    cache.join(format!("models--{}", REPO.replace('/', "--"))).join("snapshots").join(COMMIT)
+}
+
+#[test]
+fn a_reference_downloads_into_the_hub_cache_and_is_recorded() {
+    let _g = serial();
+    let files = files();
+    let hub = serve(files.clone());
+    let cache = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = out.path().join("run.json");
+    let reference = format!("{REPO}/{WHOLE}");
+    let args = ["bench", &reference, "--forced-only", "--count", "2", "--crop", "densest", "--max-prefix-tokens", "1500", "-q", "-o", s(&run)];
+    ok(&with_hub(&args, &hub.url, cache.path(), &[]));
+    // It asked for the file list at the revision, then the file.
+    let paths: Vec<String> = hub.seen.lock().unwrap().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths[0], format!("/api/models/{REPO}/revision/main"));
+    assert!(paths[1..].iter().all(|p| *p == format!("/{REPO}/resolve/main/{WHOLE}")), "{paths:?}");
+
+    // The layout huggingface-cli writes: the blob named by its ETag, the
+    // snapshot's link to it, the branch's ref.
+    let repo_dir = cache.path().join(format!("models--{}", REPO.replace('/', "--")));
+    let link = snapshot(cache.path()).join(WHOLE);
+    assert_eq!(std::fs::read_link(&link).unwrap(), PathBuf::from(format!("../../blobs/{}", files[0].sha256)));
+    assert_eq!(std::fs::read_to_string(repo_dir.join("refs/main")).unwrap().trim(), COMMIT);
+    assert_eq!(hex(&std::fs::read(&link).unwrap()), files[0].sha256);
+
+    let m = read(&run)["manifest"]["model"].clone();
+    assert_eq!(m["hub"]["reference"], reference);
+    assert_eq!(m["hub"]["repo"], REPO);
+    assert_eq!(m["hub"]["revision"], COMMIT);
+    assert_eq!(m["hub"]["file"], WHOLE);
+    assert_eq!(m["sha256"], files[0].sha256.as_str());
+    assert_eq!(m["path"], link.display().to_string());
+
+    // Again: the cache answers, and the hub is not asked anything.
+    let before = hub.seen.lock().unwrap().len();
+    assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
+    assert_eq!(hub.seen.lock().unwrap().len(), before, "a cached reference asked the hub");
+    // Offline, with no hub at all: the cache still answers, by quant too.
+    drop(hub);
+    let offline = [("HF_HUB_OFFLINE", "1")];
+    assert_model_read(&with_hub(&prompt_args(&format!("{REPO}:Q4_1")), "http://127.0.0.1:9", cache.path(), &offline));
+    // What the cache lacks is a one-line error offline, naming what it has.
+    let o = with_hub(&prompt_args(&format!("{REPO}:Q8_0")), "http://127.0.0.1:9", cache.path(), &offline);
+    let empty = tempfile::tempdir().unwrap();
+    assert_clean_failure(&o, empty.path(), "not in the hub cache");
+    assert!(String::from_utf8_lossy(&o.stderr).contains(WHOLE), "{}", String::from_utf8_lossy(&o.stderr));
+    // `@REVISION` names the cached commit.
+    assert_model_read(&with_hub(&prompt_args(&format!("{reference}@{COMMIT}")), "http://127.0.0.1:9", cache.path(), &offline));
+}
+
+#[test]
+fn a_cut_download_resumes_where_it_stopped() {
+    let files = files();
+    let hub = serve(files.clone());
+    let cache = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let reference = format!("{REPO}/{WHOLE}");
+    hub.behaviour.lock().unwrap().cut_next = true;
+    let o = with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]);
+    assert_clean_failure(&o, out.path(), "run again to resume it");
+    let blobs = cache.path().join(format!("models--{}", REPO.replace('/', "--"))).join("blobs");
+    let part = blobs.join(format!("{}.part", files[0].sha256));
+    let kept = std::fs::metadata(&part).expect("the partial download is kept").len();
+    assert!(kept > 0 && (kept as usize) < files[0].bytes.len(), "kept {kept} bytes");
+
+    assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
+    let seen = hub.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|r| r.range.as_deref() == Some(&format!("bytes={kept}-"))),
+        "no request resumed at byte {kept}: {seen:?}"
+    );
+    assert_eq!(hex(&std::fs::read(snapshot(cache.path()).join(WHOLE)).unwrap()), files[0].sha256);
+    assert!(!part.exists());
+}
+
+#[test]
+fn a_gated_repository_needs_a_token_that_is_never_shown() {
+    let hub = serve(files());
+    hub.behaviour.lock().unwrap().token = Some("hf_secret_test_token".into());
+    let cache = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let reference = format!("{REPO}/{WHOLE}");
+    let o = with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]);
+    assert_clean_failure(&o, out.path(), "answered 401 (unauthorized): the repository is gated or private, or does not exist; set HF_TOKEN");
+    let o = with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[("HF_TOKEN", "hf_wrong")]);
+    assert_clean_failure(&o, out.path(), "refused the token");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("hf_wrong"));
+    let o = with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[("HF_TOKEN", "hf_secret_test_token")]);
+    assert_model_read(&o);
+    let shown = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!shown.contains("hf_secret_test_token"), "the token was printed");
+    assert!(hub.seen.lock().unwrap().iter().any(|r| r.authorization.as_deref() == Some("Bearer hf_secret_test_token")));
+}
+
+#[test]
+fn quants_split_models_and_what_matches_nothing_or_too_much() {
+    let hub = serve(files());
+    let cache = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    // `:Q4_1` matches the whole file and the split one: which is meant?
+    let o = with_hub(&prompt_args(&format!("{REPO}:q4_1")), &hub.url, cache.path(), &[]);
+    assert_clean_failure(&o, out.path(), "2 model files match q4_1");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(WHOLE) && err.contains("split/SmolLM2-135M-Instruct.Q4_1-00001-of-00003.gguf"), "{err}");
+    // A quant the repository does not have lists what it has.
+    let o = with_hub(&prompt_args(&format!("{REPO}:Q2_K")), &hub.url, cache.path(), &[]);
+    assert_clean_failure(&o, out.path(), "no model file matches Q2_K; the repository has 2 GGUF model files");
+    // An unknown repository or revision.
+    let o = with_hub(&prompt_args("posrecall-test/nothing-here:Q4_1"), &hub.url, cache.path(), &[]);
+    assert_clean_failure(&o, out.path(), "has no repository posrecall-test/nothing-here at revision main (404)");
+    let o = with_hub(&prompt_args(&format!("{REPO}:Q4_1@v9")), &hub.url, cache.path(), &[]);
+    assert_clean_failure(&o, out.path(), "at revision v9 (404)");
+    // A split model by its first part: every part comes, and loads.
+    let first = format!("{REPO}/split/SmolLM2-135M-Instruct.Q4_1-00001-of-00003.gguf");
+    assert_model_read(&with_hub(&prompt_args(&first), &hub.url, cache.path(), &[]));
+    for i in 1..=3 {
+        assert!(snapshot(cache.path()).join(format!("split/SmolLM2-135M-Instruct.Q4_1-{i:05}-of-00003.gguf")).is_file(), "part {i}");
+    }
+    assert!(!snapshot(cache.path()).join(WHOLE).exists(), "a file not asked for was downloaded");
+}
