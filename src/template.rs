@@ -101,6 +101,43 @@ pub enum TemplateError {
     DoesNotRender(String),
     #[error("not a JSON object: {0}")]
     KwargsNotObject(String),
+    #[error("the chat template ran more than {FUEL} steps for one message (a template loop that does not end?)")]
+    OutOfFuel,
+    #[error("the chat template wrote more than {0} bytes for a message of {1} (only the message and a frame are expected)")]
+    TooLarge(usize, usize),
+    #[error("{0}: not a regular file")]
+    NotAFile(String),
+}
+
+/// The steps a chat template may take to render one message. Real templates
+/// take a few thousand (llama.cpp's whole collection renders within a
+/// hundredth of this); a loop that runs away is stopped here instead of
+/// hanging `bench`, `prompt`, `template` and `matrix --list`. Also bounds
+/// a GGUF's own template, which a downloaded model brings.
+pub const FUEL: u64 = 2_000_000;
+
+/// The bytes a rendering may write beyond twice its message.
+const OUTPUT_SLACK: usize = 1 << 20;
+
+/// A writer that refuses to grow past `limit` bytes.
+struct Bounded {
+    out: Vec<u8>,
+    limit: usize,
+    over: bool,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.out.len() + buf.len() > self.limit {
+            self.over = true;
+            return Err(std::io::Error::other("the rendering is too large"));
+        }
+        self.out.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A chat template given as a file.
@@ -115,8 +152,7 @@ impl TemplateFile {
     /// special tokens), so that a bad template fails before any model work.
     pub fn load(path: &Path, vars: &TemplateVars) -> Result<TemplateFile, TemplateError> {
         let shown = path.display().to_string();
-        let text = crate::fsutil::read_text(path)
-            .map_err(|e| TemplateError::Unreadable { path: shown.clone(), why: format!("{e:#}") })?;
+        let text = read(path)?;
         environment()
             .template_from_str(&without_generation_tags(&text))
             .map_err(|e| TemplateError::DoesNotParse { path: shown.clone(), why: one_line(&e) })?;
@@ -125,6 +161,16 @@ impl TemplateFile {
             .map_err(|e| TemplateError::InFile { path: shown.clone(), why: Box::new(e) })?;
         Ok(TemplateFile { path: path.to_path_buf(), text })
     }
+}
+
+/// Reads a template file: a regular file only (a FIFO or a device would
+/// block or never end).
+pub fn read(path: &Path) -> Result<String, TemplateError> {
+    let shown = path.display().to_string();
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(TemplateError::NotAFile(shown));
+    }
+    crate::fsutil::read_text(path).map_err(|e| TemplateError::Unreadable { path: shown, why: format!("{e:#}") })
 }
 
 /// What the template is rendered with, beyond the message.
@@ -276,6 +322,7 @@ pub struct SpecialTokens {
 fn environment() -> minijinja::Environment<'static> {
     use minijinja::{Environment, Error, ErrorKind, syntax::SyntaxConfig};
     let mut env = Environment::new();
+    env.set_fuel(Some(FUEL));
     // Hugging Face renders chat templates with trim_blocks and lstrip_blocks.
     env.set_syntax(
         SyntaxConfig::builder()
@@ -409,7 +456,15 @@ pub fn render(template: &str, content: &str, special: &SpecialTokens, vars: &Map
     for (k, v) in vars {
         ctx.insert(k.clone(), v.clone());
     }
-    tmpl.render(minijinja::value::Serde(&ctx)).map_err(|e| {
+    let mut out = Bounded { out: Vec::new(), limit: 2 * content.len() + OUTPUT_SLACK, over: false };
+    let rendered = tmpl.render_captured_to(minijinja::value::Serde(&ctx), &mut out);
+    if out.over {
+        return Err(TemplateError::TooLarge(out.limit, content.len()));
+    }
+    rendered.map_err(|e| {
+        if e.kind() == minijinja::ErrorKind::OutOfFuel {
+            return TemplateError::OutOfFuel;
+        }
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(c) = cause {
             let detail = c.downcast_ref::<minijinja::Error>().and_then(|m| m.detail());
@@ -419,7 +474,8 @@ pub fn render(template: &str, content: &str, special: &SpecialTokens, vars: &Map
             cause = c.source();
         }
         TemplateError::DoesNotRender(one_line(&e))
-    })
+    })?;
+    String::from_utf8(out.out).map_err(|_| TemplateError::DoesNotRender("its output is not UTF-8".into()))
 }
 
 #[cfg(test)]
@@ -510,6 +566,16 @@ mod tests {
         let e = render(raising, "x", &SpecialTokens::default(), &Map::new()).unwrap_err();
         assert!(matches!(&e, TemplateError::Raised(m) if m == "no system role"), "{e}");
         let e = render("{% for %}", "x", &SpecialTokens::default(), &Map::new()).unwrap_err();
-        assert!(matches!(e, TemplateError::DoesNotParse { .. }));
+        assert!(matches!(e, TemplateError::DoesNotParse { .. }), "{e}");
+        // A loop that never ends in practice, and one that writes without end,
+        // are stopped with a message instead of hanging or aborting.
+        let endless = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
+        assert!(matches!(render(endless, "x", &SpecialTokens::default(), &Map::new()), Err(TemplateError::OutOfFuel)));
+        let huge = "{% for a in range(1000) %}{{ 'x' * 100000 }}{% endfor %}";
+        let e = render(huge, "hello", &SpecialTokens::default(), &Map::new()).unwrap_err();
+        assert!(matches!(e, TemplateError::TooLarge(_, 5)), "{e}");
+        // A template that writes the message once, around a frame, is not bounded by it.
+        let big = "m".repeat(3_000_000);
+        assert_eq!(render("<s>{{ messages[0].content }}</s>", &big, &SpecialTokens::default(), &Map::new()).unwrap().len(), big.len() + 7);
     }
 }

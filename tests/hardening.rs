@@ -461,6 +461,39 @@ fn bad_templates_and_kwargs_are_refused_before_model_work() {
     }
 }
 
+/// A chat template that loops for ever in practice, or writes without end,
+/// and a FIFO given as a template, stop with one line instead of hanging or
+/// aborting, wherever a template is rendered.
+#[test]
+fn runaway_templates_and_fifos_stop_with_one_line() {
+    let dir = TempDir::new().unwrap();
+    let model = dir.path().join("never-loaded.gguf");
+    let endless = dir.path().join("endless.jinja");
+    std::fs::write(&endless, "{% for a in range(100000) %}{% for b in range(100000) %}{{ '' }}{% endfor %}{% endfor %}").unwrap();
+    let huge = dir.path().join("huge.jinja");
+    std::fs::write(&huge, "{% for a in range(100000) %}{{ 'x' * 100000 }}{% endfor %}{{ messages[0].content }}").unwrap();
+    let fifo = dir.path().join("fifo.jinja");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let (m, e, h, f) = (s(&model), s(&endless), s(&huge), s(&fifo));
+    for (args, needle) in [
+        (vec!["template", e], "ran more than 2000000 steps"),
+        (vec!["template", h], "wrote more than"),
+        (vec!["template", f], "not a regular file"),
+        (vec!["bench", m, "--chat-template", e], "ran more than 2000000 steps"),
+        (vec!["bench", m, "--chat-template", f], "not a regular file"),
+        (vec!["prompt", m, "--target", "x", "--chat-template", h], "wrote more than"),
+    ] {
+        let started = std::time::Instant::now();
+        let err = refused(&posrecall(&args), needle);
+        assert!(started.elapsed().as_secs() < 20, "{args:?} took {:?}", started.elapsed());
+        assert!(!err.contains("never-loaded"), "the model was reached: {err}");
+    }
+    let sweep = dir.path().join("models.toml");
+    std::fs::write(dir.path().join("never-loaded.gguf"), b"GGUF").unwrap();
+    std::fs::write(&sweep, format!("[[model]]\nname = \"m\"\npath = \"{m}\"\nkv = [\"f16\"]\nchat_template = \"endless.jinja\"\n")).unwrap();
+    refused(&posrecall(&["matrix", s(&sweep), "--list"]), "ran more than 2000000 steps");
+}
+
 #[test]
 fn every_subcommand_refuses_hostile_arguments() {
     let dir = TempDir::new().unwrap();
@@ -523,6 +556,34 @@ proptest! {
             for f in &parsed.functions {
                 prop_assert!(!f.name.is_empty());
             }
+        }
+    }
+
+    /// A chat template made of any mix of loops, repetition, conditions and
+    /// text renders or is refused quickly (the step and output bounds), never
+    /// a panic or a hang; what renders holds the message at most twice over
+    /// plus the frame bound.
+    #[test]
+    fn the_template_renderer_is_bounded(parts in prop::collection::vec(prop_oneof![
+        Just("{% for a in range(1000) %}".to_string()),
+        Just("{% for b in range(100000) %}".to_string()),
+        Just("{% endfor %}".to_string()),
+        Just("{% if messages %}".to_string()),
+        Just("{% endif %}".to_string()),
+        Just("{{ messages[0].content }}".to_string()),
+        Just("{{ messages[0].content * 3 }}".to_string()),
+        Just("{{ 'y' * 50000 }}".to_string()),
+        Just("{{ raise_exception('no') }}".to_string()),
+        Just("{%- set ns = namespace(s='') %}{% set ns.s = ns.s ~ messages[0].content %}".to_string()),
+        "[a-z<>|{}%# ]{0,6}",
+    ], 0..12)) {
+        let template = parts.concat();
+        let content = "m".repeat(1000);
+        let started = std::time::Instant::now();
+        let r = posrecall::template::render(&template, &content, &Default::default(), &Default::default());
+        prop_assert!(started.elapsed().as_secs() < 5, "{template} took {:?}", started.elapsed());
+        if let Ok(out) = r {
+            prop_assert!(out.len() <= 2 * content.len() + (1 << 20), "{template}: {} bytes", out.len());
         }
     }
 

@@ -12,7 +12,7 @@ pub fn run(args: &TemplateCmdArgs) -> Result<()> {
         think: args.think,
         kwargs: crate::commands::template_kwargs(args.template_kwargs.as_deref())?,
     };
-    let text = crate::fsutil::read_text(&args.file).map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+    let text = crate::template::read(&args.file)?;
     let record = vars.record(&text, Some(&args.file))?;
     let special = SpecialTokens {
         bos: args.bos_token.clone(),
