@@ -104,6 +104,8 @@ pub enum Mismatch {
     MissingTarget(String),
     #[error("the forced text of `{0}` tokenizes differently here")]
     Tokens(String),
+    #[error("it scores {theirs} tokens of `{name}`, this run {ours}")]
+    Scored { name: String, theirs: usize, ours: usize },
 }
 
 impl Identity {
@@ -178,8 +180,16 @@ impl Reference {
         if k == 0 || scored.checked_mul(record) != Some(body.len()) {
             return Err(malformed("its size does not match its header").into());
         }
+        if header.targets.iter().any(|t| t.scored > t.tokens.len()) {
+            return Err(malformed("a target scores more tokens than it forces").into());
+        }
         let mut records = body.chunks_exact(record).map(|r| decode(r, k));
-        let entries = header.targets.iter().map(|t| records.by_ref().take(t.scored).collect()).collect();
+        let entries: Vec<Vec<TopK>> = header.targets.iter().map(|t| records.by_ref().take(t.scored).collect()).collect();
+        for (t, e) in header.targets.iter().zip(&entries) {
+            if let Some((i, why)) = e.iter().enumerate().find_map(|(i, r)| check_record(r, header.identity.n_vocab).err().map(|w| (i, w))) {
+                return Err(malformed(&format!("the distribution at forced token {} of `{}` {why}", i + 1, t.name)).into());
+            }
+        }
         Ok(Reference { header, path: path.to_path_buf(), sha256, entries })
     }
 
@@ -195,6 +205,33 @@ impl Reference {
             .ok_or_else(|| Mismatch::MissingTarget(name.to_string()))?;
         Ok((&self.header.targets[i], &self.entries[i]))
     }
+}
+
+/// Whether a stored distribution is one: finite log-probabilities of at
+/// most 0, most likely first, distinct ids in the vocabulary, and a rest
+/// that makes the probabilities sum to 1 (to f32 rounding). A checksum only
+/// says the file is whole; this says it holds distributions.
+fn check_record(r: &TopK, n_vocab: usize) -> Result<(), &'static str> {
+    const EPS: f32 = 1e-3;
+    if r.logprobs.iter().any(|l| !l.is_finite() || *l > EPS) || !r.rest.is_finite() {
+        return Err("holds a log-probability that is not finite or is above 0");
+    }
+    if r.logprobs.windows(2).any(|w| w[1] > w[0] + EPS) {
+        return Err("is not ordered most likely first");
+    }
+    if r.ids.iter().any(|&id| id as usize >= n_vocab) {
+        return Err("names a token outside the vocabulary");
+    }
+    let mut ids = r.ids.clone();
+    ids.sort_unstable();
+    if ids.windows(2).any(|w| w[0] == w[1]) {
+        return Err("names a token twice");
+    }
+    let mass: f64 = r.logprobs.iter().map(|l| (*l as f64).exp()).sum::<f64>() + r.rest as f64;
+    if !(-(EPS as f64)..=1.0 + EPS as f64).contains(&(r.rest as f64)) || (mass - 1.0).abs() > 1e-2 {
+        return Err("does not sum to 1");
+    }
+    Ok(())
 }
 
 fn decode(record: &[u8], k: usize) -> TopK {
@@ -275,7 +312,36 @@ mod tests {
     }
 
     fn entry(x: u32) -> TopK {
-        TopK { ids: vec![x, x + 1], logprobs: vec![-0.5, -1.5], rest: 0.1 }
+        TopK { ids: vec![x, x + 1], logprobs: vec![-0.5, -1.5], rest: 1.0 - (-0.5f32).exp() - (-1.5f32).exp() }
+    }
+
+    #[test]
+    fn records_that_are_not_distributions_are_refused_whatever_the_checksum() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ref.bin");
+        let bad = |f: &dyn Fn(&mut TopK)| {
+            let mut e = entry(1);
+            f(&mut e);
+            e
+        };
+        for (record, why) in [
+            (bad(&|e| e.logprobs[0] = f32::NAN), "not finite"),
+            (bad(&|e| e.logprobs[0] = 50.0), "above 0"),
+            (bad(&|e| e.logprobs.swap(0, 1)), "not ordered most likely first"),
+            (bad(&|e| e.ids[1] = 10), "outside the vocabulary"),
+            (bad(&|e| e.ids[1] = 1), "names a token twice"),
+            (bad(&|e| e.rest = 0.9), "does not sum to 1"),
+            (bad(&|e| e.rest = f32::INFINITY), "not finite"),
+        ] {
+            // save() recomputes the checksum: only the records are wrong.
+            save(&path, &header(2, &[1, 1]), &[vec![entry(3)], vec![record]]).unwrap();
+            let e = Reference::load(&path).unwrap_err().to_string();
+            assert!(e.contains("the distribution at forced token 1 of `t1`") && e.contains(why), "{why}: {e}");
+        }
+        let mut h = header(2, &[1]);
+        h.targets[0].tokens.clear();
+        save(&path, &h, &[vec![entry(1)]]).unwrap();
+        assert!(Reference::load(&path).unwrap_err().to_string().contains("scores more tokens than it forces"));
     }
 
     #[test]

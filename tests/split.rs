@@ -107,6 +107,23 @@ fn a_split_model_runs_as_the_file_it_was_split_from() {
         }
     }
     assert_eq!(a, b, "the split model's run differs from the whole file's beyond the model's file record");
+
+    // Measured against the whole file's distributions, the split model
+    // diverges by nothing (the same weights), and the run says that the
+    // reference came from another model file.
+    let reference = dir.path().join("whole.ref");
+    let forced = ["--forced-only", "--count", "2", "--max-prefix-tokens", "1500", "--crop", "densest", "-q"];
+    ok(&posrecall(&[&["bench", s(&smollm2())][..], &forced, &["--save-reference", s(&reference)]].concat()));
+    let out = dir.path().join("measured.json");
+    let o = posrecall(&[&["bench", s(&first)][..], &forced, &["--reference", s(&reference), "-o", s(&out)]].concat());
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("note: the reference was made by another model file (SmolLM2-135M-Instruct.Q4_1.gguf"), "{err}");
+    let measured = read(&out);
+    assert_eq!(measured["manifest"]["reference"]["model_sha256"], whole["manifest"]["model"]["sha256"]);
+    for t in measured["targets"].as_array().unwrap() {
+        assert_eq!(t["forced"]["kld"]["mean"].as_f64(), Some(0.0), "{}", t["forced"]["kld"]);
+    }
 }
 
 #[test]

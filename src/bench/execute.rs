@@ -173,9 +173,13 @@ pub(super) fn answer<'m>(
 pub fn check_reference(model: &Model, plan: &Plan, reference: &Reference) -> Result<(), Mismatch> {
     for target in &plan.targets {
         let (r, _) = reference.target(&target.name)?;
-        let tokens = ForcedText::new(model, target, r.scaffold.clone()).tokens;
-        if tokens.iter().map(|t| t.0).ne(r.tokens.iter().copied()) {
+        let text = ForcedText::new(model, target, r.scaffold.clone());
+        if text.tokens.iter().map(|t| t.0).ne(r.tokens.iter().copied()) {
             return Err(Mismatch::Tokens(target.name.clone()));
+        }
+        let ours = text.lines.iter().filter(|l| l.is_some()).count();
+        if ours != r.scored {
+            return Err(Mismatch::Scored { name: target.name.clone(), theirs: r.scored, ours });
         }
     }
     Ok(())

@@ -177,6 +177,17 @@ pub fn run(
         let mismatch = |mismatch| ReferenceMismatch { path: r.path.clone(), mismatch };
         r.header.identity.check(&spec.reference_identity()).map_err(mismatch)?;
         check_reference(model, spec.plan, r).map_err(mismatch)?;
+        // Another build of the model (a quant A/B) is a use, not an error,
+        // but the divergence then measures the weights too: say so. The
+        // manifest records both models (`reference.model_sha256`).
+        let source = &r.header.source;
+        if source.model_sha256 != model.sha256 {
+            eprintln!(
+                "note: the reference was made by another model file ({}, sha256 {}…): the divergence measures the two models as well as the KV cache",
+                source.build,
+                &source.model_sha256[..source.model_sha256.len().min(12)]
+            );
+        }
     }
     let cache = opts.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
     let exec = ExecOptions {
