@@ -3,13 +3,12 @@
 use anyhow::{Context, Result, bail};
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
-use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// One file of a split model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Part {
     pub path: PathBuf,
     pub size_bytes: u64,
