@@ -35,13 +35,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let result = (|| -> std::io::Result<()> {
         let mut tmp = tempfile::Builder::new()
             .prefix(&format!(".{}.tmp-{}-", file_name.to_string_lossy(), std::process::id()))
+            .permissions(new_file_permissions())
             .tempfile_in(dir)
             .map_err(without_temporary_path)?;
+        // A file replaced keeps its mode; a new one gets what the umask allows.
+        if let Ok(meta) = std::fs::metadata(&target) {
+            std::fs::set_permissions(tmp.path(), meta.permissions()).map_err(without_temporary_path)?;
+        }
         tmp.write_all(bytes)?;
         tmp.as_file().sync_all().ok();
         tmp.persist(&target).map(|_| ()).map_err(|e| without_temporary_path(e.error))
     })();
     result.with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The mode a new output file is created with: read and write for all, less
+/// the umask, as any program's `open(O_CREAT, 0666)` gives (temporary files
+/// are otherwise private to their owner, and an output renamed from one
+/// would be unreadable to the group a shared results folder serves).
+pub fn new_file_permissions() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(0o666)
 }
 
 /// An error about the temporary file, as one about the output: the user

@@ -280,3 +280,26 @@ fn links_are_written_through_and_special_files_written_into() {
     let left: Vec<String> = entries(dir.path()).into_iter().filter(|e| e.contains(".tmp-")).collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
 }
+
+#[test]
+fn a_new_output_gets_the_umask_mode_and_a_replaced_one_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let i = inputs();
+    let dir = TempDir::new().unwrap();
+    // The umask the child inherits (umask can only be read by setting it).
+    let umask = unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m
+    } as u32;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let new = dir.path().join("new.json");
+    ok(&posrecall(&["report", s(&i.runs.join("a.json")), "--format", "json", "-o", s(&new)]));
+    assert_eq!(mode(&new), 0o666 & !umask, "a new output is not readable as the umask allows (temporary files are 0600)");
+    let kept = dir.path().join("kept.csv");
+    std::fs::write(&kept, "old").unwrap();
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o640)).unwrap();
+    ok(&posrecall(&["report", s(&i.runs.join("a.json")), "--format", "csv", "-o", s(&kept)]));
+    assert_ne!(std::fs::read(&kept).unwrap(), b"old");
+    assert_eq!(mode(&kept), 0o640);
+}

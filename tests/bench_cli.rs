@@ -319,6 +319,20 @@ fn prefix_cache_loads_verified_state_and_rebuilds_a_corrupt_one() {
     assert!(err.contains("sha256 does not match"), "{err}");
     assert_eq!(r["timings"]["prefix_source"], "prefill");
     assert_eq!(responses(&plain), responses(&r));
+    // Cut short near its end with a checksum that vouches for the cut file:
+    // llama.cpp's own file loader aborted the process on it, on every run.
+    // Now it is refused, removed and rebuilt.
+    let bytes = std::fs::read(&state).unwrap();
+    let cut = &bytes[..bytes.len() - 100];
+    std::fs::write(&state, cut).unwrap();
+    std::fs::write(&sidecar, format!("{}\n", posrecall::fsutil::sha256_hex(cut))).unwrap();
+    let (r, err) = run(&with_cache, "cut-vouched.json");
+    assert!(err.contains("ignored") && err.contains("cut short"), "{err}");
+    assert_eq!(r["timings"]["prefix_source"], "prefill");
+    assert_eq!(responses(&plain), responses(&r));
+    assert_eq!(std::fs::read(&state).unwrap().len(), bytes.len(), "the state was not rebuilt whole");
+    let (again, _) = run(&with_cache, "after-cut.json");
+    assert_eq!(again["timings"]["prefix_source"], "cache");
 
     // Every part of the key makes another key: the KV type, the context
     // size, flash attention, the kept lines. None of these loads the state.

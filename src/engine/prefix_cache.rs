@@ -90,10 +90,17 @@ impl PrefixCache {
         // Names no other process can hold, on this machine or another that
         // shares the folder (every pod of a job may run as PID 1).
         let unique = |suffix: &str| -> Result<std::path::PathBuf> {
-            let (_, path) = tempfile::Builder::new().prefix(&format!(".{key}.{suffix}.tmp-{}-", std::process::id())).tempfile_in(&self.dir)?.keep()?;
+            let (_, path) = tempfile::Builder::new()
+                .prefix(&format!(".{key}.{suffix}.tmp-{}-", std::process::id()))
+                .permissions(crate::fsutil::new_file_permissions())
+                .tempfile_in(&self.dir)?
+                .keep()?;
             Ok(path)
         };
-        let (tmp_state, tmp_sidecar) = (unique("state")?, unique("state.sha256")?);
+        let tmp_state = unique("state")?;
+        let tmp_sidecar = unique("state.sha256").inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp_state);
+        })?;
         let result = (|| -> Result<()> {
             session.save_prefix_file(&tmp_state, tokens)?;
             let sha = crate::fsutil::file_sha256(&tmp_state)?;

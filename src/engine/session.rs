@@ -731,29 +731,75 @@ impl<'m> Session<'m> {
         Ok(out)
     }
 
-    /// Writes the evaluated prefix's sequence state, with its tokens, to `path`.
+    /// Writes the evaluated prefix's sequence state, with its tokens, to
+    /// `path` in posrecall's own layout (see [`PREFIX_STATE_MAGIC`]).
     pub fn save_prefix_file(&self, path: &std::path::Path, tokens: &[LlamaToken]) -> Result<()> {
-        self.ctx
-            .state_seq_save_file(path, 0, tokens)
-            .context("llama.cpp could not save the prefix state")?;
-        Ok(())
+        let size = self.ctx.state_seq_get_size_ext(0, LlamaStateSeqFlags::empty());
+        let mut state = vec![0u8; size];
+        // SAFETY: `state` holds the `size` bytes llama.cpp just said this
+        // sequence's state takes; nothing runs on the context in between.
+        let written = unsafe { self.ctx.state_seq_get_data_ext(state.as_mut_ptr(), 0, LlamaStateSeqFlags::empty()) };
+        if written != size {
+            bail!("llama.cpp wrote {written} bytes of a {size}-byte prefix state");
+        }
+        let mut head = Vec::with_capacity(PREFIX_STATE_MAGIC.len() + 8 + 4 * tokens.len());
+        head.extend_from_slice(PREFIX_STATE_MAGIC);
+        head.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
+        for t in tokens {
+            head.extend_from_slice(&t.0.to_le_bytes());
+        }
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(path)?;
+            f.write_all(&head)?;
+            f.write_all(&state)?;
+            f.sync_all()
+        };
+        write().with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// Loads a prefix state saved by [`Session::save_prefix_file`]; it must hold
     /// exactly `tokens`. Replaces any evaluated prefix and snapshot.
+    ///
+    /// llama.cpp's own state-file loader reads past the end of a file cut
+    /// short and then aborts the process (an assertion); its in-memory reader
+    /// checks every read against the buffer and fails instead, so the state
+    /// is read here and handed over as a buffer.
     pub fn load_prefix_file(&mut self, path: &std::path::Path, tokens: &[LlamaToken]) -> Result<()> {
         self.ctx.clear_kv_cache();
         self.snapshot = None;
         self.prefix_len = 0;
-        let (saved, _) = self
-            .ctx
-            .state_seq_load_file(path, 0, tokens.len() + 1)
-            .context("llama.cpp could not read the state file")?;
-        if saved != tokens {
+        let file = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let state = prefix_state_of(&file, tokens)?;
+        // SAFETY: llama.cpp's host reader bounds every read by the slice's
+        // length; a state of another shape is refused by its own checks.
+        let loaded = unsafe { self.ctx.state_seq_set_data_ext(state, 0, LlamaStateSeqFlags::empty()) };
+        if !loaded {
             self.ctx.clear_kv_cache();
-            bail!("it holds a different prefix");
+            bail!("its state is cut short or of another shape");
         }
         self.prefix_len = tokens.len();
         Ok(())
     }
+}
+
+/// The first bytes of a prefix-cache state file; then the token count (u64,
+/// little-endian), the tokens (i32 each) and llama.cpp's sequence state.
+pub const PREFIX_STATE_MAGIC: &[u8] = b"POSRECALL-PREFIX-STATE-1\n";
+
+/// The sequence state in a prefix-cache file, after checking that the file
+/// holds exactly `tokens`.
+fn prefix_state_of<'a>(file: &'a [u8], tokens: &[LlamaToken]) -> Result<&'a [u8]> {
+    let rest = file.strip_prefix(PREFIX_STATE_MAGIC).ok_or_else(|| anyhow!("it is not a posrecall prefix state"))?;
+    let (count, rest) = rest.split_at_checked(8).ok_or_else(|| anyhow!("it is cut short"))?;
+    let count = u64::from_le_bytes(count.try_into().expect("8 bytes"));
+    if count != tokens.len() as u64 {
+        bail!("it holds a different prefix ({count} tokens, this run's has {})", tokens.len());
+    }
+    let (ids, state) = rest.split_at_checked(4 * tokens.len()).ok_or_else(|| anyhow!("it is cut short"))?;
+    let same = ids.chunks_exact(4).zip(tokens).all(|(b, t)| i32::from_le_bytes(b.try_into().expect("4 bytes")) == t.0);
+    if !same {
+        bail!("it holds a different prefix");
+    }
+    Ok(state)
 }
