@@ -22,6 +22,12 @@ pub fn read_logits(logits: &[f32], token: usize) -> (usize, f32, f32) {
     (best, best_v - second_v, logprob as f32)
 }
 
+/// The first value that no distribution can come from (NaN or +inf; a
+/// masked token's −inf is a probability of 0), by index.
+pub fn first_unusable(logits: &[f32]) -> Option<(usize, f32)> {
+    logits.iter().position(|v| v.is_nan() || *v == f32::INFINITY).map(|i| (i, logits[i]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,5 +39,12 @@ mod tests {
         assert_eq!(gap, 0.0);
         let z: f64 = [0.0f64, 2.0, 1.0, 2.0].iter().map(|v| v.exp()).sum();
         assert!((f64::from(lp) - (1.0 - z.ln())).abs() < 1e-5);
+    }
+
+    #[test]
+    fn nan_and_plus_infinity_are_unusable_minus_infinity_is_not() {
+        assert_eq!(first_unusable(&[0.0, f32::NEG_INFINITY, 1.0]), None);
+        assert_eq!(first_unusable(&[0.0, f32::INFINITY, f32::NAN]).map(|u| u.0), Some(1));
+        assert!(first_unusable(&[0.5, f32::NAN]).is_some_and(|(i, v)| i == 1 && v.is_nan()));
     }
 }

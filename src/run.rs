@@ -778,10 +778,22 @@ impl RunFile {
         Ok(())
     }
 
-    /// Writes the run file atomically (temp file, then rename).
+    /// Writes the run file atomically (temp file, then rename). A run that
+    /// posrecall could not read back is refused, not written: JSON has no
+    /// NaN or infinity (serde writes them as `null`, which no reader takes).
     pub fn save(&self, path: &Path) -> Result<()> {
         let mut json = serde_json::to_string_pretty(self)?;
         json.push('\n');
+        let back = &mut serde_json::Deserializer::from_str(&json);
+        if let Err(e) = serde_path_to_error::deserialize::<_, RunFile>(back) {
+            anyhow::bail!(
+                "not writing {}: its `{}` would not read back ({}): a number that is not finite (NaN or \
+                 infinite), which JSON cannot hold",
+                path.display(),
+                e.path(),
+                e.inner()
+            );
+        }
         crate::fsutil::write_atomic(path, json.as_bytes())
     }
 }
@@ -822,5 +834,33 @@ impl TargetsFile {
             }
         }
         Ok(file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> RunFile {
+        RunFile::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare/a.json")).unwrap()
+    }
+
+    #[test]
+    fn a_run_that_would_not_read_back_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        let mut run = fixture();
+        run.save(&path).unwrap();
+        assert_eq!(RunFile::load(&path).unwrap().targets.len(), run.targets.len());
+        let before = std::fs::read(&path).unwrap();
+        let forced = run.targets[2].forced.as_mut().expect("the fixture has forced readings");
+        forced.top1_share = f64::NAN;
+        let err = format!("{:#}", run.save(&path).unwrap_err());
+        assert!(err.contains("targets[2].forced.top1_share") && err.contains("not finite"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "the earlier file was touched");
+        let fresh = dir.path().join("new.json");
+        run.targets[2].forced.as_mut().unwrap().top1_share = f64::INFINITY;
+        assert!(run.save(&fresh).is_err());
+        assert!(!fresh.exists(), "a file posrecall cannot read was written");
     }
 }

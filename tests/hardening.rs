@@ -707,3 +707,26 @@ fn only_names_are_trimmed_and_given_once() {
     let err = refused(&posrecall(&["bench", s(&missing), "--corpus", s(&corpus), "--only", " chunkArray , flattenDeep"]), "absent.gguf");
     assert!(!err.contains("--only"), "{err}");
 }
+
+/// A model whose logits are NaN (NaN in its output norm, as a broken
+/// quantisation or backend gives): bench stops with one line instead of
+/// writing `null`s into a run file that report and compare then refuse.
+#[test]
+fn a_model_with_nan_logits_stops_the_run_and_writes_no_file() {
+    let dir = TempDir::new().unwrap();
+    let broken = dir.path().join("nan.gguf");
+    std::fs::copy(smollm2(), &broken).unwrap();
+    let (start, size) = posrecall::engine::gguf::Header::read(&broken).unwrap().tensor_bytes("output_norm.weight").unwrap();
+    assert_eq!(size, 576 * 4, "SmolLM2's output norm: 576 f32 values");
+    let mut bytes = std::fs::read(&broken).unwrap();
+    // All of it: the quantised matmul after it drops a lone NaN.
+    for v in bytes[start as usize..(start + size) as usize].chunks_exact_mut(4) {
+        v.copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    std::fs::write(&broken, &bytes).unwrap();
+    let (out, dense) = (dir.path().join("run.json"), fixture("dense.js"));
+    let args = ["bench", s(&broken), "--corpus", s(&dense), "--crop-lines", "1:60", "--count", "1", "--lines", "4", "--max-new-tokens", "4", "--quiet", "--out", s(&out)];
+    let err = refused(&posrecall(&args), "are not finite");
+    assert!(err.contains("forced token 0"), "{err}");
+    assert!(!out.exists(), "a run file was written");
+}

@@ -20,7 +20,7 @@ use crate::reasoning;
 use crate::run::{ClosedBook, SequentialCheck, TargetResult, Timings};
 use crate::score::{self, ScoreOptions};
 use crate::targets::Target;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use indicatif::MultiProgress;
 use std::time::Instant;
 
@@ -536,9 +536,13 @@ fn forced_pass(
     let (mut kept, mut compared) = (Vec::new(), Vec::new());
     let mut scored_index = 0usize;
     let mut reference_ms = 0.0;
+    let mut unusable = None;
     let readings = session.force_with(query, &text.tokens, |i, logits| {
         if text.lines[i].is_none() {
             return;
+        }
+        if unusable.is_none() {
+            unusable = crate::logits::first_unusable(logits).map(|(id, v)| (scored_index, id, v));
         }
         let t = Instant::now();
         if let Some(k) = run.exec.save_top_k {
@@ -550,6 +554,13 @@ fn forced_pass(
         scored_index += 1;
         reference_ms += ms(t);
     })?;
+    if let Some((at, id, v)) = unusable {
+        bail!(
+            "target `{}`: the model's logits at forced token {at} are not finite (token {id}: {v}), so no \
+             log-probability or KL divergence can be computed; the model file, the build or the backend is broken",
+            target.name
+        );
+    }
     let scored = text.readings(readings);
     let mut forced = Forced::from_readings(&scored, target.expected.len());
     forced.scaffold = text.scaffold.clone();

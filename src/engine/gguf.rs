@@ -51,6 +51,20 @@ impl Header {
         }
     }
 
+    /// Where a tensor's data lies in the file: its first byte and its size.
+    pub fn tensor_bytes(&self, name: &str) -> Option<(u64, u64)> {
+        let c_name = CString::new(name).ok()?;
+        // SAFETY: `ctx` is valid until drop; the id is checked before use.
+        unsafe {
+            let id = llama_cpp_sys_2::gguf_find_tensor(self.ctx, c_name.as_ptr());
+            if id < 0 {
+                return None;
+            }
+            let start = llama_cpp_sys_2::gguf_get_data_offset(self.ctx) + llama_cpp_sys_2::gguf_get_tensor_offset(self.ctx, id);
+            Some((start as u64, llama_cpp_sys_2::gguf_get_tensor_size(self.ctx, id) as u64))
+        }
+    }
+
     /// Every tensor's name and bytes, in the file's order.
     pub fn tensors(&self) -> Vec<(String, u64)> {
         let mut out = Vec::new();
