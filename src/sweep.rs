@@ -523,6 +523,13 @@ impl Sweep {
         })
     }
 
+    /// The reference run that `run` is measured against, if it is measured.
+    pub fn reference_run_of(&self, run: &SweepRun) -> Option<SweepRun> {
+        let ReferenceRole::MeasuredAgainst(id) = self.reference_role(run)? else { return None };
+        let (kv_k, kv_v) = self.models[run.model].reference_kv?;
+        Some(SweepRun { id, model: run.model, kv_k, kv_v })
+    }
+
     /// Every (model × KV) run, sorted by id (the order shards are cut in).
     pub fn runs(&self) -> Vec<SweepRun> {
         let mut runs: Vec<SweepRun> = self

@@ -595,6 +595,30 @@ fn a_model_reference_run_measures_its_other_kv_types() {
     assert!(!stdout.contains("smollm2__f16-f16: finished before"), "{stdout}");
     assert!(out.join("smollm2__f16-f16.ref").exists());
 
+    // A reference file replaced by another run's (here the q8_0 run's, made
+    // by a sweep whose reference is q8_0) is not trusted: a shard that reads
+    // it refuses it, and --resume redoes the reference run, then keeps the
+    // measured run, whose recorded reference is again the file in place.
+    let other = dir.path().join("other");
+    let toml_q8 = dir.path().join("q8.toml");
+    std::fs::write(&toml_q8, text.replace("reference = \"f16\"", "reference = \"q8_0\"")).unwrap();
+    ok(&matrix_cmd(&toml_q8, &["--out-dir", other.to_str().unwrap()]).output().unwrap());
+    let (good, foreign) = (std::fs::read(out.join("smollm2__f16-f16.ref")).unwrap(), other.join("smollm2__q8_0-q8_0.ref"));
+    let replace = || {
+        std::fs::copy(&foreign, out.join("smollm2__f16-f16.ref")).unwrap();
+        std::fs::copy(foreign.with_extension("ref.sha256"), out.join("smollm2__f16-f16.ref.sha256")).unwrap();
+    };
+    replace();
+    let shard = matrix_cmd(&toml, &["--out-dir", o, "--shard", "2/2"]).output().unwrap();
+    assert_one_error_line(&shard, "is not the reference run smollm2__f16-f16 writes: it was made with KV q8_0/q8_0");
+    replace();
+    let resumed = matrix_cmd(&toml, &["--out-dir", o, "--resume"]).output().unwrap();
+    let (stdout, stderr) = (ok(&resumed), String::from_utf8_lossy(&resumed.stderr));
+    assert!(stderr.contains("smollm2__f16-f16.ref is not the reference run smollm2__f16-f16 writes"), "{stderr}");
+    assert!(!stdout.contains("smollm2__f16-f16: finished before"), "{stdout}");
+    assert!(stdout.contains("smollm2__q8_0-q8_0: finished before, skipped"), "{stdout}");
+    assert_eq!(std::fs::read(out.join("smollm2__f16-f16.ref")).unwrap(), good, "the redone reference differs");
+
     // The reference must be one of the model's own runs.
     std::fs::write(&toml, text.replace("reference = \"f16\"", "reference = \"q4_0\"")).unwrap();
     let bad = matrix_cmd(&toml, &["--out-dir", o]).output().unwrap();

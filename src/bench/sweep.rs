@@ -174,7 +174,7 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
 
 /// This shard's runs still to do: on resume, those without a finished run
 /// file of the same configuration.
-fn pending_runs<'r>(ctx: &Ctx<'r>, models: &[Model1], src: &Source, sink: &mut dyn SweepSink) -> Result<Vec<&'r SweepRun>> {
+fn pending_runs<'r>(ctx: &Ctx<'r>, models: &[Model1], src: &Source, sink: &mut dyn SweepSink) -> Result<Vec<Pending<'r>>> {
     let mut pending = Vec::new();
     for r in ctx.mine {
         let out = r.file(&ctx.opts.out_dir);
@@ -194,39 +194,94 @@ fn pending_runs<'r>(ctx: &Ctx<'r>, models: &[Model1], src: &Source, sink: &mut d
                 decoding: &decoding,
                 reference: None,
             };
-            match RunFile::load(&out) {
-                Ok(existing) if keeps(ctx, r, &existing, &spec, &m.planned) => {
+            match RunFile::load(&out).map(|existing| keeps(ctx, r, model, &existing, &spec, &m.planned)) {
+                Ok(Kept::Yes) => {
                     sink.skipped(r)?;
                     continue;
                 }
-                Ok(_) => eprintln!("note: {} is not a finished run of this sweep's configuration; it will be replaced", out.display()),
+                Ok(Kept::IfReferenceIs(sha)) => {
+                    pending.push(Pending { run: r, kept_if_reference: Some(sha) });
+                    continue;
+                }
+                Ok(Kept::No) => eprintln!("note: {} is not a finished run of this sweep's configuration; it will be replaced", out.display()),
                 Err(e) => eprintln!("note: {e:#}; it will be replaced"),
             }
         }
-        pending.push(r);
+        pending.push(Pending { run: r, kept_if_reference: None });
     }
     Ok(pending)
+}
+
+/// A run still to decide or do.
+#[derive(Clone)]
+struct Pending<'r> {
+    run: &'r SweepRun,
+    /// A finished run measured against a reference file with this sha256:
+    /// kept if, when its turn comes (after its reference run, which may be
+    /// redone first), the reference file is still that one.
+    kept_if_reference: Option<String>,
+}
+
+/// What a finished run file is worth on resume.
+enum Kept {
+    Yes,
+    No,
+    IfReferenceIs(String),
+}
+
+/// Whether `reference` is what run `r` of this sweep writes: made by this
+/// model file with `r`'s KV types. A reference file replaced by another
+/// run's (a q4_0 one in the place of the f16 one) is not.
+fn made_by(reference: &Reference, model: &Model, r: &SweepRun) -> std::result::Result<(), String> {
+    let s = &reference.header.source;
+    if s.model_sha256 != model.sha256 {
+        return Err(format!("it was made by another model file ({}, sha256 {}…)", s.build, &s.model_sha256[..s.model_sha256.len().min(12)]));
+    }
+    if (s.context.type_k, s.context.type_v) != (r.kv_k, r.kv_v) {
+        return Err(format!(
+            "it was made with KV {}/{}, run {} uses {}/{}",
+            s.context.type_k.as_str(),
+            s.context.type_v.as_str(),
+            r.id,
+            r.kv_k.as_str(),
+            r.kv_v.as_str()
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a finished run file may stand for the run `spec` describes: a
 /// reference run also needs its reference file, a measured run a record of
 /// its reference.
-fn keeps(ctx: &Ctx, r: &SweepRun, existing: &RunFile, spec: &RunSpec, planned: &Planned) -> bool {
-    let reference_kept = match ctx.sweep.reference_role(r) {
-        None => true,
-        Some(ReferenceRole::Saves) => Reference::load(&r.reference_file(&ctx.opts.out_dir)).is_ok(),
-        Some(ReferenceRole::MeasuredAgainst(_)) => existing.manifest.reference.is_some(),
-    };
-    is_finished(existing, &spec.manifest(), &planned.targets())
+fn keeps(ctx: &Ctx, r: &SweepRun, model: &Model, existing: &RunFile, spec: &RunSpec, planned: &Planned) -> Kept {
+    let finished = is_finished(existing, &spec.manifest(), &planned.targets())
         && existing.ladder.is_some() == planned.is_ladder()
-        && reference_kept
         && (!ctx.sweep.closed_book || existing.summary.closed_book.is_some())
-        && (!spec.decoding.check_sequential || existing.summary.sequential.is_some())
+        && (!spec.decoding.check_sequential || existing.summary.sequential.is_some());
+    if !finished {
+        return Kept::No;
+    }
+    match (ctx.sweep.reference_role(r), &existing.manifest.reference) {
+        (None, _) => Kept::Yes,
+        (Some(ReferenceRole::Saves), _) => {
+            let path = r.reference_file(&ctx.opts.out_dir);
+            match Reference::load(&path).map_err(|e| format!("{e:#}")).and_then(|f| made_by(&f, model, r)) {
+                Ok(()) => Kept::Yes,
+                Err(why) if path.exists() => {
+                    eprintln!("note: {} is not the reference run {} writes: {why}; the run is redone", path.display(), r.id);
+                    Kept::No
+                }
+                Err(_) => Kept::No,
+            }
+        }
+        (Some(ReferenceRole::MeasuredAgainst(_)), Some(info)) => Kept::IfReferenceIs(info.sha256.clone()),
+        (Some(ReferenceRole::MeasuredAgainst(_)), None) => Kept::No,
+    }
 }
 
 /// The reference a run is measured against: the file its model's reference
 /// run wrote in the output folder.
-fn reference_for(r: &SweepRun, path: Option<&Path>) -> Result<Option<Reference>> {
+fn reference_for(ctx: &Ctx, r: &SweepRun, model: &Model, path: Option<&Path>) -> Result<Option<Reference>> {
     let Some(path) = path else { return Ok(None) };
     if !path.exists() {
         let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
@@ -236,23 +291,31 @@ fn reference_for(r: &SweepRun, path: Option<&Path>) -> Result<Option<Reference>>
             path.display()
         );
     }
-    Reference::load(path).with_context(|| format!("run {}", r.id)).map(Some)
+    let reference = Reference::load(path).with_context(|| format!("run {}", r.id))?;
+    // The file must be the one the model's reference run wrote, not another
+    // run's put in its place.
+    if let Some(maker) = ctx.sweep.reference_run_of(r) {
+        made_by(&reference, model, &maker).map_err(|why| {
+            anyhow!("run {}: {} is not the reference run {} writes: {why}; run {} again", r.id, path.display(), maker.id, maker.id)
+        })?;
+    }
+    Ok(Some(reference))
 }
 
 /// Runs the pending runs, model by model: each model is loaded once for all
 /// its KV types, its reference run first, the others in the order listed.
-fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[&SweepRun], sink: &mut dyn SweepSink) -> Result<()> {
+fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pending], sink: &mut dyn SweepSink) -> Result<()> {
     let multi = match ctx.opts.show_progress {
         false => MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
         true => MultiProgress::new(),
     };
-    let total: usize = pending.iter().map(|r| models[r.model].planned.targets().len()).sum();
+    let total: usize = pending.iter().map(|p| models[p.run.model].planned.targets().len()).sum();
     let overall = multi.add(ProgressBar::new(total as u64));
     overall.set_style(progress::style("   sweep [{bar:30}] {pos}/{len} targets  ETA {eta}  {msg}"));
     for (i, e) in ctx.sweep.models.iter().enumerate() {
-        let mut runs: Vec<&SweepRun> = pending.iter().copied().filter(|r| r.model == i).collect();
+        let mut runs: Vec<Pending> = pending.iter().filter(|p| p.run.model == i).cloned().collect();
         // The model's reference run first: the others are measured against it.
-        runs.sort_by_key(|r| (ctx.sweep.reference_role(r) != Some(ReferenceRole::Saves), e.kv.iter().position(|&kv| kv == (r.kv_k, r.kv_v))));
+        runs.sort_by_key(|p| (ctx.sweep.reference_role(p.run) != Some(ReferenceRole::Saves), e.kv.iter().position(|&kv| kv == (p.run.kv_k, p.run.kv_v))));
         let m = &mut models[i];
         if runs.is_empty() {
             m.model = None;
@@ -267,11 +330,19 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[&Sweep
                 model::load(&m.path, m.gpu_layers).map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?
             }
         };
-        for r in runs {
+        for Pending { run: r, kept_if_reference } in &runs {
+            let o = ctx.options(r, m);
+            if let (Some(sha), Some(path)) = (kept_if_reference, o.reference.as_deref()) {
+                if crate::fsutil::file_sha256(path).is_ok_and(|now| now == *sha) {
+                    overall.inc(m.planned.targets().len() as u64);
+                    multi.suspend(|| sink.skipped(r))?;
+                    continue;
+                }
+                eprintln!("note: {}: its reference {} is not the one it was measured against; it runs again", r.id, path.display());
+            }
             overall.set_message(r.id.clone());
             let started = Instant::now();
-            let o = ctx.options(r, m);
-            let reference = reference_for(r, o.reference.as_deref())?;
+            let reference = reference_for(ctx, r, &model, o.reference.as_deref())?;
             let env = Env { show_progress: ctx.opts.show_progress, multi: Some(&multi), started };
             let mut counted = Counted { bar: &overall, outer: sink };
             let run = super::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
