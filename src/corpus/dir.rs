@@ -32,23 +32,30 @@ fn globs(patterns: &[String]) -> Result<Option<GlobSet>> {
     Ok(Some(b.build().map_err(|e| CorpusError::BadGlob { glob: patterns.join(" "), reason: e.to_string() })?))
 }
 
-/// The relative paths under `root` (hidden files and folders and symbolic
-/// links left out), `/`-separated, sorted.
-fn relative_paths(root: &Path) -> Result<Vec<String>> {
+/// The relative paths under `root`, `/`-separated, sorted. Hidden files and
+/// folders are left out; symbolic links (not followed, so that a link
+/// cannot pull in a file twice or from outside the folder) and names that
+/// are not UTF-8 (they cannot be written in the path comment) each leave a
+/// note in `notes`.
+fn relative_paths(root: &Path, notes: &mut Vec<String>) -> Result<Vec<String>> {
     let mut out = Vec::new();
     let walk = walkdir::WalkDir::new(root).follow_links(false).into_iter().filter_entry(|e| {
         e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.')
     });
     for entry in walk {
         let entry = entry.with_context(|| format!("cannot read the folder {}", root.display()))?;
+        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        if entry.path_is_symlink() && entry.depth() > 0 {
+            notes.push(format!("note: skipped {}: a symbolic link (links are not followed)", rel.display()));
+            continue;
+        }
         if !entry.file_type().is_file() {
             continue;
         }
-        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
         let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
-        // A name that is not UTF-8 cannot be written in the path comment.
-        if let Some(parts) = parts {
-            out.push(parts.join("/"));
+        match parts {
+            Some(parts) => out.push(parts.join("/")),
+            None => notes.push(format!("note: skipped {}: its name is not UTF-8", rel.display())),
         }
     }
     out.sort();
@@ -83,7 +90,7 @@ pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) 
     let mut files = Vec::new();
     let mut notes = Vec::new();
     let mut line = 1;
-    for rel in relative_paths(root)? {
+    for rel in relative_paths(root, &mut notes)? {
         if exclude.as_ref().is_some_and(|g| g.is_match(&rel)) {
             continue;
         }
@@ -226,10 +233,14 @@ impl Language for Mixed {
 
     fn functions(&self, text: &str) -> Result<Parsed> {
         let mut out = Parsed { rule: "a function eligible in its file's language", after: "its opening brace (Python: its header)", ..Parsed::default() };
+        let (mut lines_before, mut counted) = (0, 0);
         for (start, end, language) in &self.parts {
             let piece = &text[*start..*end];
             let mut parsed = language.functions(piece)?;
-            let lines_before = text[..*start].matches('\n').count();
+            // Counted on from the previous file, not from the start (that
+            // made a folder of many files quadratic).
+            lines_before += text[counted..*start].matches('\n').count();
+            counted = *start;
             // A file more than half in error regions gives no targets.
             let usable = unparsable("", language.as_ref(), piece, &parsed).is_none();
             out.error_regions += parsed.error_regions;
