@@ -506,6 +506,20 @@ fn bad_sweep_files_fail_with_one_error_line() {
 
     // Nothing was written for any of them.
     assert!(!out.exists(), "an output folder was created despite the errors");
+
+    // A run's file that is a folder, and a sweep file among the outputs,
+    // are refused before any model is loaded (they failed after the work).
+    std::fs::create_dir_all(out.join("m__f16-f16.json")).unwrap();
+    let started = std::time::Instant::now();
+    let o = run("good.toml", &good, &[]);
+    assert_one_error_line(&o, "m__f16-f16.json is a folder");
+    std::fs::remove_dir(out.join("m__f16-f16.json")).unwrap();
+    let named = dir.path().join("m__f16-f16.json");
+    std::fs::write(&named, &good).unwrap();
+    let o = matrix_cmd(&named, &["--out-dir", dir.path().to_str().unwrap()]).output().unwrap();
+    assert_one_error_line(&o, "is also an input");
+    assert_eq!(std::fs::read_to_string(&named).unwrap(), good, "the sweep file was overwritten");
+    assert!(started.elapsed().as_secs_f64() < 20.0, "the checks came after model work");
 }
 
 #[test]

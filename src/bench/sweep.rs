@@ -161,6 +161,26 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
     let dir = &ctx.opts.out_dir;
     std::fs::create_dir_all(dir).map_err(|e| OutDirError(format!("cannot create the output folder {}: {e}", dir.display())))?;
     crate::fsutil::check_output(&dir.join(".posrecall-out-dir-check"), &[]).map_err(|e| OutDirError(format!("{e:#}")))?;
+    // Every file this shard writes, before any model work: none may be a
+    // folder or one of the sweep's inputs (the file, the corpus, a model, a
+    // chat template), and the corpus folder may not hold them.
+    let sweep = ctx.sweep;
+    let mut inputs: Vec<&Path> = vec![&sweep.file];
+    inputs.extend(sweep.corpus.as_deref());
+    for m in &sweep.models {
+        inputs.push(&m.path);
+        inputs.extend(m.chat_template.as_deref());
+    }
+    for r in ctx.mine {
+        for out in [r.file(dir), r.reference_file(dir), crate::reference::sidecar(&r.reference_file(dir))] {
+            crate::fsutil::check_output(&out, &inputs).map_err(|e| OutDirError(format!("{e:#}")))?;
+            if let Some(folder) = &sweep.corpus_dir
+                && crate::fsutil::is_inside(&out, folder)
+            {
+                return Err(OutDirError(format!("{} is inside the corpus folder {}; write the runs elsewhere", out.display(), folder.display())).into());
+            }
+        }
+    }
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
