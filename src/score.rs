@@ -147,6 +147,30 @@ pub struct Score {
     #[serde(default)]
     pub ignored_blank: usize,
     pub pass: bool,
+    /// Lines of the answer past [`answer_line_cap`] that were not read (an
+    /// answer can be any size; what the scorer reads is bounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unread_lines: Option<usize>,
+}
+
+/// The most lines of an answer the scorer reads for a window of
+/// `window_lines` (expected plus extra): ten times the window, at least
+/// 4,000. Past that no answer line can change whether the window is
+/// recalled, and reading on would cost memory in proportion to the answer
+/// (a 20 MB answer took 2.8 GB).
+pub fn answer_line_cap(window_lines: usize) -> usize {
+    window_lines.saturating_mul(10).max(4000)
+}
+
+/// The first `cap` lines of `raw`, and how many lines come after them.
+fn first_lines(raw: &str, cap: usize) -> (&str, usize) {
+    match raw.match_indices('\n').nth(cap.saturating_sub(1)) {
+        Some((end, _)) if end + 1 < raw.len() => {
+            let rest = &raw[end + 1..];
+            (&raw[..end], rest.matches('\n').count() + usize::from(!rest.ends_with('\n')))
+        }
+        _ => (raw, 0),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -595,6 +619,7 @@ fn tally(
         implied_blank: 0,
         ignored_blank: 0,
         pass: false,
+        unread_lines: None,
     };
     let (mut r, mut w) = (0, 0);
     for &(ri, wi) in credits {
@@ -674,8 +699,11 @@ pub fn score_raw(
     extra: &[String],
     opts: &ScoreOptions,
 ) -> Score {
-    let response = parse_response(raw, header, opts.skip_blank);
-    score(expected, extra, &response, opts)
+    let (read, unread) = first_lines(raw, answer_line_cap(expected.len() + extra.len()));
+    let response = parse_response(read, header, opts.skip_blank);
+    let mut out = score(expected, extra, &response, opts);
+    out.unread_lines = (unread > 0).then_some(unread);
+    out
 }
 
 #[cfg(test)]
@@ -701,6 +729,25 @@ mod tests {
     }
 
     use LineStatus::{Extra as E, Hallucinated as H, Matched as M, Missing as X};
+
+    #[test]
+    fn only_the_first_lines_of_an_answer_are_read() {
+        assert_eq!(first_lines("a\nb\nc", 2), ("a\nb", 1));
+        assert_eq!(first_lines("a\nb\nc\nd\n", 2), ("a\nb", 2));
+        assert_eq!(first_lines("a\nb\n", 2), ("a\nb\n", 0));
+        assert_eq!(first_lines("a\nb", 2), ("a\nb", 0));
+        assert_eq!(first_lines("", 2), ("", 0));
+        assert_eq!(answer_line_cap(20), 4000);
+        assert_eq!(answer_line_cap(1000), 10_000);
+        // Past the cap, nothing changes the score but the count of what was not read.
+        let expected = v(&["x = 1;", "y = 2;"]);
+        let long = format!("x = 1;\ny = 2;\n{}", "junk\n".repeat(5000));
+        let cut = score_raw(&long, "function f() {", &expected, &[], &opts(2, Normalize::Trim));
+        assert_eq!((cut.matched, cut.unread_lines), (2, Some(5000 - 3998)));
+        assert_eq!(cut.hallucinated, 3998);
+        let short = score_raw("x = 1;\ny = 2;\njunk", "function f() {", &expected, &[], &opts(2, Normalize::Trim));
+        assert_eq!(short.unread_lines, None);
+    }
 
     // ---- normalisation ----------------------------------------------------
 

@@ -780,3 +780,29 @@ fn a_corpus_folder_notes_the_links_and_names_it_skips() {
         assert!(out.contains(f), "{f} missing: {out}");
     }
 }
+
+/// An answer of 20 MB (1.8 million lines) is scored in bounded memory: only
+/// the lines that can change its score are read, and a note says so. It
+/// peaked at 2.8 GB; here it must run under a 1 GB address-space limit.
+#[test]
+fn a_huge_answer_is_scored_in_bounded_memory() {
+    let dir = TempDir::new().unwrap();
+    let t = targets_json(dir.path());
+    let targets: serde_json::Value = common::read(&t);
+    let names: Vec<&str> = targets["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let mut jsonl = String::new();
+    for (i, name) in names.iter().enumerate() {
+        let response = if i == 0 { "  return 1;\n".repeat(1_800_000) } else { "  return 1;".to_string() };
+        jsonl.push_str(&(serde_json::json!({"name": name, "response": response}).to_string() + "\n"));
+    }
+    let r = dir.path().join("huge.jsonl");
+    std::fs::write(&r, jsonl).unwrap();
+    let out = dir.path().join("run.json");
+    let script = format!("ulimit -v 1000000; exec {} score {} {} --quiet --out {}", common::bin(), s(&t), s(&r), s(&out));
+    let o = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(&format!("note: `{}`: the first 4000 lines of its answer were scored; the 1796000 after them", names[0])), "{err}");
+    let run = common::read(&out);
+    assert_eq!(run["targets"][0]["unread_lines"], 1_796_000, "{}", run["targets"][0]);
+}

@@ -144,6 +144,10 @@ fn score_all(targets: &TargetsFile, mut answers: HashMap<String, Answer>, opts: 
         // and joins any the server gave apart.
         let split = reasoning::split(&a.response);
         let s = score::score_raw(split.answer, &t.header, &t.expected, &t.extra_window, opts);
+        if let Some(n) = s.unread_lines {
+            let read = score::answer_line_cap(t.expected.len() + t.extra_window.len());
+            eprintln!("note: `{}`: the first {read} lines of its answer were scored; the {n} after them cannot change its score and were not read", t.name);
+        }
         let mut r = TargetResult::new(t, split.answer.to_string(), s);
         r.invalid_utf8 = a.invalid_utf8;
         let parts: Vec<String> = a.reasoning.into_iter().chain(split.reasoning).collect();
