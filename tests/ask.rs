@@ -174,7 +174,7 @@ fn write_response(mut stream: TcpStream, status: u16, headers: &[(&str, String)]
 
 /// An OpenAI answer holding `text`, in the shape the request's endpoint uses.
 fn answer(req: &Req, text: &str) -> Reply {
-    let choice = if req.path.ends_with("/chat/completions") {
+    let choice = if req.path.split('?').next().unwrap_or_default().ends_with("/chat/completions") {
         json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"})
     } else {
         json!({"index": 0, "text": text, "finish_reason": "stop"})
@@ -885,4 +885,45 @@ fn concurrency_2_keeps_two_requests_in_flight_and_no_more() {
     assert!(since(0, 2) >= STALL, "three requests in flight: {:?}", since(0, 2));
     assert!(since(1, 3) >= STALL, "three requests in flight: {:?}", since(1, 3));
     assert_eq!(answered(&out), names(&t).into_iter().collect());
+}
+
+/// A base URL with credentials and a proxy's query: the API path goes before
+/// the query, and the credentials appear in no message, hint, run file or
+/// report. An answer over 64 MiB, and one whose gzip encoding is broken, fail
+/// their own targets only; the others are asked and answered.
+#[test]
+fn url_queries_and_credentials_and_bad_bodies() {
+    let (dir, tpath, t) = targets(DENSE, 4);
+    let all = names(&t);
+    let (huge, broken) = (all[1].clone(), all[2].clone());
+    let echo_all = echo(&t);
+    let server = serve(None, move |req, n| {
+        if req.target() == huge {
+            Reply::Bytes(vec![b' '; (64 << 20) + 10])
+        } else if req.target() == broken {
+            Reply::Http(200, vec![("Content-Encoding", "gzip".into())], "this is not gzip".into())
+        } else {
+            echo_all(req, n)
+        }
+    });
+    let url = server.url.replace("http://", "http://user:s3cr3t@") + "/proxy/?token=abc";
+    let out = dir.path().join("r.jsonl");
+    let o = ask(&tpath, &out, &url, &["--retries", "0"]);
+    let err = fails(&o);
+    assert!(server.requests().iter().all(|r| r.path == "/proxy/v1/chat/completions?token=abc"), "{:?}", server.requests().iter().map(|r| r.path.clone()).collect::<Vec<_>>());
+    assert!(err.contains(&format!("{}: the server's answer is larger than 64 MiB", all[1])), "{err}");
+    assert!(err.contains(&format!("{}: the server's answer", all[2])), "{err}");
+    assert!(err.contains("2 of 4 target(s) asked failed"), "{err}");
+    assert_eq!(answered(&out).len(), 2);
+    assert!(!err.contains("s3cr3t") && !text(&o.stdout).contains("s3cr3t"), "the password leaked: {err}");
+
+    // Once all are answered, the hint to score them and the scored run file
+    // name the server without its credentials.
+    let fixed = serve(None, echo(&t));
+    let fixed_url = fixed.url.replace("http://", "http://user:s3cr3t@");
+    let o = ask(&tpath, &out, &fixed_url, &[]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success() && err.contains(&format!("--url {}", fixed.url)) && !err.contains("s3cr3t"), "{err}");
+    let run = score(dir.path(), &tpath, &out, &["--url", &fixed_url]);
+    assert_eq!(run["manifest"]["external"]["url"], fixed.url.as_str(), "{}", run["manifest"]);
 }

@@ -72,6 +72,8 @@ enum Try {
 pub struct Asker {
     agent: ureq::Agent,
     endpoint: String,
+    /// The endpoint as messages show it: without credentials.
+    shown: String,
     model: Option<String>,
     api: ApiKind,
     max_tokens: usize,
@@ -93,6 +95,7 @@ impl Asker {
         Asker {
             agent: config.into(),
             endpoint: o.endpoint.clone(),
+            shown: super::without_credentials(&o.endpoint),
             model: o.model.clone(),
             api: o.api,
             max_tokens: o.max_tokens,
@@ -104,8 +107,13 @@ impl Asker {
         }
     }
 
-    /// Replaces every occurrence of the API key in a message.
+    /// Replaces every occurrence of the API key, and of the URL's
+    /// credentials, in a message.
     fn redact(&self, msg: String) -> String {
+        let msg = match self.endpoint.len() - self.shown.len() {
+            0 => msg,
+            _ => msg.replace(self.endpoint.as_str(), &self.shown),
+        };
         match &self.key {
             Some(k) if !k.is_empty() => msg.replace(k.as_str(), "[API key]"),
             _ => msg,
@@ -199,14 +207,22 @@ impl Asker {
             .and_then(|v| v.to_str().ok())
             .and_then(|s| s.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
+        // A body too large or not decodable is this answer's failure, not
+        // the server's: the other targets are still asked.
         let bytes = match resp.body_mut().with_config().limit(BODY_LIMIT).read_to_vec() {
             Ok(b) => b,
+            Err(ureq::Error::BodyExceedsLimit(_)) => {
+                return Try::Failed(format!("the server's answer is larger than {} MiB; it was not read", BODY_LIMIT >> 20));
+            }
+            Err(ureq::Error::Decompress(what, e)) => {
+                return Try::Failed(self.redact(format!("the server's answer could not be decompressed ({what}: {e})")));
+            }
             Err(e) => return self.transport_error(e),
         };
         // Redacted before anything cuts it short: a key that crossed the cut
         // would no longer be whole, and its start would be printed.
         let text = self.redact(String::from_utf8_lossy(&bytes).into_owned());
-        let endpoint = self.endpoint.clone();
+        let endpoint = self.shown.clone();
         match status {
             200..=299 => match parse_answer(&text, self.api) {
                 Ok(mut a) => {
@@ -227,17 +243,17 @@ impl Asker {
     }
 
     fn transport_error(&self, e: ureq::Error) -> Try {
-        let endpoint = self.endpoint.clone();
+        let endpoint = self.shown.clone();
         match e {
             ureq::Error::Timeout(_) => Try::Fatal(ServerError::Timeout { endpoint, seconds: self.timeout }),
             ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound | ureq::Error::Protocol(_) => {
                 Try::Again {
-                    why: format!("cannot reach {endpoint}: {e}"),
+                    why: self.redact(format!("cannot reach {endpoint}: {e}")),
                     retry_after: None,
                     unreachable: true,
                 }
             }
-            other => Try::Fatal(ServerError::Other { endpoint, why: other.to_string() }),
+            other => Try::Fatal(ServerError::Other { endpoint, why: self.redact(other.to_string()) }),
         }
     }
 }

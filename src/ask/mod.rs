@@ -86,28 +86,43 @@ pub struct AskOptions {
 #[error("`{0}`: expected http://HOST:PORT or https://HOST")]
 pub struct BadUrl(pub String);
 
-/// The endpoint for `url` (a server's base URL; a trailing `/v1` is accepted).
+/// The endpoint for `url` (a server's base URL; a trailing `/v1` is
+/// accepted). The API path goes after the base URL's own path and before
+/// its query (a proxy's `?token=`), which is kept; a fragment is dropped.
 pub fn endpoint(url: &str, api: ApiKind) -> Result<String, BadUrl> {
-    let base = url.trim().trim_end_matches('/');
-    let base = base.strip_suffix("/v1").unwrap_or(base);
-    let host = base
-        .strip_prefix("http://")
-        .or_else(|| base.strip_prefix("https://"))
-        .filter(|h| !h.is_empty() && !h.starts_with('/'));
-    if host.is_none() {
-        return Err(BadUrl(url.to_string()));
+    let bad = || BadUrl(without_credentials(url));
+    let mut u = url::Url::parse(url.trim()).map_err(|_| bad())?;
+    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none_or(str::is_empty) || u.port() == Some(0) {
+        return Err(bad());
     }
+    let base = u.path().trim_end_matches('/');
+    let base = base.strip_suffix("/v1").unwrap_or(base).to_string();
     let path = match api {
         ApiKind::Chat => "chat/completions",
         ApiKind::Completion => "completions",
     };
-    let endpoint = format!("{base}/v1/{path}");
-    // What the HTTP client would refuse only at the first request (a space
-    // in the host, a port past 65535) is refused here, before any work.
+    u.set_path(&format!("{base}/v1/{path}"));
+    u.set_fragment(None);
+    let endpoint = u.to_string();
+    // What the HTTP client would refuse only at the first request is
+    // refused here, before any work.
     match endpoint.parse::<ureq::http::Uri>() {
         Ok(uri) if uri.host().is_some_and(|h| !h.is_empty()) && port_ok(uri.authority()) => Ok(endpoint),
-        _ => Err(BadUrl(url.to_string())),
+        _ => Err(bad()),
     }
+}
+
+/// `url` without the `user:password@` of its authority, for anything shown
+/// or recorded (messages, hints, run files, reports): credentials in a URL
+/// are as secret as an API key.
+pub fn without_credentials(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        if let Some(at) = authority.rfind('@') {
+            return format!("{scheme}://{}", &rest[at + 1..]);
+        }
+    }
+    url.to_string()
 }
 
 /// Whether the authority's port, if it has one, is a port (1 to 65535).
@@ -424,5 +439,16 @@ mod tests {
         assert!(endpoint("http://", ApiKind::Chat).is_err());
         assert!(endpoint("http://exa mple:1", ApiKind::Chat).is_err());
         assert!(endpoint("http://h:99999", ApiKind::Chat).is_err());
+        assert!(endpoint("http://h:0", ApiKind::Chat).is_err());
+        assert!(endpoint("ftp://h:1", ApiKind::Chat).is_err());
+        // The path goes before a proxy's query, after the base URL's own path.
+        assert_eq!(endpoint("http://h:1/proxy/?token=a&b=c", ApiKind::Chat).unwrap(), "http://h:1/proxy/v1/chat/completions?token=a&b=c");
+        assert_eq!(endpoint("https://h/v1?k=1#frag", ApiKind::Completion).unwrap(), "https://h/v1/completions?k=1");
+        // Credentials stay in the request's URL and leave every shown one.
+        assert_eq!(endpoint("http://u:p@h:1", ApiKind::Chat).unwrap(), "http://u:p@h:1/v1/chat/completions");
+        assert_eq!(without_credentials("http://u:p%40x@h:1/a?b=c@d"), "http://h:1/a?b=c@d");
+        assert_eq!(without_credentials("http://h:1/a@b"), "http://h:1/a@b");
+        assert_eq!(without_credentials("not a url"), "not a url");
+        assert_eq!(endpoint("http://u:secret@exa mple:1", ApiKind::Chat).unwrap_err().to_string(), "`http://exa mple:1`: expected http://HOST:PORT or https://HOST");
     }
 }

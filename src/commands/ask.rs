@@ -129,7 +129,7 @@ fn conclude(args: &AskArgs, tally: &ask::Tally, before: usize, total: usize, ask
         "score them: posrecall score {} {} --url {}{}",
         args.targets.display(),
         args.out.display(),
-        args.url,
+        ask::without_credentials(&args.url),
         args.model.as_deref().map(|m| format!(" --model {m}")).unwrap_or_default()
     );
     Ok(())

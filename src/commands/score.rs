@@ -114,7 +114,8 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
             params,
             runtime: Runtime::current(),
             external: (args.url.is_some() || args.model.is_some()).then(|| External {
-                url: args.url.clone(),
+                // Credentials in a URL are not recorded (reports show it).
+                url: args.url.as_deref().map(crate::ask::without_credentials),
                 model: args.model.clone(),
             }),
             reference: None,
