@@ -242,3 +242,29 @@ fn prompt_prints_what_the_model_is_given() {
     assert!(short.contains("lines of the file not shown") && short.len() < text.len());
     assert!(short.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
 }
+
+/// Thinking on, with a template whose prompt leaves the model to open its
+/// reasoning (Qwen 3): SmolLM2 never writes `<think>`, so its answers have no
+/// reasoning to spend a budget on and get the answer budget alone (they got
+/// the think budget on top of it).
+#[test]
+fn an_answer_that_never_reasons_gets_no_reasoning_budget() {
+    let _g = serial();
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = dir.path().join("run.json");
+    let (qwen3, dense, model) = (collection_template(QWEN3), fixture("dense.js"), smollm2());
+    let o = posrecall(&[
+        "bench", s(&model), "--corpus", s(&dense), "--crop-lines", "1:80", "--count", "2", "--lines", "4",
+        "--chat-template", s(&qwen3), "--think", "on", "--think-budget", "64", "--max-new-tokens", "12",
+        "--no-forced", "-q", "-o", s(&out),
+    ]);
+    ok(&o);
+    let run = read(&out);
+    assert_eq!(run["manifest"]["params"]["think_budget"], 64);
+    for t in run["targets"].as_array().unwrap() {
+        let response = t["response"].as_str().unwrap();
+        assert!(!response.trim_start().starts_with("<think>"), "{t}");
+        assert!(t["reasoning_tokens"].as_u64().unwrap_or(0) == 0, "{t}");
+        assert!(t["generated_tokens"].as_u64().unwrap() <= 12, "an answer without reasoning took the think budget: {t}");
+    }
+}

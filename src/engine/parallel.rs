@@ -154,7 +154,7 @@ impl Session<'_> {
                 let piece = vocab.token_to_piece(tok, false, None);
                 let ends_line = piece.contains(&b'\n');
                 slot.bytes.extend_from_slice(&piece);
-                if slot.tokens.len() >= limit.max_new
+                if slot.tokens.len() >= super::session::answer_cap(self.span_budget.as_ref(), limit.max_new, &slot.bytes)
                     || (ends_line && !limit.fixed && stop(slot.job, &String::from_utf8_lossy(&slot.bytes)))
                 {
                     break true;

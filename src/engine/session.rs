@@ -221,6 +221,16 @@ impl PortableSnapshot {
     }
 }
 
+/// The most tokens an answer that begins with `bytes` may take: `max_new`
+/// (the answer's budget plus the span's), less the span's budget once the
+/// answer shows it never opens the span; it has no reasoning to spend it on.
+pub(super) fn answer_cap(span: Option<&SpanBudget>, max_new: usize, bytes: &[u8]) -> usize {
+    match span {
+        Some(b) if b.never_opened(bytes) => max_new.saturating_sub(b.budget).max(1),
+        _ => max_new,
+    }
+}
+
 /// A span the answer opens (or the prompt opened) and must close within
 /// `budget` generated tokens: when the budget is spent and the span is still
 /// open, `close` is fed as if generated, and generation goes on after it.
@@ -237,6 +247,18 @@ pub struct SpanBudget {
 }
 
 impl SpanBudget {
+    /// Whether an answer that begins with `bytes` has shown that it does not
+    /// open the span (and the prompt did not): its start is neither the
+    /// opening text nor on the way to it.
+    fn never_opened(&self, bytes: &[u8]) -> bool {
+        if self.opened_in_prompt {
+            return false;
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let t = text.trim_start();
+        !t.is_empty() && !t.starts_with(&self.open) && !self.open.starts_with(t)
+    }
+
     /// Whether an answer of `n` tokens and text `bytes` must be closed now.
     fn due(&self, n: usize, bytes: &[u8]) -> bool {
         if n < self.budget || self.close.is_empty() {
@@ -590,6 +612,7 @@ impl<'m> Session<'m> {
         let mut batch = LlamaBatch::new(1 + close_len.max(draft_room), 1);
         let mut closed = false;
         let mut tok = sampler.sample(&self.ctx, ((query.len() - 1) % self.n_batch) as i32);
+        let span = self.span_budget.clone();
         // Takes a sampled token into the answer; true when the answer ends
         // before it, with it, or at the length limit.
         let take = |tok: LlamaToken, tokens: &mut Vec<LlamaToken>, bytes: &mut Vec<u8>, ids: &mut Vec<i32>| -> bool {
@@ -601,7 +624,7 @@ impl<'m> Session<'m> {
             let piece = vocab.token_to_piece(tok, false, None);
             let ends_line = piece.contains(&b'\n');
             bytes.extend_from_slice(&piece);
-            (ends_line && !limit.fixed && stop(&String::from_utf8_lossy(bytes))) || tokens.len() == max_new
+            (ends_line && !limit.fixed && stop(&String::from_utf8_lossy(bytes))) || tokens.len() >= answer_cap(span.as_ref(), max_new, bytes)
         };
         loop {
             if take(tok, &mut tokens, &mut bytes, &mut ids) {
