@@ -6,7 +6,7 @@
 //! is `head + kept + mid`, each question's suffix is `question + tail`.
 
 use crate::targets::Target;
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 
 /// The question (docs/METHOD.md §3, Prompts), with LINES and the blank-line rule spelled out.
 pub fn query(name: &str, lines: usize, skip_blank: bool) -> String {
@@ -290,6 +290,15 @@ pub fn split_frame(rendered: &str, renderer: &str, line_comment: &'static str) -
     let (between, tail) = rest
         .split_once(QUERY_MARK)
         .ok_or_else(|| anyhow!("the chat template dropped the question"))?;
+    // A template that renders the message more than once (or changes the
+    // stand-ins) would leave them in the prompt, and the model would be sent
+    // posrecall's internal text instead of the file: refused.
+    if [head, between, tail].iter().any(|part| part.contains("\u{1}POSRECALL-")) {
+        bail!(
+            "the chat template renders the user message more than once, or changes it; posrecall cannot cut the file \
+             out of such a prompt (give a template that renders the message once, or use the completion probe)"
+        );
+    }
     // `between` is the "\n\n" of the message; with_final_newline supplies the first.
     let mid = between
         .strip_prefix('\n')

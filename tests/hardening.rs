@@ -806,3 +806,19 @@ fn a_huge_answer_is_scored_in_bounded_memory() {
     let run = common::read(&out);
     assert_eq!(run["targets"][0]["unread_lines"], 1_796_000, "{}", run["targets"][0]);
 }
+
+/// A template that renders the message twice would have sent posrecall's
+/// stand-in text to the model (the second copy stayed in the prompt, with a
+/// note): refused, for `prompt` and `bench` alike, before any prefill.
+#[test]
+fn a_template_that_renders_the_message_twice_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let twice = dir.path().join("twice.jinja");
+    std::fs::write(&twice, "{% for m in messages %}<|user|>{{ m.content }}\n{{ m.content }}<|end|>{% endfor %}<|assistant|>").unwrap();
+    let (model, dense, out) = (smollm2(), fixture("dense.js"), dir.path().join("run.json"));
+    let prompt = posrecall(&["prompt", s(&model), "--corpus", s(&dense), "--target", "memoizeLast", "--chat-template", s(&twice)]);
+    refused(&prompt, "renders the user message more than once");
+    let bench = posrecall(&["bench", s(&model), "--corpus", s(&dense), "--count", "1", "--chat-template", s(&twice), "-q", "--out", s(&out)]);
+    refused(&bench, "renders the user message more than once");
+    assert!(!out.exists());
+}
