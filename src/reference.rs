@@ -125,7 +125,14 @@ impl Identity {
         if (self.crop.first_line, self.crop.last_line, &self.crop.sha256)
             != (ours.crop.first_line, ours.crop.last_line, &ours.crop.sha256)
         {
-            return Err(Mismatch::Crop { theirs: lines(&self.crop), ours: lines(&ours.crop) });
+            // The same lines with other text: renamed identifiers (--rename)
+            // or an edited range; "lines 1..306, this run keeps lines 1..306"
+            // said nothing.
+            let theirs = match (self.crop.first_line, self.crop.last_line) == (ours.crop.first_line, ours.crop.last_line) {
+                true => format!("{} with other text: renamed identifiers or another file", lines(&self.crop)),
+                false => lines(&self.crop),
+            };
+            return Err(Mismatch::Crop { theirs, ours: lines(&ours.crop) });
         }
         if self.probe != ours.probe {
             return Err(Mismatch::Probe { theirs: self.probe.clone(), ours: ours.probe.clone() });
@@ -378,6 +385,12 @@ mod tests {
         assert_eq!(
             a.check(&b).unwrap_err().to_string(),
             "it kept other lines of the corpus (lines 1..9, this run keeps lines 1..8)"
+        );
+        b = a.clone();
+        b.crop.sha256 = "renamed".into();
+        assert_eq!(
+            a.check(&b).unwrap_err().to_string(),
+            "it kept other lines of the corpus (lines 1..9 with other text: renamed identifiers or another file, this run keeps lines 1..9)"
         );
         b = a.clone();
         b.n_vocab = 11;

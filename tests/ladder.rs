@@ -265,6 +265,13 @@ fn the_ladder_stops_where_the_corpus_or_the_context_ends_and_says_so() {
     assert_eq!(rs.len(), 2, "{rs:?}");
     assert!(u(&rs[1]["prefix_tokens"]) < 1024 && u(&rs[1]["prefix_tokens"]) > u(&rs[0]["prefix_tokens"]));
     assert_eq!(u(&run["manifest"]["context"]["n_ctx"]), 1024);
+
+    // Lines kept by hand: the note names them, not the context.
+    let out = dir.path().join("crop.json");
+    let o = bench(&smollm2(), &corpus, &["--lengths", "768,64k", "--crop-lines", "1:120", "--kv", "f16"], Some(&out));
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("(the end of the kept lines 1..120)") && !err.contains("what fits the context"), "{err}");
 }
 
 #[test]

@@ -202,7 +202,18 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
     share_one_context(&mut rungs);
     let whole_corpus = last_max + 1 == corpus.line_count();
     let short = top_cut_short(model, corpus, rungs.last().expect("not empty"), last_max, whole_corpus);
-    let stopped = stop_note(&rungs, &dropped, short, whole_corpus, longest.n_ctx);
+    // What bounded the longest window: the corpus's end, the lines kept by
+    // hand, the cap on the kept prefix, or else the context.
+    let bound = if whole_corpus {
+        "the end of the corpus".to_string()
+    } else if let Some(r) = o.target.crop_lines {
+        format!("the end of the kept lines {}..{}", r.first, r.last)
+    } else if let Some(cap) = o.max_prefix_tokens.filter(|&cap| longest.prefix_tokens.len() + 64 >= cap) {
+        format!("the cap of {cap} tokens on the kept prefix")
+    } else {
+        format!("what fits the context of {} tokens with the answer budget", longest.n_ctx)
+    };
+    let stopped = stop_note(&rungs, &dropped, short, &bound);
     Ok(Ladder { rungs, stopped })
 }
 
@@ -247,15 +258,11 @@ fn asked_lengths(lengths: &Lengths, fits: usize, shortest_that_works: impl Fn() 
 }
 
 /// Why the ladder stops before the lengths asked for, when it does.
-fn stop_note(rungs: &[Rung], dropped: &[usize], short: bool, whole_corpus: bool, n_ctx: u32) -> Option<String> {
+fn stop_note(rungs: &[Rung], dropped: &[usize], short: bool, why: &str) -> Option<String> {
     let top = rungs.last()?;
     if !short && dropped.is_empty() {
         return None;
     }
-    let why = match whole_corpus {
-        true => "the end of the corpus".to_string(),
-        false => format!("what fits the context of {n_ctx} tokens with the answer budget"),
-    };
     let mut note = format!("the ladder stops at {} tokens ({why})", top.plan.prefix_tokens.len());
     if !dropped.is_empty() {
         let d: Vec<String> = dropped.iter().map(|&n| label(n)).collect();

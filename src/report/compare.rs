@@ -204,8 +204,12 @@ pub fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) ->
         bail!("cannot compare {an} and {bn}: they have no targets");
     }
     let lengths = |r: &RunFile| r.ladder.as_ref().map(|l| l.rungs.iter().map(|g| g.length).collect::<Vec<_>>());
+    let show = |l: Option<Vec<usize>>| match l {
+        None => "one window, no ladder".to_string(),
+        Some(v) => format!("lengths {}", v.iter().map(|&n| crate::run::length_label(n)).collect::<Vec<_>>().join(", ")),
+    };
     if lengths(a) != lengths(b) {
-        bail!("cannot compare {an} and {bn}: they were asked at different lengths ({:?} vs {:?})", lengths(a), lengths(b));
+        bail!("cannot compare {an} and {bn}: they were asked at different lengths ({} against {})", show(lengths(a)), show(lengths(b)));
     }
     Ok(())
 }
