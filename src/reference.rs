@@ -322,6 +322,36 @@ mod tests {
         TopK { ids: vec![x, x + 1], logprobs: vec![-0.5, -1.5], rest: 1.0 - (-0.5f32).exp() - (-1.5f32).exp() }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Any one byte of a reference changed, with its checksum made to
+        /// match (as a hostile or careless user could), is refused or read;
+        /// what is read holds only distributions and the header's counts.
+        #[test]
+        fn a_damaged_reference_with_a_matching_checksum_reads_only_distributions(at in 0usize..4096, byte in proptest::prelude::any::<u8>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("ref.bin");
+            save(&path, &header(2, &[2, 1]), &[vec![entry(1), entry(3)], vec![entry(5)]]).unwrap();
+            let mut bytes = std::fs::read(&path).unwrap();
+            let i = at % bytes.len();
+            bytes[i] = byte;
+            std::fs::write(&path, &bytes).unwrap();
+            std::fs::write(sidecar(&path), format!("{}\n", crate::fsutil::sha256_hex(&bytes))).unwrap();
+            if let Ok(r) = Reference::load(&path) {
+                let n_vocab = r.header.identity.n_vocab;
+                proptest::prop_assert_eq!(r.entries.len(), r.header.targets.len());
+                for (t, records) in r.header.targets.iter().zip(&r.entries) {
+                    proptest::prop_assert_eq!(records.len(), t.scored);
+                    proptest::prop_assert!(t.scored <= t.tokens.len());
+                    for rec in records {
+                        proptest::prop_assert!(check_record(rec, n_vocab).is_ok(), "{:?}", rec);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn records_that_are_not_distributions_are_refused_whatever_the_checksum() {
         let dir = tempfile::tempdir().unwrap();

@@ -146,7 +146,9 @@ fn the_stored_top_k_bounds_the_full_vocabulary_divergence() {
         assert!(y <= &(x + 1e-6), "token {i}: the top-256 figure {y} is above the exact {x}");
     }
     let (em, bm) = (kld(&exact, 0)["mean"].as_f64().unwrap(), kld(&bound, 0)["mean"].as_f64().unwrap());
-    assert!(em > 0.0 && (em - bm) / em < 0.05, "exact {em}, top-256 {bm}: the bound should be within 5%");
+    // Measured 1.81% below on this target (escapeHtml: 1.9%, docs/METHOD.md);
+    // a bound that loosened past 2.5% would no longer be the README's figure.
+    assert!(em > 0.0 && (em - bm) / em < 0.025, "exact {em}, top-256 {bm}: the bound should be within 2.5%");
 }
 
 #[test]

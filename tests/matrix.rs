@@ -598,7 +598,15 @@ fn a_model_reference_run_measures_its_other_kv_types() {
     assert_eq!(measured["manifest"]["reference"]["path"], out.join("smollm2__f16-f16.ref").to_str().unwrap());
     for t in measured["targets"].as_array().unwrap() {
         let k = &t["forced"]["kld"];
-        assert!(k["mean"].as_f64().unwrap() >= 0.0 && k["tokens"].as_array().unwrap().len() > 10, "{k}");
+        let tokens: Vec<f64> = k["tokens"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let (mean, max) = (k["mean"].as_f64().unwrap(), k["max"].as_f64().unwrap());
+        // q8_0 is not f16: a divergence of exactly 0 would mean the run was
+        // compared with itself or not at all. The summary is its tokens'.
+        assert!(tokens.len() > 10 && mean > 0.0 && mean < 0.5, "{k}");
+        let recomputed = tokens.iter().sum::<f64>() / tokens.len() as f64;
+        assert!((mean - recomputed).abs() < 1e-6, "mean {mean}, its tokens' mean {recomputed}");
+        assert!((max - tokens.iter().copied().fold(0.0, f64::max)).abs() < 1e-6, "{k}");
+        assert_eq!(k["line_mean"].as_array().unwrap().len(), 6, "{k}");
     }
     assert!(stdout.contains("KLD mean") && stdout.contains("Q4_1.gguf f16/f16"), "{stdout}");
 
