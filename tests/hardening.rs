@@ -406,7 +406,26 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
         vec!["matrix", text],
         vec!["matrix", dense, "--shard", "3/2"],
         vec!["matrix", dense, "--shard", "0"],
+        // The newer flags: drafts, context extension, hub references, URLs.
+        vec!["bench", missing, "--draft", "oracle"],
+        vec!["bench", missing, "--draft", ""],
+        vec!["bench", missing, "--draft", "none", "--check-draft"],
+        vec!["bench", missing, "--rope-scaling", "ntk"],
+        vec!["bench", missing, "--rope-scaling", "yarn", "--rope-scale", "0.5"],
+        vec!["prompt", missing, "--target", "x", "--rope-scaling", "?"],
+        vec!["bench", "org/", "--corpus", dense],
+        vec!["bench", "org/repo:", "--corpus", dense],
+        vec!["bench", "org/repo@", "--corpus", dense],
+        vec!["bench", "org/repo/file.txt", "--corpus", dense],
+        vec!["ask", t, "--url", "ftp://127.0.0.1:9"],
+        vec!["ask", t, "--url", "http://127.0.0.1:0"],
+        vec!["ask", t, "--url", "http://user:secret@exa mple:9"],
     ];
+    for flag in ["--draft-max", "--rope-scale", "--rope-freq-base", "--rope-freq-scale", "--yarn-orig-ctx"] {
+        for n in numbers {
+            cases.push(vec!["bench", missing, flag, n]);
+        }
+    }
     for flag in ["--count", "--lines", "--pass"] {
         for n in numbers {
             cases.push(vec!["targets", dense, flag, n]);

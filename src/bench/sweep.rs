@@ -271,8 +271,9 @@ fn made_by(reference: &Reference, model: &Model, r: &SweepRun) -> std::result::R
 }
 
 /// Whether a finished run file may stand for the run `spec` describes: a
-/// reference run also needs its reference file, a measured run a record of
-/// its reference.
+/// reference run also needs the reference file it writes ([`made_by`]), a
+/// measured run the reference file it was measured against (decided when
+/// its turn comes: [`Kept::IfReferenceIs`]).
 fn keeps(ctx: &Ctx, r: &SweepRun, model: &Model, existing: &RunFile, spec: &RunSpec, planned: &Planned) -> Kept {
     let finished = is_finished(existing, &spec.manifest(), &planned.targets())
         && existing.ladder.is_some() == planned.is_ladder()
