@@ -110,9 +110,9 @@ impl Asker {
     /// Replaces every occurrence of the API key, and of the URL's
     /// credentials, in a message.
     fn redact(&self, msg: String) -> String {
-        let msg = match self.endpoint.len() - self.shown.len() {
-            0 => msg,
-            _ => msg.replace(self.endpoint.as_str(), &self.shown),
+        let msg = match self.shown == self.endpoint {
+            true => msg,
+            false => msg.replace(self.endpoint.as_str(), &self.shown),
         };
         match &self.key {
             Some(k) if !k.is_empty() => msg.replace(k.as_str(), "[API key]"),

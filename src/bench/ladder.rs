@@ -209,6 +209,8 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
     } else if let Some(r) = o.target.crop_lines {
         format!("the end of the kept lines {}..{}", r.first, r.last)
     } else if let Some(cap) = o.max_prefix_tokens.filter(|&cap| longest.prefix_tokens.len() + 64 >= cap) {
+        // The cap keeps whole lines, so a window it bounded ends within a
+        // line's tokens of it (64 is more than any line of the corpora here).
         format!("the cap of {cap} tokens on the kept prefix")
     } else {
         format!("what fits the context of {} tokens with the answer budget", longest.n_ctx)
