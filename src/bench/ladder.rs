@@ -202,9 +202,15 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
     share_one_context(&mut rungs);
     let whole_corpus = last_max + 1 == corpus.line_count();
     let short = top_cut_short(model, corpus, rungs.last().expect("not empty"), last_max, whole_corpus);
-    // What bounded the longest window: the corpus's end, the lines kept by
-    // hand, the cap on the kept prefix, or else the context.
-    let bound = if whole_corpus {
+    let bound = window_bound(o, &longest, whole_corpus);
+    let stopped = stop_note(&rungs, &dropped, short, &bound);
+    Ok(Ladder { rungs, stopped })
+}
+
+/// What bounded the longest window, for the ladder's stop note: the corpus's
+/// end, the lines kept by hand, the cap on the kept prefix, or else the context.
+fn window_bound(o: &PlanOptions, longest: &Plan, whole_corpus: bool) -> String {
+    if whole_corpus {
         "the end of the corpus".to_string()
     } else if let Some(r) = o.target.crop_lines {
         format!("the end of the kept lines {}..{}", r.first, r.last)
@@ -214,9 +220,7 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
         format!("the cap of {cap} tokens on the kept prefix")
     } else {
         format!("what fits the context of {} tokens with the answer budget", longest.n_ctx)
-    };
-    let stopped = stop_note(&rungs, &dropped, short, &bound);
-    Ok(Ladder { rungs, stopped })
+    }
 }
 
 /// One context serves every window: the top window's plan (the one that
