@@ -159,9 +159,15 @@ fn a_snapshot_too_large_for_memory_is_refused_early() {
             .unwrap()
     };
     // The full snapshot (~1.3 MiB here) does not fit in 100 KiB; the lean one
-    // (the recurrent state, ~11 KiB) does.
+    // (the recurrent state alone) does. Its size, from the tiny models'
+    // dimensions (scripts/tiny_models.py): two Gated DeltaNet layers (0 and
+    // 2 of 4), each keeping f32 conv rows, (kernel 4 - 1) x (2 key dims of
+    // 2 heads x 16 + 4 value heads x 16), and a 16 x 16 state per value head.
+    let (kernel, k_heads, v_heads, head) = (4, 2, 4, 16);
+    let per_layer = 4 * ((kernel - 1) * (2 * k_heads * head + v_heads * head) + v_heads * head * head);
+    let lean_kib = format!("{:.1} KiB", (2 * per_layer) as f64 / 1024.0);
     let o = run(&["--restore", "full", "--snapshot-memory", "100KiB"]);
-    assert_clean_failure(&o, dir.path(), "--restore lean (11.0 KiB) fits");
+    assert_clean_failure(&o, dir.path(), &format!("--restore lean ({lean_kib}) fits"));
     // Not even the lean one fits in 4 KiB, whatever the prefix.
     let o = run(&["--snapshot-memory", "4KiB"]);
     assert_clean_failure(&o, dir.path(), "no prefix fits");
