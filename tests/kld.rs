@@ -177,6 +177,25 @@ fn a_reference_for_other_settings_or_damaged_is_refused() {
     refuse(&gemma3(), &only, "another vocabulary (49152 tokens, against 262144 here)");
     refuse(&m, &["--count", "4", "--lines", "8", "--only", "formatDuration", "--no-forced"], "drop --no-forced");
 
+    // Another build of the same model is accepted: llama-quantize's Q8_0 of
+    // the Q4_1 file (scripts/quantize) has the same vocabulary and other
+    // weights, so it is measured against the Q4_1 run's reference, with a
+    // note that the divergence measures the two builds too.
+    let requantised = tool_test_model("quantize").unwrap_or_else(|e| panic!("{e}"));
+    let o = bench(&requantised, "dense.js", &[&only[..], &["--kv", "f16", "--reference", &reference, "--out", &out]].concat());
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("note: the reference was made by another model file (SmolLM2-135M-Instruct.Q4_1"), "{err}");
+    let r = read(Path::new(&out));
+    assert_eq!(r["manifest"]["model"]["file_type"], "Q8_0", "{}", r["manifest"]["model"]);
+    assert_eq!(r["manifest"]["reference"]["build"], "SmolLM2-135M-Instruct.Q4_1.gguf", "{}", r["manifest"]["reference"]);
+    assert_ne!(r["manifest"]["reference"]["model_sha256"], r["manifest"]["model"]["sha256"]);
+    let k = kld(&r, 0);
+    assert_eq!(tokens(k).len(), r["targets"][0]["forced"]["tokens"].as_u64().unwrap() as usize);
+    // Other weights: the distributions move.
+    assert!(k["mean"].as_f64().unwrap() > 0.0, "{k}");
+    std::fs::remove_file(&out).unwrap();
+
     // One flipped byte, then no sidecar: refused before the model is loaded.
     let mut bytes = std::fs::read(p("ref")).unwrap();
     let middle = bytes.len() / 2;

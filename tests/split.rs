@@ -10,29 +10,12 @@ use common::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The first part of the split SmolLM2, made once per test process.
 fn split_smollm2() -> PathBuf {
     static MADE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    MADE.get_or_init(|| {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gguf-split");
-        // The tool is compiled against this build's llama.cpp: the target
-        // folder holding the binary under test.
-        let target = Path::new(bin()).parent().and_then(Path::parent).expect("target/release/posrecall");
-        let o = Command::new(&script)
-            .arg("--test-model")
-            .env("CARGO_TARGET_DIR", target)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if !o.status.success() {
-            return Err(format!("{} failed: {}", script.display(), String::from_utf8_lossy(&o.stderr)));
-        }
-        Ok(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-    })
-    .clone()
-    .unwrap_or_else(|e| panic!("{e}"))
+    MADE.get_or_init(|| tool_test_model("gguf-split")).clone().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn parts(first: &Path) -> Vec<PathBuf> {

@@ -204,6 +204,24 @@ pub fn tiny_hybrids() -> Vec<(String, PathBuf)> {
     built.clone().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A test model made by one of llama.cpp's own tools (`scripts/NAME
+/// --test-model`: gguf-split's split SmolLM2, quantize's requantised one),
+/// the tool compiled against this build's llama.cpp: the target folder
+/// holding the binary under test.
+pub fn tool_test_model(script_name: &str) -> Result<PathBuf, String> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts").join(script_name);
+    let target = Path::new(bin()).parent().and_then(Path::parent).expect("target/release/posrecall");
+    let o = Command::new(&script)
+        .arg("--test-model")
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !o.status.success() {
+        return Err(format!("{} failed: {}", script.display(), String::from_utf8_lossy(&o.stderr)));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+}
+
 /// Generation up to `max_new` tokens, stopping at end-of-generation.
 pub fn free(max_new: usize) -> posrecall::engine::session::Limit {
     posrecall::engine::session::Limit { max_new, fixed: false }
