@@ -45,6 +45,13 @@ pub struct Markers {
 }
 
 impl Markers {
+    /// Every text the markers are made of (the opening and closing markers
+    /// and what is fed to close), where a control token of the vocabulary
+    /// may spell a part.
+    pub fn texts(&self) -> Vec<String> {
+        vec![self.open.to_string(), self.close.to_string(), self.closing.clone()]
+    }
+
     fn tags(open: &'static str, close: &'static str, opened_in_prompt: bool) -> Markers {
         // The closing marker on its own line and a blank line, as these
         // models write it when they stop thinking (`\n</think>\n\n`).

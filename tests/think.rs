@@ -156,18 +156,45 @@ fn score_splits_reasoning_off_every_format() {
     assert!(r[4]["reasoning"].is_null());
 }
 
+/// SmolLM2 with `<think>` and `</think>` as control tokens of its vocabulary
+/// (`scripts/make-tiny-models --think-vocab`), as thinking models have them.
+fn think_vocab_smollm2() -> PathBuf {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/make-tiny-models");
+    let o = Command::new(&script).arg("--think-vocab").output().expect("scripts/make-tiny-models runs");
+    assert!(o.status.success(), "{} --think-vocab failed: {}", script.display(), String::from_utf8_lossy(&o.stderr));
+    PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
+}
+
 /// Thinking on, with a budget: the template opens the block (Qwen 3.5), the
 /// model reasons for the budget, the reasoning is closed as the family closes
 /// it (`\n</think>\n\n`), and the answer follows within its own budget.
 #[test]
 fn thinking_on_closes_the_reasoning_at_its_budget() {
     let _g = serial();
+    closes_the_reasoning_at_its_budget(&smollm2(), "1:80");
+}
+
+/// The same where `</think>` is a control token, which llama.cpp renders as
+/// nothing unless asked: the closing marker must still reach the answer's
+/// text, or the reasoning is never split off and the answer is lost.
+#[test]
+fn a_closing_marker_that_is_a_control_token_still_closes_the_reasoning() {
+    let _g = serial();
+    let model = think_vocab_smollm2();
+    let vocab = posrecall::engine::model::load_vocab(&model).unwrap();
+    assert_eq!(vocab.tokenize_rest("</think>").len(), 1, "</think> is one control token here");
+    // (Lines 1..100: in lines 1..80 this vocabulary's SmolLM2 ends one of
+    // its two answers before its first token, leaving nothing to close.)
+    closes_the_reasoning_at_its_budget(&model, "1:100");
+}
+
+fn closes_the_reasoning_at_its_budget(model: &std::path::Path, crop: &str) {
     let dir = tempfile::TempDir::new().unwrap();
     let out = dir.path().join("run.json");
     let qwen = collection_template(QWEN35);
-    let (dense, model) = (fixture("dense.js"), smollm2());
+    let dense = fixture("dense.js");
     let o = posrecall(&[
-        "bench", s(&model), "--corpus", s(&dense), "--crop-lines", "1:80", "--count", "2", "--lines", "4",
+        "bench", s(model), "--corpus", s(&dense), "--crop-lines", crop, "--count", "2", "--lines", "4",
         "--chat-template", s(&qwen), "--think", "on", "--think-budget", "8", "--max-new-tokens", "24",
         "--parallel", "2", "-q", "-o", s(&out),
     ]);
@@ -178,7 +205,7 @@ fn thinking_on_closes_the_reasoning_at_its_budget() {
     assert_eq!(m["runtime"]["template"]["variables"], json!({"enable_thinking": true}));
     // Closing at a budget runs one sequence at a time, and says so.
     assert!(m["runtime"]["parallel_fallback"].as_str().unwrap().contains("thinking on"), "{m}");
-    let vocab = posrecall::engine::model::load_vocab(&model).unwrap();
+    let vocab = posrecall::engine::model::load_vocab(model).unwrap();
     let close_tokens = vocab.tokenize_rest("\n</think>\n\n").len() as u64;
     let mut total = 0;
     for t in run["targets"].as_array().unwrap() {

@@ -146,6 +146,7 @@ pub(super) fn answer<'m>(
 ) -> Result<(Vec<TargetResult>, Session<'m>)> {
     let decoding = run.exec.decoding;
     session.span_budget = span_budget(run.model, run.plan);
+    session.marker_texts = run.plan.reasoning_markers.as_ref().map(|m| m.texts()).unwrap_or_default();
     let t = Instant::now();
     timings.snapshot_bytes = timings.snapshot_bytes.max(session.snapshot()?);
     timings.snapshot_ms += ms(t);
@@ -369,8 +370,15 @@ fn score_answer(run: &Run, target: &Target, text: &str, tokens: &[Token]) -> Tar
     let mut r = TargetResult::new(target, split.answer.to_string(), s);
     let answer_at = split.answer_offset(text);
     if let Some(reasoning) = split.reasoning {
-        let starts = token_starts(run.model, tokens);
-        r.reasoning_tokens = Some(starts.partition_point(|&s| s < answer_at));
+        // Where each token's text starts in the answer, as generation wrote
+        // it (a marker's control tokens count).
+        let markers = run.plan.reasoning_markers.as_ref().map(|m| m.texts()).unwrap_or_default();
+        let starts = run.model.answer_piece_lengths(tokens, &markers).into_iter().scan(0, |at, len| {
+            let start = *at;
+            *at += len;
+            Some(start)
+        });
+        r.reasoning_tokens = Some(starts.take_while(|&s| s < answer_at).count());
         r.reasoning = Some(reasoning);
     }
     r

@@ -355,6 +355,14 @@ impl Model {
             .collect()
     }
 
+    /// The byte length of each generated token's text in an answer
+    /// ([`answer_piece`]: control tokens that spell part of the reasoning
+    /// `markers` count), to find where the answer starts.
+    pub fn answer_piece_lengths(&self, tokens: &[llama_cpp_2::token::LlamaToken], markers: &[String]) -> Vec<usize> {
+        let vocab = self.model.vocab();
+        tokens.iter().map(|&t| answer_piece(&vocab, t, markers).len()).collect()
+    }
+
     /// The vocabulary's size and a sha256 over every token's text in id order
     /// (special tokens rendered): two models with the same fingerprint give
     /// the same ids to the same text, so their distributions compare.
@@ -384,4 +392,20 @@ impl Model {
             .apply_chat_template(&tmpl, &[msg], true)
             .context("llama.cpp could not apply the chat template")
     }
+}
+
+/// The text a generated token adds to an answer. llama.cpp renders a control
+/// token as nothing unless asked for special pieces; kept are those that
+/// spell part of a reasoning marker of the template (`<think>` where the
+/// vocabulary makes it a control token, gpt-oss's `<|channel|>`), since the
+/// reasoning is split off the answer by its markers' text. Other control
+/// tokens stay out of the text, which is scored as code.
+pub fn answer_piece(vocab: &llama_cpp_2::vocab::LlamaVocab<'_>, tok: llama_cpp_2::token::LlamaToken, markers: &[String]) -> Vec<u8> {
+    let piece = vocab.token_to_piece(tok, false, None);
+    if !piece.is_empty() || markers.is_empty() {
+        return piece;
+    }
+    let special = vocab.token_to_piece(tok, true, None);
+    let kept = !special.is_empty() && markers.iter().any(|m| m.as_bytes().windows(special.len()).any(|w| w == special.as_slice()));
+    if kept { special } else { piece }
 }

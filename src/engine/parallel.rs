@@ -151,7 +151,7 @@ impl Session<'_> {
                     break true;
                 }
                 slot.tokens.push(tok);
-                let piece = vocab.token_to_piece(tok, false, None);
+                let piece = super::model::answer_piece(&vocab, tok, &self.marker_texts);
                 let ends_line = piece.contains(&b'\n');
                 slot.bytes.extend_from_slice(&piece);
                 if slot.tokens.len() >= super::session::answer_cap(self.span_budget.as_ref(), limit.max_new, &slot.bytes)

@@ -169,6 +169,9 @@ pub struct Session<'m> {
     /// A span an answer must close within a budget of tokens (a thinking
     /// model's reasoning); [`Session::generate`] closes it when the budget is spent.
     pub span_budget: Option<SpanBudget>,
+    /// The texts of the template's reasoning markers: a control token that
+    /// spells part of one is kept in an answer's text (see [`super::model::answer_piece`]).
+    pub marker_texts: Vec<String>,
     /// The sliding-window cache keeps whole sequences (see
     /// [`Session::drafts_roll_back`]).
     swa_full: bool,
@@ -295,6 +298,7 @@ impl<'m> Session<'m> {
             restore_mode: RestoreMode::default(),
             snapshot: None,
             span_budget: None,
+            marker_texts: Vec::new(),
             swa_full: cfg.swa_full,
         })
     }
@@ -613,6 +617,7 @@ impl<'m> Session<'m> {
         let mut closed = false;
         let mut tok = sampler.sample(&self.ctx, ((query.len() - 1) % self.n_batch) as i32);
         let span = self.span_budget.clone();
+        let markers = &self.marker_texts.clone();
         // Takes a sampled token into the answer; true when the answer ends
         // before it, with it, or at the length limit.
         let take = |tok: LlamaToken, tokens: &mut Vec<LlamaToken>, bytes: &mut Vec<u8>, ids: &mut Vec<i32>| -> bool {
@@ -621,7 +626,7 @@ impl<'m> Session<'m> {
             }
             tokens.push(tok);
             ids.push(tok.0);
-            let piece = vocab.token_to_piece(tok, false, None);
+            let piece = super::model::answer_piece(&vocab, tok, markers);
             let ends_line = piece.contains(&b'\n');
             bytes.extend_from_slice(&piece);
             (ends_line && !limit.fixed && stop(&String::from_utf8_lossy(bytes))) || tokens.len() >= answer_cap(span.as_ref(), max_new, bytes)
@@ -651,7 +656,7 @@ impl<'m> Session<'m> {
                 batch.add(c, (pos + 1 + j) as i32, &[self.seq], j + 1 == inject.len())?;
                 tokens.push(c);
                 ids.push(c.0);
-                bytes.extend_from_slice(&vocab.token_to_piece(c, false, None));
+                bytes.extend_from_slice(&super::model::answer_piece(&vocab, c, &self.marker_texts));
             }
             for (j, &d) in draft.iter().enumerate() {
                 batch.add(d, (pos + 1 + j) as i32, &[self.seq], true)?;
