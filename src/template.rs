@@ -212,9 +212,10 @@ pub fn switches(template: &str) -> Vec<&'static str> {
     let read = t.undeclared_variables(false);
     // A template may also read a switch before it sets its default
     // (`{% set enable_thinking = enable_thinking if enable_thinking is defined else true %}`,
-    // Nemotron 3): the set hides it from the undeclared variables.
+    // Nemotron 3; `{% set enable_thinking = enable_thinking | default(true) %}`,
+    // Laguna): the set hides it from the undeclared variables.
     let tested = |v: &str| {
-        ["is defined", "is not defined", "is undefined"].iter().any(|t| {
+        ["is defined", "is not defined", "is undefined", "| default(", "|default("].iter().any(|t| {
             let needle = format!("{v} {t}");
             template.match_indices(&needle).any(|(at, _)| {
                 // A whole top-level name: not `message.thinking`, not `enable_thinking`.
@@ -525,6 +526,9 @@ mod tests {
     fn a_switch_read_before_its_default_is_set_is_found() {
         let t = "{%- set enable_thinking = enable_thinking if enable_thinking is defined else True %}{{ message.thinking is defined }}";
         assert_eq!(switches(t), ["enable_thinking"]);
+        let laguna = "{%- set enable_thinking = enable_thinking | default(true) -%}{% if enable_thinking %}<think>{% endif %}";
+        assert_eq!(switches(laguna), ["enable_thinking"]);
+        assert_eq!(switches("{%- set thinking = message.thinking | default('') -%}"), Vec::<&str>::new());
     }
 
     #[test]

@@ -38,9 +38,10 @@ fn tail(r: &Value) -> &str {
 fn the_collection_renders_as_the_reference_renderer_does() {
     let dir = tempfile::TempDir::new().unwrap();
     let json = dir.path().join("rows.json");
+    let templates = collection();
     let o = Command::new(script())
         .args(["--posrecall", common::bin(), "--templates"])
-        .arg(collection())
+        .arg(&templates)
         .arg("--json")
         .arg(&json)
         .output()
@@ -76,11 +77,74 @@ fn the_collection_renders_as_the_reference_renderer_does() {
     for t in ["HuggingFaceTB-SmolLM3-3B.jinja", "GLM-4.6.jinja", "Qwen-QwQ-32B.jinja"] {
         assert!(tail(row(rows, t, "off")).contains("</think>"), "{t}: thinking off closes the block");
     }
+    // Every template with a thinking switch: what its own text writes with
+    // the switch off (or only with it on), read from the template, is in
+    // that prompt and not in the other.
+    let switched: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r["think"] == "off" && r["switches"].as_array().is_some_and(|a| !a.is_empty()))
+        .map(|r| r["template"].as_str().unwrap())
+        .collect();
+    assert_eq!(switched, SWITCHED.iter().map(|s| s.0).collect(), "the templates with a thinking switch");
+    let prompt = |t: &str, think: &str| {
+        let r = row(rows, t, think);
+        format!("{}{}", r["head"].as_str().unwrap(), tail(r))
+    };
+    for (t, only_in, fragment, source) in SWITCHED {
+        let text = std::fs::read_to_string(templates.join(t)).unwrap();
+        assert!(text.contains(source), "{t}: the template does not write {source:?}");
+        let other = if only_in == "off" { "on" } else { "off" };
+        assert!(prompt(t, only_in).contains(fragment), "{t}: thinking {only_in} lacks {fragment:?}: {:?}", prompt(t, only_in));
+        assert!(!prompt(t, other).contains(fragment), "{t}: thinking {other} has {fragment:?}: {:?}", prompt(t, other));
+    }
     // Every template posrecall renders splits cleanly.
     for r in rows.iter().filter(|r| r["split_ok"].is_boolean()) {
         assert_eq!(r["split_ok"], true, "{r}");
     }
 }
+
+/// The collection's templates with a thinking switch, each with what its own
+/// text writes only with thinking `off` (a closed or empty reasoning block, a
+/// directive not to reason) or only `on` (the opened block, where off leaves
+/// it unopened), and the template text that writes it. gpt-oss cannot stop
+/// reasoning: its off is the lowest effort. Granite 3.3 reasons only when
+/// told how. (muse-glimmer's `reasoning_strength` has no value that turns
+/// reasoning off, so it is no switch.)
+const SWITCHED: [(&str, &str, &str, &str); 33] = [
+    ("Apertus-8B-Instruct.jinja", "off", "Deliberation: disabled", r"{{ 'disabled\n' }}"),
+    ("Bielik-11B-v3.0-Instruct.jinja", "on", "<|im_start|>assistant\n<think>\n", r"{{- '<think>\n' }}"),
+    ("ByteDance-Seed-OSS.jinja", "off", "The current thinking budget is 0, so I will directly start answering the question.", "The current thinking budget is 0, so I will directly start answering the question."),
+    ("Cohere2MoE.jinja", "off", "<|START_THINKING|><|END_THINKING|>", "{% else %}<|START_THINKING|><|END_THINKING|>"),
+    ("CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "off", "<|START_THINKING|><|END_THINKING|>", "<|START_THINKING|><|END_THINKING|>"),
+    ("GLM-4.6.jinja", "off", "/nothink<|assistant|>\n<think></think>", "<think></think>"),
+    ("GLM-4.7-Flash.jinja", "off", "<|assistant|></think>", "'</think>' if (enable_thinking is defined and not enable_thinking)"),
+    ("HuggingFaceTB-SmolLM3-3B.jinja", "off", "<think>\n\n</think>\n", r#"assistant\n" + "<think>\n\n</think>\n" }}"#),
+    ("Kimi-K3.jinja", "on", "<|open|>think<|sep|>", "open_tag('think' if thinking else 'response')"),
+    ("MiniMax-M3.jinja", "off", "Do not output any thinking process.", "Do not output any thinking process."),
+    ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", "off", "<|im_start|>assistant\n<think></think>", r"'<|im_start|>assistant\n<think></think>'"),
+    ("Qwen-QwQ-32B.jinja", "off", "<think>\n</think>", "</think>"),
+    ("Qwen-Qwen3-0.6B.jinja", "off", "<think>\n\n</think>\n\n", r"'<think>\n\n</think>\n\n'"),
+    ("Qwen3.5-4B.jinja", "off", "<think>\n\n</think>\n\n", r"'<think>\n\n</think>\n\n'"),
+    ("Reka-Edge.jinja", "on", " <think>\n", r#""assistant: <think>\n""#),
+    ("Spark2.5.jinja", "off", "<|Bot|></think>", "</think>"),
+    ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "off", "<think>\n</think>", "</think>"),
+    ("deepseek-ai-DeepSeek-V3.1.jinja", "off", "<think></think>", "<think></think>"),
+    ("deepseek-ai-DeepSeek-V3.2.jinja", "off", "</think>", "</think>"),
+    ("deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "off", "</think>", "</think>"),
+    ("deepseek-ai-DeepSeek-V4.jinja", "off", "</think>", "</think>"),
+    ("google-gemma-4-31B-it-interleaved.jinja", "off", "<|channel>thought\n<channel|>", r"'<|channel>thought\n<channel|>'"),
+    ("google-gemma-4-31B-it.jinja", "off", "<|channel>thought\n<channel|>", r"'<|channel>thought\n<channel|>'"),
+    ("ibm-granite-granite-3.3-2B-Instruct.jinja", "on", "Write your thoughts between <think></think>", "Write your thoughts between <think></think>"),
+    ("inclusionai-ling-3.0-flash.jinja", "off", "detailed thinking off", "detailed thinking off"),
+    ("llama-cpp-rwkv-world.jinja", "off", "<think>\n</think>", "</think>"),
+    ("openai-gpt-oss-120b.jinja", "off", "Reasoning: low", r#""Reasoning: " + reasoning_effort"#),
+    ("openbmb-MiniCPM5-1B.jinja", "off", "<think>\n\n</think>\n\n", "</think>"),
+    ("poolside-Laguna-S-2.1.jinja", "off", "<assistant></think>", "</think>"),
+    ("poolside-Laguna-XS-2.1.jinja", "off", "<assistant>\n</think>", "</think>"),
+    ("poolside-Laguna-XS.2.jinja", "off", "<assistant>\n</think>", "</think>"),
+    ("tencent-Hy3.jinja", "off", "<think:opensource></think:opensource>", "'</think{}>'.format(HYTK)"),
+    ("upstage-Solar-Open-100B.jinja", "off", "<|think|><|end|>", "<|think|><|end|>"),
+];
 
 /// A template that is not in the collection's format still goes through the
 /// same checks: `posrecall template --json` reports a frame that does not
