@@ -479,7 +479,7 @@ fn runs_that_decoded_differently_carry_a_note() {
     b.manifest.params.draft = Some("truth".into());
     let c = compare(&a, &fixture("a.json"), &b, &fixture("b.json")).unwrap();
     assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
-    assert!(c.notes[0].contains("--draft none, B with --draft truth"), "{}", c.notes[0]);
+    assert!(c.notes[0].contains("draft mode none, B in draft mode truth"), "{}", c.notes[0]);
 }
 
 #[test]

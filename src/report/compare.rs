@@ -373,7 +373,7 @@ fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
     let generated = |r: &RunFile| r.manifest.command == "bench" && r.manifest.params.decode_mode.as_deref() != Some("forced-only");
     if da != db && generated(a) && generated(b) {
         notes.push(format!(
-            "A drafted answers with --draft {da}, B with --draft {db}: a batch that verifies drafts can round differently \
+            "A drafted its answers in draft mode {da}, B in draft mode {db}: a batch that verifies drafts can round differently \
              from a one-token step, so some answers may part at near ties (README, Exact speculative decoding)"
         ));
     }
