@@ -33,18 +33,12 @@ fn parallel_answers_every_target_and_records_the_equivalence() {
     for kv in ["f16", "q8_0"] {
         let out = dir.path().join(format!("p-{kv}.json"));
         ok(&bench(&["--kv", kv, "--max-new-tokens", "40", "--parallel", "4", "--check-sequential"], Some(&out)));
-        // The independent reference, a plain sequential run of the same
-        // targets, for f16, where answers part and a wrong sequential
-        // answer in the check would show. (The q8_0 leg, the default KV
-        // type, runs the same check code; a second plain run would cost a
-        // third of this test's time.)
+        // The independent reference at each KV type: a plain sequential run
+        // of the same targets, one token per step, as the check answers; a
+        // wrong sequential answer in the check would show.
         let seq_out = dir.path().join(format!("s-{kv}.json"));
-        let sequential = (kv == "f16").then(|| {
-            // One token per step, as the check answers.
-            ok(&bench(&["--kv", kv, "--max-new-tokens", "40", "--no-forced", "--draft", "none"], Some(&seq_out)));
-            read(&seq_out)
-        });
-        let differing = check_parallel_run(&read(&out), sequential.as_ref());
+        ok(&bench(&["--kv", kv, "--max-new-tokens", "40", "--no-forced", "--draft", "none"], Some(&seq_out)));
+        let differing = check_parallel_run(&read(&out), &read(&seq_out));
         differing_seen += differing;
         identical_seen += 6 - differing;
     }
@@ -53,16 +47,13 @@ fn parallel_answers_every_target_and_records_the_equivalence() {
 }
 
 /// Checks one `--parallel 4 --check-sequential` run, and against a separate
-/// sequential run of the same targets where one is given; returns how many
-/// answers differed.
-fn check_parallel_run(run: &serde_json::Value, sequential: Option<&serde_json::Value>) -> usize {
+/// sequential run of the same targets; returns how many answers differed.
+fn check_parallel_run(run: &serde_json::Value, sequential: &serde_json::Value) -> usize {
     let m = &run["manifest"];
     assert_eq!(m["params"]["decode_mode"], "parallel");
     assert_eq!(m["params"]["parallel"], 4);
     assert_eq!(m["context"]["kv_unified"], true);
-    if let Some(sequential) = sequential {
-        assert_eq!(sequential["manifest"]["params"]["decode_mode"], "sequential");
-    }
+    assert_eq!(sequential["manifest"]["params"]["decode_mode"], "sequential");
     // The cache holds the prefix once and four answering sequences.
     let prefix = m["corpus"]["prefix_tokens"].as_u64().unwrap();
     assert!(m["context"]["n_ctx"].as_u64().unwrap() >= prefix + 4 * 40);
@@ -82,13 +73,12 @@ fn check_parallel_run(run: &serde_json::Value, sequential: Option<&serde_json::V
         let common = check["common_tokens"].as_u64().unwrap();
         // The check's sequential answer: recorded where it differs.
         let seq_text = check.get("response").and_then(|r| r.as_str()).unwrap_or_else(|| t["response"].as_str().unwrap());
-        if let Some(s) = sequential.map(|r| &r["targets"][i]) {
-            // What the check calls the sequential answer is what a sequential run answers.
-            assert_eq!(&s["name"], name);
-            assert_eq!(seq_text, s["response"].as_str().unwrap(), "{name}: the check's sequential answer");
-            assert_eq!(check["matched"], s["matched"], "{name}");
-            assert_eq!(check["sequential_tokens"], s["generated_tokens"], "{name}");
-        }
+        // What the check calls the sequential answer is what a sequential run answers.
+        let s = &sequential["targets"][i];
+        assert_eq!(&s["name"], name);
+        assert_eq!(seq_text, s["response"].as_str().unwrap(), "{name}: the check's sequential answer");
+        assert_eq!(check["matched"], s["matched"], "{name}");
+        assert_eq!(check["sequential_tokens"], s["generated_tokens"], "{name}");
         let same = t["response"].as_str().unwrap() == seq_text;
         assert_eq!(check["identical"].as_bool().unwrap(), same, "{name}: `identical` says what the answers say");
         if same {
@@ -96,9 +86,11 @@ fn check_parallel_run(run: &serde_json::Value, sequential: Option<&serde_json::V
             assert_eq!(check["pass"], t["pass"], "{name}");
             assert_eq!(common, generated, "{name}");
         } else {
-            // Answers part at a near tie: the two best logits there are close.
+            // Answers part at a near tie: the two best logits there are
+            // close, no farther apart than the largest gap measured where
+            // answers parted (0.73, docs/AGREEMENT.md).
             let gap = check["parting_gap"].as_f64().unwrap();
-            assert!((0.0..1.0).contains(&gap), "{name}: parting gap {gap}");
+            assert!((0.0..=0.73).contains(&gap), "{name}: parting gap {gap}");
             assert!(common < generated.max(check["sequential_tokens"].as_u64().unwrap()), "{name}");
         }
     }
