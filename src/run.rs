@@ -708,6 +708,21 @@ pub struct OldScoring(pub String);
 impl RunFile {
     /// A ladder's window at `length` as a run of its own: its targets, its
     /// summary and its lines; the whole run when it is not a ladder.
+    /// A ladder cut to the rungs of `lengths` and their targets; its
+    /// corpus crop is the longest kept window's. Its summary stays the
+    /// whole run's.
+    pub fn at_lengths(&self, lengths: &[usize]) -> RunFile {
+        let mut run = self.clone();
+        let Some(ladder) = run.ladder.as_mut() else { return run };
+        ladder.rungs.retain(|g| lengths.contains(&g.length));
+        run.targets.retain(|t| t.length.is_some_and(|l| lengths.contains(&l)));
+        if let Some(top) = ladder.rungs.last() {
+            run.manifest.corpus.crop = top.crop.clone();
+            run.manifest.corpus.prefix_tokens = Some(top.prefix_tokens);
+        }
+        run
+    }
+
     pub fn at_length(&self, length: usize) -> RunFile {
         let mut run = self.clone();
         let Some(ladder) = run.ladder.take() else { return run };

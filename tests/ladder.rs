@@ -191,6 +191,24 @@ fn terminal_grid_html_heat_map_and_compare_per_length() {
         assert!(targets.lines().any(|l| l.trim_start().starts_with(label)), "no {label} target row:\n{cmp}");
     }
     assert!(targets.lines().any(|l| l.trim_start().starts_with("length  target")), "{cmp}");
+
+    // A ladder stopped short (the f32 one run to 1k alone, on the f16 run's
+    // 1k window) is compared at the length both have, as the full ladders
+    // compare there, with a note naming what was left out.
+    let f16_run = read(&f16);
+    let one = &rungs(&f16_run)[0]["crop"];
+    let range = format!("{}:{}", u(&one["first_line"]), u(&one["last_line"]));
+    let short = dir.path().join("f32-1k.json");
+    ok(&bench(&smollm2(), &corpus, &["--crop-lines", &range, "--lengths", "1k", "--kv", "f32"], Some(&short)));
+    let json = |b: &Path| -> Value { serde_json::from_str(&ok(&posrecall(&["compare", s(&f16), s(b), "--json"]))).unwrap() };
+    let (mut cut, mut full) = (json(&short), json(&f32));
+    // The same but for B's file name.
+    for c in [&mut cut, &mut full] {
+        c["per_length"][0]["comparison"]["b"]["file"] = Value::Null;
+    }
+    assert_eq!(cut["per_length"].as_array().unwrap().len(), 1, "{cut}");
+    assert_eq!(cut["per_length"][0], full["per_length"][0], "the 1k comparison differs from the full ladders'");
+    assert!(cut["notes"][0].as_str().unwrap().contains("left out: A's 2k"), "{}", cut["notes"]);
 }
 
 #[test]

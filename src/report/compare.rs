@@ -218,8 +218,40 @@ fn short(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
 }
 
-/// The paired comparison of B against A (differences are B − A).
+/// Two ladders asked at different lengths, cut to the lengths both have
+/// where each such length kept the same window in both (a q8_0 ladder run
+/// to 16k against an f16 one run to 32k), and a note naming what was left
+/// out; `None` where there is nothing to cut, or nothing in common.
+fn at_common_lengths(a: &RunFile, b: &RunFile) -> Option<(RunFile, RunFile, String)> {
+    let (la, lb) = (a.ladder.as_ref()?, b.ladder.as_ref()?);
+    let window = |l: &crate::run::LadderRecord, length: usize| l.rungs.iter().find(|g| g.length == length).map(|g| g.crop.sha256.clone());
+    let common: Vec<usize> = la.rungs.iter().map(|g| g.length).filter(|&n| window(lb, n).is_some_and(|w| Some(w) == window(la, n))).collect();
+    let all = |l: &crate::run::LadderRecord| l.rungs.iter().map(|g| g.length).collect::<Vec<_>>();
+    if common.is_empty() || (common == all(la) && common == all(lb)) {
+        return None;
+    }
+    let left = |l: &crate::run::LadderRecord| {
+        l.rungs.iter().map(|g| g.length).filter(|n| !common.contains(n)).map(crate::run::length_label).collect::<Vec<_>>().join(", ")
+    };
+    let (only_a, only_b) = (left(la), left(lb));
+    let side = |name: &str, lengths: &str| (!lengths.is_empty()).then(|| format!("{name}'s {lengths}"));
+    let out: Vec<String> = [side("A", &only_a), side("B", &only_b)].into_iter().flatten().collect();
+    let note = format!(
+        "compared at the lengths both ladders ran on the same windows ({}); left out: {}",
+        common.iter().map(|&n| crate::run::length_label(n)).collect::<Vec<_>>().join(", "),
+        out.join(" and ")
+    );
+    Some((a.at_lengths(&common), b.at_lengths(&common), note))
+}
+
+/// The paired comparison of B against A (differences are B − A). Ladders
+/// asked at different lengths are compared at the lengths they share.
 pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<Comparison> {
+    if let Some((a, b, note)) = at_common_lengths(a, b) {
+        let mut c = compare(&a, a_path, &b, b_path)?;
+        c.notes.insert(0, note);
+        return Ok(c);
+    }
     check_pairable(a, a_path, b, b_path)?;
     let rows = paired_rows(a, b);
     let n = rows.len();
