@@ -513,6 +513,23 @@ fn runaway_templates_and_fifos_stop_with_one_line() {
     refused(&posrecall(&["matrix", s(&sweep), "--list"]), "ran more than 2000000 steps");
 }
 
+/// Whether a refusal of `args` names what it refuses: the last flag given
+/// (with or without its dashes) or its value, or one of the arguments (a
+/// missing file, a file of the wrong kind, an unknown subcommand); or, for
+/// a command line that lacks a required argument or holds a negative
+/// number where a flag is expected, clap's own words for that.
+fn names_what_it_refuses(args: &[&str], message: &str) -> bool {
+    let mut names: Vec<&str> = Vec::new();
+    if let Some(i) = args.iter().rposition(|a| a.starts_with("--")) {
+        names.extend([args[i], args[i].trim_start_matches('-')]);
+        names.extend(args.get(i + 1).filter(|v| !v.starts_with("--")));
+    }
+    names.extend(args.iter().skip(usize::from(args.len() > 1)).filter(|a| !a.starts_with('-')));
+    names.iter().any(|n| !n.is_empty() && message.contains(n))
+        || message.contains("the following required arguments were not provided")
+        || message.contains("unexpected argument '-")
+}
+
 #[test]
 fn every_subcommand_refuses_hostile_arguments() {
     let dir = TempDir::new().unwrap();
@@ -533,6 +550,7 @@ fn every_subcommand_refuses_hostile_arguments() {
         let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("note:")).collect();
         assert_eq!(lines.len(), 1, "{args:?}: {err}");
         assert!(lines[0].starts_with("posrecall: error:"), "{args:?}: {err}");
+        assert!(names_what_it_refuses(&args, lines[0]), "{args:?}: the message names nothing of the command line: {err}");
         let left: Vec<_> = std::fs::read_dir(out.path()).unwrap().collect();
         assert!(left.is_empty(), "{args:?} left files behind");
     }
