@@ -245,10 +245,39 @@ fn sliding_window_and_hybrid_models_rewind_to_each_window() {
         ok(&bench(&model, &corpus, &["--lengths", "1k,2k", "--kv", "f16"], Some(&out)));
         let run = read(&out);
         assert_one_growing_prefix(&run);
-        let r = &rungs(&run)[0];
-        let plain = plain_window(&model, &corpus, r, &["--kv", "f16"], &dir.path().join(format!("{name}-plain.json")));
-        assert_same_answers(&at_length(&run, u(&r["length"])), &plain, &name);
+        // Every window, the longer ones included (the rewind to a window's
+        // end happens between windows).
+        for (i, r) in rungs(&run).iter().enumerate() {
+            let plain = plain_window(&model, &corpus, r, &["--kv", "f16"], &dir.path().join(format!("{name}-plain{i}.json")));
+            assert_same_answers(&at_length(&run, u(&r["length"])), &plain, &format!("{name} window {i}"));
+        }
     }
+}
+
+/// `--lengths auto` at the default KV type (q8_0): lengths double from 1K
+/// up to what fits, the last one the longest window; with `--effective-at 0` every length counts, so
+/// the effective length is the longest, as the test recomputes it.
+#[test]
+fn auto_lengths_double_and_a_threshold_gives_an_effective_length() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("auto.json");
+    ok(&bench(&smollm2(), &fixture("dense.js"), &["--lengths", "auto", "--effective-at", "0"], Some(&out)));
+    let run = read(&out);
+    assert_eq!(run["manifest"]["context"]["type_k"], "q8_0", "{}", run["manifest"]["context"]);
+    let lengths: Vec<usize> = rungs(&run).iter().map(|r| u(&r["length"])).collect();
+    assert!(lengths.len() >= 2, "{lengths:?}");
+    // Doubling from 1K, then what fits (here the whole file, 2,486 tokens).
+    let (top, below) = lengths.split_last().unwrap();
+    for (i, &l) in below.iter().enumerate() {
+        assert_eq!(l, 1024 << i, "auto doubles from 1K: {lengths:?}");
+    }
+    assert!(*top > below[below.len() - 1] && *top <= 2 * below[below.len() - 1], "{lengths:?}");
+    assert_eq!(*top, u(&run["manifest"]["corpus"]["prefix_tokens"]), "the top length is the whole window");
+    assert_one_growing_prefix(&run);
+    let eff = run["ladder"]["effective_length"].as_u64().map(|n| n as usize);
+    assert_eq!(eff, Some(*lengths.last().unwrap()));
+    assert_eq!(eff, effective_length(&run, 0.0));
 }
 
 #[test]
