@@ -26,7 +26,6 @@ struct Named {
     line: usize,
     segments: Vec<String>,
     absolute: bool,
-    in_test: bool,
 }
 
 /// What one file refers to and says.
@@ -127,7 +126,7 @@ impl Reader {
         }
         out.extend(rest.iter().cloned());
         if !out.is_empty() {
-            self.facts.paths.push(Named { line, segments: out, absolute, in_test: self.tests > 0 });
+            self.facts.paths.push(Named { line, segments: out, absolute });
         }
     }
 
