@@ -6,7 +6,7 @@ use crate::ask::ApiKind;
 use crate::crop::{CropMode, LineRange};
 use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
-use crate::template::{DEFAULT_THINK_BUDGET, MAX_THINK_BUDGET, Think};
+use crate::template::{MAX_THINK_BUDGET, Think};
 use crate::score::Normalize;
 use crate::targets::TargetSpec;
 use crate::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
@@ -384,9 +384,9 @@ pub struct TemplateArgs {
     #[arg(long, value_enum, default_value_t = Think::Off)]
     pub think: Think,
     /// With --think on: reasoning tokens allowed on top of the answer budget; when they are spent the
-    /// reasoning is closed as the model's family closes it and the answer follows.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_THINK_BUDGET, value_parser = ranged(1, MAX_THINK_BUDGET))]
-    pub think_budget: usize,
+    /// reasoning is closed as the model's family closes it and the answer follows [default: 4096].
+    #[arg(long, value_name = "N", value_parser = ranged(1, MAX_THINK_BUDGET))]
+    pub think_budget: Option<usize>,
     /// A JSON object of chat template variables, as llama-server's chat_template_kwargs, e.g.
     /// '{"reasoning_effort": "low"}'; they replace those --think sets.
     #[arg(long, value_name = "JSON")]
@@ -550,9 +550,9 @@ pub struct BenchArgs {
     /// Keep this run's next-token distributions on the forced tokens in FILE (and FILE.sha256), as a reference for later runs.
     #[arg(long, value_name = "FILE")]
     pub save_reference: Option<PathBuf>,
-    /// Tokens kept per forced position by --save-reference (the rest is kept as one mass).
-    #[arg(long, value_name = "K", default_value_t = crate::reference::DEFAULT_TOP_K, value_parser = ranged(1, crate::reference::MAX_TOP_K))]
-    pub reference_top_k: usize,
+    /// Tokens kept per forced position by --save-reference (the rest is kept as one mass) [default: 256].
+    #[arg(long, value_name = "K", value_parser = ranged(1, crate::reference::MAX_TOP_K))]
+    pub reference_top_k: Option<usize>,
     /// Measure the forced pass against a reference file: KL divergence, same top-1, Δp per token.
     #[arg(long, value_name = "FILE")]
     pub reference: Option<PathBuf>,
@@ -574,4 +574,23 @@ pub struct BenchArgs {
     /// Print only the aggregate, not the per-target diffs.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `--think-budget` and `--reference-top-k` have no clap default (a given
+    /// value is checked against the flag it needs), so their help states the
+    /// default by hand; it must be the constant the run uses.
+    #[test]
+    fn hand_stated_defaults_are_the_constants() {
+        let mut cmd = super::Cli::command();
+        let bench = cmd.find_subcommand_mut("bench").expect("bench").render_help().to_string();
+        let flat = bench.split_whitespace().collect::<Vec<_>>().join(" ");
+        let budget = format!("the answer follows [default: {}]", crate::template::DEFAULT_THINK_BUDGET);
+        let top_k = format!("as one mass) [default: {}]", crate::reference::DEFAULT_TOP_K);
+        assert!(flat.contains(&budget), "{flat}");
+        assert!(flat.contains(&top_k), "{flat}");
+    }
 }

@@ -463,7 +463,8 @@ impl Sweep {
             plan: crate::bench::PlanOptions {
                 template: m.template.clone(),
                 template_file: template.cloned(),
-                think_budget: self.think_budget,
+                // Only a thinking model has a reasoning budget to spend.
+                think_budget: (m.template.think == Think::On).then_some(self.think_budget),
                 target: self.target.clone(),
                 probe: m.probe,
                 crop: self.crop,
@@ -492,7 +493,7 @@ impl Sweep {
                 _ => None,
             },
             save_reference: (role == Some(ReferenceRole::Saves)).then(|| run.reference_file(out_dir)),
-            reference_top_k: crate::reference::DEFAULT_TOP_K,
+            reference_top_k: None,
             origin: None,
         }
     }
@@ -750,16 +751,7 @@ impl Reader<'_> {
                 Some(pair)
             }
         };
-        let mut template = defaults.clone();
-        if let Some(t) = self.think(m.think.as_deref(), &format!("{who}: think"))? {
-            template.think = t;
-        }
-        template.kwargs.extend(self.kwargs(m.template_kwargs.as_ref(), &format!("{who}: template_kwargs"))?);
-        let chat_template = m
-            .chat_template
-            .as_deref()
-            .map(|p| self.resolve(p, &format!("{who}: chat_template")))
-            .transpose()?;
+        let (template, chat_template) = self.template(m, probe, defaults, &who)?;
         Ok(ModelEntry {
             name: m.name.clone(),
             path,
@@ -773,6 +765,38 @@ impl Reader<'_> {
             chat_template,
             rope: self.rope(m, &who)?,
         })
+    }
+
+    /// A model's template variables and file. A completion-probe model
+    /// renders no template: its own template keys are refused (they would
+    /// change nothing), and `[params]`'s, meant for the sweep's chat models,
+    /// do not apply to it.
+    fn template(&self, m: &RawModel, probe: Probe, defaults: &TemplateVars, who: &str) -> Result<(TemplateVars, Option<PathBuf>)> {
+        if probe == Probe::Completion {
+            let given = [
+                (m.chat_template.is_some(), "chat_template"),
+                (m.template_kwargs.is_some(), "template_kwargs"),
+                (m.think.as_deref() == Some("on"), "think"),
+            ];
+            if let Some((_, key)) = given.iter().find(|(on, _)| *on) {
+                bail!(
+                    "{}: {who}: {key}: probe = \"completion\" renders no chat template, so {key} would change nothing",
+                    self.file
+                );
+            }
+            return Ok((TemplateVars::default(), None));
+        }
+        let mut template = defaults.clone();
+        if let Some(t) = self.think(m.think.as_deref(), &format!("{who}: think"))? {
+            template.think = t;
+        }
+        template.kwargs.extend(self.kwargs(m.template_kwargs.as_ref(), &format!("{who}: template_kwargs"))?);
+        let chat_template = m
+            .chat_template
+            .as_deref()
+            .map(|p| self.resolve(p, &format!("{who}: chat_template")))
+            .transpose()?;
+        Ok((template, chat_template))
     }
 
     /// A model's context extension, checked as `bench`'s flags are.
@@ -952,7 +976,21 @@ gpu_layers = 0
         assert_eq!(small.template.think, Think::Off);
         assert_eq!(serde_json::Value::Object(small.template.kwargs.clone()), serde_json::json!({"a": 1, "b": true}));
         assert_eq!(small.chat_template, Some(PathBuf::from("/x/t/q.jinja")));
-        assert_eq!((base.template.think, base.chat_template.as_ref()), (Think::On, None));
+        // `base` has the completion probe: [params]'s thinking and variables
+        // are for the chat models, and would change nothing for it.
+        assert_eq!((base.template.think, base.template.kwargs.is_empty(), base.chat_template.as_ref()), (Think::Off, true, None));
+        let decode = crate::bench::DecodeOptions::default();
+        let budgets: Vec<Option<usize>> = s.runs().iter().map(|r| s.options(r, None, &decode, Path::new("")).plan.think_budget).collect();
+        assert_eq!(budgets, [None, None, None], "small thinks off, base renders no template");
+        let thinking = Sweep::parse(&text.replace("think = \"off\"\n", ""), Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
+        let budgets: Vec<Option<usize>> = thinking.runs().iter().map(|r| thinking.options(r, None, &decode, Path::new("")).plan.think_budget).collect();
+        assert_eq!(budgets, [None, Some(512), Some(512)]);
+        for key in ["think = \"on\"", "template_kwargs = { c = 1 }", "chat_template = \"t/q.jinja\""] {
+            let text = GOOD.replace("gpu_layers = 0\n", &format!("gpu_layers = 0\n{key}\n"));
+            let err = Sweep::parse(&text, Path::new("m.toml"), &env_of(&[("CACHE", "/c")])).unwrap_err().to_string();
+            let name = key.split(' ').next().unwrap();
+            assert!(err.contains(&format!("model `base`: {name}: probe = \"completion\" renders no chat template")), "{err}");
+        }
         let defaults = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
         assert_eq!(defaults.models[0].template.think, Think::Off);
         assert_eq!(defaults.think_budget, crate::template::DEFAULT_THINK_BUDGET);

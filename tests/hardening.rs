@@ -859,3 +859,54 @@ fn a_template_that_renders_the_message_twice_is_refused() {
     refused(&bench, "renders the user message more than once");
     assert!(!out.exists());
 }
+
+/// A flag that cannot take effect with the others given is refused in one
+/// line naming it and what it needs, before the model is reached (the model
+/// given does not exist), instead of being silently ignored.
+#[test]
+fn flags_that_cannot_take_effect_are_refused() {
+    let dir = TempDir::new().unwrap();
+    let missing = dir.path().join("absent.gguf");
+    let template = dir.path().join("t.jinja");
+    std::fs::write(&template, "{% for m in messages %}{{ m.content }}{% endfor %}").unwrap();
+    let (model, dense, template) = (s(&missing), fixture("dense.js"), s(&template));
+    let bench = |extra: &[&str]| posrecall(&[&["bench", model, "--corpus", s(&dense)][..], extra].concat());
+    for (extra, needle, needs) in [
+        (&["--think-budget", "64"][..], "--think-budget", "--think on"),
+        (&["--probe", "completion", "--think", "on"], "--think on sets the chat template", "--probe chat"),
+        (&["--probe", "completion", "--template-kwargs", "{\"a\": 1}"], "--template-kwargs sets the chat template", "--probe chat"),
+        (&["--probe", "completion", "--chat-template", template], "--chat-template sets the chat template", "--probe chat"),
+        (&["--reference-top-k", "16"], "--reference-top-k", "--save-reference"),
+        (&["--kv-memory", "1GiB"], "--kv-memory", "--parallel N"),
+        (&["--parallel", "1", "--kv-memory", "1GiB"], "--kv-memory", "--parallel N"),
+    ] {
+        let err = refused(&bench(extra), needle);
+        assert!(err.contains(needs) && !err.contains("absent.gguf"), "{extra:?}: {err}");
+    }
+    let prompt = ["prompt", model, "--corpus", s(&dense), "--target", "chunkArray", "--probe", "completion", "--think", "on"];
+    refused(&posrecall(&prompt), "--think on sets the chat template");
+    refused(&posrecall(&["prompt", model, "--corpus", s(&dense), "--target", "chunkArray", "--think-budget", "9"]), "--think-budget");
+    // With what they need, the same flags pass the check: what fails is the model.
+    for extra in [
+        &["--think", "on", "--think-budget", "64"][..],
+        &["--probe", "chat", "--think", "on", "--template-kwargs", "{\"a\": 1}", "--chat-template", template],
+        &["--save-reference", "r.ref", "--reference-top-k", "16"],
+        &["--parallel", "2", "--kv-memory", "1GiB"],
+    ] {
+        refused(&bench(extra), "absent.gguf");
+    }
+}
+
+/// Layers asked to go to a GPU on a build that has none: the run goes on,
+/// on the CPU, and says so, so that its timings are not read as a GPU's.
+#[test]
+fn an_offload_without_a_gpu_is_noted() {
+    let (dense, model) = (fixture("dense.js"), smollm2());
+    let args = ["bench", s(&model), "--corpus", s(&dense), "--crop-lines", "1:60", "--count", "1", "--lines", "2", "--max-new-tokens", "4", "--quiet", "--gpu-layers", "99"];
+    let o = posrecall(&args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    let gpu = posrecall::engine::backend().map(|b| b.supports_gpu_offload()).unwrap_or(false);
+    let note = "note: 99 layers were asked to go to a GPU, but this build has no GPU device to offload to; the whole model runs on the CPU";
+    assert_eq!(err.contains(note), !gpu, "{err}");
+}

@@ -80,6 +80,10 @@ pub enum DecodeError {
     DraftMax(usize),
     #[error("checking drafted answers against undrafted ones needs drafted answers: a draft mode other than none, one sequence, no fixed length")]
     CheckNeedsDrafts,
+    /// A memory limit bounds how many answering sequences fit; one sequence
+    /// is never limited by it, so the limit would change nothing.
+    #[error("a KV memory limit bounds parallel answering sequences, and this run answers one question at a time")]
+    KvMemoryWithoutParallel,
     #[error(
         "llama.cpp holds at most {MAX_SEQUENCES} sequences in one context and one of them holds the file; \
          the largest N is {}", MAX_SEQUENCES - 1
@@ -128,6 +132,9 @@ impl DecodeOptions {
         }
         if self.check_sequential && self.parallel < 2 {
             return Err(DecodeError::CheckNeedsParallel);
+        }
+        if self.kv_memory.is_some() && self.parallel < 2 {
+            return Err(DecodeError::KvMemoryWithoutParallel);
         }
         if !(1..=crate::draft::LIMIT_MAX).contains(&self.draft_max) {
             return Err(DecodeError::DraftMax(self.draft_max));

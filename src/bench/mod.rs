@@ -26,7 +26,7 @@ pub const MAX_THREADS: usize = 1_024;
 
 pub use decoding::{DecodeError, DecodeOptions, Decoding, MemoryLimit};
 pub use execute::{ExecOptions, Executed, check_reference, execute};
-pub use options::{BenchOptions, LadderClash, OptionsError};
+pub use options::{BenchOptions, LadderClash, OptionsError, TemplateSetting, check_template};
 pub use plan::{Plan, PlanError, PlanOptions, plan};
 pub use record::RunSpec;
 
@@ -95,8 +95,21 @@ pub fn open(model_path: &std::path::Path, corpus: &crate::corpus::CorpusSpec, op
     let (model_path, origin) = crate::hub::locate(model_path)?;
     opts.origin = origin;
     let model = crate::engine::model::load(&model_path, opts.context.gpu_layers)?;
+    if let Some(note) = offload_note(opts.context.gpu_layers, model.gpu_layers) {
+        eprintln!("note: {note}");
+    }
     opts.context.gpu_layers = model.gpu_layers;
     Ok(Opened { model, src, reference })
+}
+
+/// What to say when layers were asked to go to a GPU and none went: the
+/// build has no GPU device, and a user who asked for an offload should not
+/// read CPU timings as GPU ones. `None` when nothing was asked (or the
+/// default, which offloads only what a GPU there is can hold).
+fn offload_note(asked: u32, offloaded: u32) -> Option<String> {
+    (asked > 0 && asked != crate::engine::device::GPU_LAYERS_AUTO && offloaded == 0).then(|| {
+        format!("{asked} layers were asked to go to a GPU, but this build has no GPU device to offload to; the whole model runs on the CPU")
+    })
 }
 
 /// Plans a run of `model` on `src`: a ladder when lengths are given.
@@ -196,7 +209,7 @@ pub fn run(
         closed_book: opts.closed_book,
         show_progress: env.show_progress,
         multi: env.multi,
-        save_top_k: opts.save_reference.as_ref().map(|_| opts.reference_top_k),
+        save_top_k: opts.save_reference.as_ref().map(|_| opts.top_k()),
         reference,
     };
     let score_opts = opts.plan.target.score_options();
@@ -206,7 +219,7 @@ pub fn run(
             let executed = execute(model, plan, &cfg, &score_opts, &exec, |r| sink.result(r))?;
             // The reference file before the run file: a finished reference run always has it.
             if let (Some(path), Some(saved)) = (&opts.save_reference, &executed.saved) {
-                spec.save_reference(path, opts.reference_top_k, saved)?;
+                spec.save_reference(path, opts.top_k(), saved)?;
             }
             return Ok(spec.run_file(executed, ms(env.started)));
         }
@@ -250,5 +263,18 @@ pub fn default_gpu_layers() -> u32 {
     match crate::engine::backend() {
         Ok(b) if b.supports_gpu_offload() => crate::engine::device::GPU_LAYERS_AUTO,
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_offload_that_found_no_gpu_is_noted() {
+        let auto = crate::engine::device::GPU_LAYERS_AUTO;
+        let note = super::offload_note(99, 0).expect("a note");
+        assert!(note.starts_with("99 layers were asked to go to a GPU"), "{note}");
+        assert_eq!(super::offload_note(0, 0), None);
+        assert_eq!(super::offload_note(auto, 0), None, "the default asks only for what a GPU holds");
+        assert_eq!(super::offload_note(99, 25), None, "they went");
     }
 }

@@ -34,8 +34,10 @@ pub struct BenchOptions {
     pub reference: Option<PathBuf>,
     /// Save the teacher-forced distributions as a reference file here.
     pub save_reference: Option<PathBuf>,
-    /// Tokens of each forced position's distribution a saved reference keeps.
-    pub reference_top_k: usize,
+    /// Tokens of each forced position's distribution a saved reference
+    /// keeps; `None`: [`crate::reference::DEFAULT_TOP_K`]. Given, it needs a
+    /// reference to save.
+    pub reference_top_k: Option<usize>,
     /// The hub reference the model was resolved from, when it was (set by
     /// `bench::open`, recorded in the manifest).
     pub origin: Option<crate::hub::Origin>,
@@ -70,6 +72,61 @@ pub enum OptionsError {
     EmptyOnly,
     #[error("the target `{0}` is named twice among those to keep")]
     DuplicateOnly(String),
+    // Settings that would change nothing are refused rather than ignored: a
+    // user who gives one expects it to matter.
+    #[error("a reasoning budget is given, but thinking is off")]
+    BudgetWithoutThinking,
+    #[error("the completion probe renders no chat template, so {0} would change nothing")]
+    TemplateWithCompletion(TemplateSetting),
+    #[error("a reference's kept tokens are given, but no reference is saved")]
+    TopKWithoutSave,
+}
+
+/// A chat-template setting, named in [`OptionsError::TemplateWithCompletion`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplateSetting {
+    /// A template file that replaces the GGUF's.
+    File,
+    /// Template variables given by the user.
+    Kwargs,
+    /// Thinking switched on.
+    ThinkOn,
+}
+
+impl std::fmt::Display for TemplateSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TemplateSetting::File => "a template file",
+            TemplateSetting::Kwargs => "template variables",
+            TemplateSetting::ThinkOn => "thinking on",
+        })
+    }
+}
+
+/// The chat-template settings `p` gives beyond the defaults: what a
+/// completion probe, which renders no template, cannot honour.
+fn template_settings(p: &PlanOptions) -> Vec<TemplateSetting> {
+    let given = [
+        (p.template_file.is_some(), TemplateSetting::File),
+        (!p.template.kwargs.is_empty(), TemplateSetting::Kwargs),
+        (p.template.think == crate::template::Think::On, TemplateSetting::ThinkOn),
+    ];
+    given.iter().filter(|(on, _)| *on).map(|(_, s)| *s).collect()
+}
+
+/// Refuses template settings that would change nothing: any with the
+/// completion probe, a reasoning budget with thinking off. `bench` checks it
+/// in [`BenchOptions::validate`], `prompt` on its own.
+pub fn check_template(p: &PlanOptions) -> Result<(), OptionsError> {
+    if p.probe == crate::prompt::Probe::Completion
+        && let Some(s) = template_settings(p).first()
+    {
+        return Err(OptionsError::TemplateWithCompletion(*s));
+    }
+    if p.think_budget.is_some() && p.template.think != crate::template::Think::On {
+        return Err(OptionsError::BudgetWithoutThinking);
+    }
+    Ok(())
 }
 
 impl BenchOptions {
@@ -104,10 +161,19 @@ impl BenchOptions {
         if let Some((_, name)) = p.only.iter().enumerate().find(|(i, n)| p.only[..*i].contains(n)) {
             return Err(OptionsError::DuplicateOnly(name.clone()).into());
         }
+        check_template(p)?;
+        if self.reference_top_k.is_some() && self.save_reference.is_none() {
+            return Err(OptionsError::TopKWithoutSave.into());
+        }
         p.target.validate()?;
         self.context.config(crate::settings::CtxSize::MIN).validate()?;
         self.decode.validate()?;
         Ok(())
+    }
+
+    /// Tokens kept per forced position by a saved reference.
+    pub fn top_k(&self) -> usize {
+        self.reference_top_k.unwrap_or(crate::reference::DEFAULT_TOP_K)
     }
 
     /// The options the planner reads: a fixed answer length is the answer

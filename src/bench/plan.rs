@@ -45,8 +45,9 @@ pub struct PlanOptions {
     /// it replaces the GGUF's.
     pub template: TemplateVars,
     pub template_file: Option<TemplateFile>,
-    /// Reasoning tokens allowed before the answer when thinking is on.
-    pub think_budget: usize,
+    /// Reasoning tokens allowed before the answer when thinking is on;
+    /// `None`: [`crate::template::DEFAULT_THINK_BUDGET`].
+    pub think_budget: Option<usize>,
     /// The context extension: with a scaling, `--ctx auto` may go past the
     /// trained context (set from the run's context settings by
     /// `BenchOptions::planning`).
@@ -133,7 +134,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     let corpus = &src.corpus;
     let topts = o.target.options();
     let (mut frame, template) = frame_for(model, src, o)?;
-    let think_budget = (template.is_some() && o.template.think == Think::On).then_some(o.think_budget);
+    let think_budget = (template.is_some() && o.template.think == Think::On).then(|| o.think_budget.unwrap_or(crate::template::DEFAULT_THINK_BUDGET));
     // The functions eligible anywhere in the file bound what each question
     // and each forced pass needs, whatever range is kept.
     let everywhere = targets::eligible(corpus, &src.parsed, 0, corpus.line_count() - 1, &topts);

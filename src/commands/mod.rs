@@ -25,7 +25,7 @@ pub mod shard;
 pub mod targets;
 pub mod template;
 
-use crate::bench::{DecodeError, LadderClash, MemoryLimit, OptionsError, PlanError};
+use crate::bench::{DecodeError, LadderClash, MemoryLimit, OptionsError, PlanError, TemplateSetting};
 use crate::cli::{DecodeArgs, TargetArgs, TemplateArgs};
 use crate::template::{TemplateFile, TemplateVars};
 use crate::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
@@ -304,6 +304,16 @@ fn options_message(o: &OptionsError) -> String {
         }
         OptionsError::EmptyOnly => "--only takes function names separated by commas; one of them is empty".into(),
         OptionsError::DuplicateOnly(name) => format!("--only names `{name}` twice"),
+        OptionsError::BudgetWithoutThinking => "--think-budget is spent only with --think on; add --think on or drop --think-budget".into(),
+        OptionsError::TemplateWithCompletion(setting) => {
+            let flag = match setting {
+                TemplateSetting::File => "--chat-template",
+                TemplateSetting::Kwargs => "--template-kwargs",
+                TemplateSetting::ThinkOn => "--think on",
+            };
+            format!("{flag} sets the chat template, and --probe completion renders none; drop {flag} or use --probe chat")
+        }
+        OptionsError::TopKWithoutSave => "--reference-top-k sets what --save-reference keeps; add --save-reference FILE or drop --reference-top-k".into(),
     }
 }
 
@@ -314,6 +324,9 @@ fn decode_message(d: &DecodeError) -> String {
         }
         DecodeError::CheckNeedsParallel => {
             "--check-sequential compares a --parallel run with sequential answers; add --parallel N (N >= 2)".into()
+        }
+        DecodeError::KvMemoryWithoutParallel => {
+            "--kv-memory bounds the KV cache of --parallel answering; add --parallel N (N >= 2) or drop --kv-memory".into()
         }
         DecodeError::TooManySequences { requested } => format!("--parallel {requested}: {d}"),
         DecodeError::DraftMax(k) => format!("--draft-max {k}: {d}"),

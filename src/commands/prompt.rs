@@ -29,6 +29,7 @@ pub fn run(args: &PromptArgs) -> Result<()> {
         only: Vec::new(),
         rope: args.rope.rope(),
     };
+    bench::check_template(&opts).map_err(|e| hint(e.into(), None))?;
     let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
     let src = Source::open_spec(&corpus, opts.target.rename_seed()).map_err(|e| hint(e, None))?;
     if let Some(note) = src.error_note() {
