@@ -228,7 +228,9 @@ fn a_reference_downloads_into_the_hub_cache_and_is_recorded() {
     let out = tempfile::tempdir().unwrap();
     let run = out.path().join("run.json");
     let reference = format!("{REPO}/{WHOLE}");
-    let args = ["bench", &reference, "--forced-only", "--count", "2", "--crop", "densest", "--max-prefix-tokens", "1500", "-q", "-o", s(&run)];
+    // A small forced-only run: what is checked is where the model came from.
+    let dense = fixture("dense.js");
+    let args = ["bench", &reference, "--corpus", s(&dense), "--crop-lines", "1:100", "--forced-only", "--count", "2", "--lines", "6", "--kv", "f16", "-q", "-o", s(&run)];
     ok(&with_hub(&args, &hub.url, cache.path(), &[]));
     // It asked for the file list at the revision, then the file.
     let paths: Vec<String> = hub.seen.lock().unwrap().iter().map(|r| r.path.clone()).collect();
