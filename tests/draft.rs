@@ -140,8 +140,9 @@ fn without_drafts_every_step_is_one_token_and_lookup_drafts_from_the_file(cache:
 #[test]
 fn a_model_that_does_not_recall_answers_as_without_drafts() {
     let _serial = serial();
-    // SmolLM2 recalls little of lodash: drafts are mostly rejected.
-    let run = bench_on(&smollm2(), &fixture("dense.js"), &["--crop-lines", "1:100", "--count", "4", "--lines", "6", "--kv", "f16", "--check-draft"]);
+    // SmolLM2 recalls little of lodash: drafts are mostly rejected. 48
+    // tokens an answer: it rambles to its budget otherwise.
+    let run = bench_on(&smollm2(), &fixture("dense.js"), &["--crop-lines", "1:100", "--count", "4", "--lines", "6", "--kv", "f16", "--max-new-tokens", "48", "--check-draft"]);
     assert_exact(&run);
     let d = &run["summary"]["draft"];
     assert!(d["proposed"].as_u64().unwrap() > 0, "{d}");
@@ -152,7 +153,10 @@ fn a_sliding_window_model_drafts_with_its_whole_cache_and_a_hybrid_does_not() {
     let _serial = serial();
     // Gemma 3's window-only cache may reuse cells a rejected draft needs back:
     // no drafts, and the run says why.
-    let window = ["--crop-lines", "1:100", "--count", "3", "--lines", "6", "--kv", "f16"];
+    // 48 tokens an answer: a model that does not recall rambles to its
+    // budget, and what is checked (the fallback, exact drafts) shows in a few
+    // lines.
+    let window = ["--crop-lines", "1:100", "--count", "3", "--lines", "6", "--kv", "f16", "--max-new-tokens", "48"];
     let run = bench_on(&gemma3(), &fixture("dense.js"), &window);
     assert_eq!(run["manifest"]["params"]["draft"], "none", "{}", run["manifest"]["params"]);
     let why = run["manifest"]["runtime"]["draft_fallback"].as_str().unwrap_or_default();
