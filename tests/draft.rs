@@ -67,9 +67,9 @@ fn a_model_that_recalls_takes_several_tokens_per_step_and_answers_as_without_dra
     let _serial = serial();
     // Qwen2.5-Coder-0.5B recalls this window (tests/qwen_coder.rs): most of
     // every answer is a copy, which the ground truth drafts.
-    // The f16 window is evaluated once: the runs after the first load it
-    // from a prefix cache (tests/bench_cli.rs holds that a cached prefix
-    // answers as a prefill does), which is most of a run's time here.
+    // The f16 window is evaluated once: the `--draft none` and `lookup` runs
+    // after it load it from a prefix cache (tests/bench_cli.rs holds that a
+    // cached prefix answers as a prefill does).
     let cache = tempfile::TempDir::new().unwrap();
     let window = ["--crop-lines", "700:850", "--count", "4", "--lines", "8", "--prefix-cache", s(cache.path())];
     for kv in ["f16", "q8_0"] {

@@ -153,7 +153,13 @@ fn one_prefill_serves_every_length_and_each_answers_as_a_plain_run() {
     for (i, r) in rungs(&run).iter().enumerate() {
         let plain = plain_window(&smollm2(), &corpus, r, &["--kv", "f16"], &dir.path().join(format!("plain{i}.json")), true);
         assert_eq!(plain["manifest"]["corpus"]["prefix_tokens"], r["prefix_tokens"], "window {i}");
-        assert_same_answers(&at_length(&run, u(&r["length"])), &plain, &format!("window {i}"));
+        let ladder = at_length(&run, u(&r["length"]));
+        assert_same_answers(&ladder, &plain, &format!("window {i}"));
+        // The forced pass runs at every window, on the text a plain run forces.
+        for (a, b) in ladder.iter().zip(plain["targets"].as_array().unwrap()) {
+            assert!(a["forced"]["tokens"].as_u64().is_some_and(|n| n > 0), "window {i}: {}", a["forced"]);
+            assert_eq!(a["forced"]["tokens"], b["forced"]["tokens"], "window {i}: {}", a["name"]);
+        }
     }
 }
 

@@ -103,15 +103,16 @@ impl std::fmt::Display for TemplateSetting {
     }
 }
 
-/// The chat-template settings `p` gives beyond the defaults: what a
+/// The first chat-template setting `p` gives beyond the defaults: what a
 /// completion probe, which renders no template, cannot honour.
-fn template_settings(p: &PlanOptions) -> Vec<TemplateSetting> {
-    let given = [
+fn template_setting(p: &PlanOptions) -> Option<TemplateSetting> {
+    [
         (p.template_file.is_some(), TemplateSetting::File),
         (!p.template.kwargs.is_empty(), TemplateSetting::Kwargs),
         (p.template.think == crate::template::Think::On, TemplateSetting::ThinkOn),
-    ];
-    given.iter().filter(|(on, _)| *on).map(|(_, s)| *s).collect()
+    ]
+    .into_iter()
+    .find_map(|(given, s)| given.then_some(s))
 }
 
 /// Refuses template settings that would change nothing: any with the
@@ -119,9 +120,9 @@ fn template_settings(p: &PlanOptions) -> Vec<TemplateSetting> {
 /// in [`BenchOptions::validate`], `prompt` on its own.
 pub fn check_template(p: &PlanOptions) -> Result<(), OptionsError> {
     if p.probe == crate::prompt::Probe::Completion
-        && let Some(s) = template_settings(p).first()
+        && let Some(s) = template_setting(p)
     {
-        return Err(OptionsError::TemplateWithCompletion(*s));
+        return Err(OptionsError::TemplateWithCompletion(s));
     }
     if p.think_budget.is_some() && p.template.think != crate::template::Think::On {
         return Err(OptionsError::BudgetWithoutThinking);
