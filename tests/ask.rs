@@ -6,7 +6,7 @@
 //! The server is a few lines of std: one thread accepting connections, each
 //! request answered by a script and the connection closed.
 
-mod common;
+use crate::common;
 
 use common::{ok, posrecall_with, s};
 use serde_json::{Value, json};

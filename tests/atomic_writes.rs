@@ -4,7 +4,7 @@
 //! prefix of the new one, and a normal run leaves no temporary file behind.
 //! Without a model: run files come from `score`.
 
-mod common;
+use crate::common;
 
 use common::{bin, ok, posrecall, s};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! `posrecall bench` end to end on real models: the run file, determinism,
 //! KV types, the base-model probe, and bad input.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -10,7 +10,7 @@
 //! with a blank line: no eligible lodash body does. A case that finds no
 //! target with the blank lines it needs fails; nothing is skipped.
 
-mod common;
+use crate::common;
 
 use common::s;
 use posrecall::corpus::Source;

@@ -1,7 +1,7 @@
 //! The built binary, without a model: `posrecall targets` and `posrecall score`
 //! on generated corpora, their output files, and their failures on bad input.
 
-mod common;
+use crate::common;
 
 use common::{ok, posrecall, s};
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! The memorisation controls: renamed corpora and closed-book answers.
 
-mod common;
+use crate::common;
 
 use common::*;
 use posrecall::corpus::{JavaScript, Language};

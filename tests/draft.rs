@@ -6,7 +6,7 @@
 //! nearly tied (batched verification can round a position's logits
 //! differently).
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! The engine on real models: prompt fidelity, and restore equivalence
 //! (a restored snapshot answers exactly as a fresh context would).
 
-mod common;
+use crate::common;
 
 use common::*;
 use posrecall::settings::KvType;

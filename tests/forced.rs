@@ -1,7 +1,7 @@
 //! Teacher-forced recall on the real SmolLM2: consistency with greedy
 //! decoding, a known answer, determinism, and sensitivity to the KV type.
 
-mod common;
+use crate::common;
 
 use common::*;
 use llama_cpp_2::token::LlamaToken;

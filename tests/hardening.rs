@@ -4,7 +4,7 @@
 //! `every_subcommand_refuses_hostile_arguments` is the table that keeps the
 //! class of defect fixed, and the property tests feed the readers noise.
 
-mod common;
+use crate::common;
 
 use common::{ok, posrecall, posrecall_with, s, smollm2};
 use posrecall::corpus::{JavaScript, Language};

@@ -7,7 +7,7 @@
 //! posrecall is pointed at it the supported way, `HF_ENDPOINT`, and keeps
 //! its downloads in a hub cache of the test's own (`HF_HUB_CACHE`).
 
-mod common;
+use crate::common;
 
 use common::*;
 use sha2::{Digest, Sha256};

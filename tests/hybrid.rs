@@ -7,7 +7,7 @@
 //! position. Every answer is forced to a fixed length (random weights end
 //! early otherwise); the answers are noise, only their equality matters.
 
-mod common;
+use crate::common;
 
 use common::*;
 use posrecall::bench::plan;

@@ -2,7 +2,7 @@
 //! `--reference`) and the context's own contribution (`--closed-book`), on
 //! the real SmolLM2 and Gemma 3 models.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! every length, each length answers exactly as a plain run of its window,
 //! the outputs carry the depth × length grid, and bad ladders are refused.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

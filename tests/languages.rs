@@ -4,7 +4,7 @@
 //! the Python targets checked against Python's own `ast`, folders as one
 //! corpus, and bad input.
 
-mod common;
+use crate::common;
 
 use common::{ok, posrecall, s};
 use posrecall::corpus::{CorpusSpec, Source};

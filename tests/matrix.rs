@@ -3,7 +3,7 @@
 //! Kubernetes environment variables, and ignored without `--shard`), the
 //! `${POSRECALL_CACHE}` default in sweep paths, and bad sweep files.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

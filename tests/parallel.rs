@@ -2,7 +2,7 @@
 //! consistent, the equivalence with sequential answers recorded, fixed-length
 //! generation, and an N that does not fit refused with the largest that does.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::Path;

@@ -6,7 +6,7 @@
 //! short window of the default corpus it matches lines, so the scorer's
 //! matched, extra and truncated paths run on real recall.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

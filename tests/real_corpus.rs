@@ -6,7 +6,7 @@
 //! (`$POSRECALL_CACHE`, else `$XDG_CACHE_HOME/posrecall`, else
 //! `~/.cache/posrecall`). Without it these tests fail; they never skip.
 
-mod common;
+use crate::common;
 
 use common::{ok, posrecall, s};
 use posrecall::fsutil::default_corpus_path;

@@ -2,7 +2,7 @@
 //! of SmolLM2 on the dense fixture (f16 and q8_0 KV cache) and one `score`
 //! run with a different `--lines`, made once per test binary.
 
-mod common;
+use crate::common;
 
 use common::*;
 use posrecall::run::{RunFile, TargetResult};

@@ -4,7 +4,7 @@
 //! not the unscaled run's on the same window), they are recorded, and `--ctx
 //! auto` goes past the trained context only with a scaling.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! run equals the run of the file it was split from but for the model's file
 //! record; a missing, foreign or misnamed part is a one-line error naming it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! Sweeps: `[params]` switches that reach every run, and the error when no
 //! one kept range fits every model.
 
-mod common;
+use crate::common;
 
 use common::*;
 use posrecall::bench::plan::{NoSharedRange, plan_shared};

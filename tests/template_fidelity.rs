@@ -7,7 +7,7 @@
 //! must also split cleanly into a prefix and a suffix that does not change
 //! the prefix. Needs python3 with jinja2 (scripts/setup installs it).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! (`--chat-template`), thinking off and on; answers holding reasoning,
 //! scored on the answer alone (`score`, with constructed answers).
 
-mod common;
+use crate::common;
 
 use common::*;
 use posrecall::bench::plan;
