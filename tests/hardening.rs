@@ -530,6 +530,25 @@ fn names_what_it_refuses(args: &[&str], message: &str) -> bool {
         || message.contains("unexpected argument '-")
 }
 
+/// Whether a message is clap's refusal of the command line: the forms clap
+/// words its parse errors in (an unknown subcommand or flag, a flag's value
+/// its parser refused, a missing value or required argument, flags that
+/// exclude each other). posrecall's own refusals are worded otherwise.
+fn is_usage_error(message: &str) -> bool {
+    [
+        "unrecognized subcommand",
+        "unexpected argument",
+        "invalid value '",
+        "a value is required for",
+        "the following required arguments were not provided",
+        "cannot be used with",
+        "equal sign is needed",
+        "unexpected value",
+    ]
+    .iter()
+    .any(|form| message.contains(form))
+}
+
 #[test]
 fn every_subcommand_refuses_hostile_arguments() {
     let dir = TempDir::new().unwrap();
@@ -545,11 +564,14 @@ fn every_subcommand_refuses_hostile_arguments() {
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         let code = o.status.code();
-        assert!(matches!(code, Some(1) | Some(2)), "{args:?}: exit {code:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("note:")).collect();
         assert_eq!(lines.len(), 1, "{args:?}: {err}");
         assert!(lines[0].starts_with("posrecall: error:"), "{args:?}: {err}");
+        // The README's exit codes: 2 for a command line that does not parse
+        // (clap's own words), 1 for one that parses and is refused.
+        let want = if is_usage_error(lines[0]) { 2 } else { 1 };
+        assert_eq!(code, Some(want), "{args:?}: exit {code:?}, expected {want}: {err}");
         assert!(names_what_it_refuses(&args, lines[0]), "{args:?}: the message names nothing of the command line: {err}");
         let left: Vec<_> = std::fs::read_dir(out.path()).unwrap().collect();
         assert!(left.is_empty(), "{args:?} left files behind");
