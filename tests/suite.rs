@@ -1,8 +1,8 @@
 //! The integration tests, as one test binary: each file of tests/ is one
 //! module of it. One binary instead of one per file saves linking llama.cpp
 //! and every dependency into 29 executables (recompiling the tests took 1m29s
-here against 2m43s), and
-//! one process holds the one model lock (`common::serial`) for all of them.
+//! here against 2m43s), and one process holds the one model lock
+//! (`common::serial`) for all of them.
 //! Run one file's tests with `cargo test --release --test suite FILE::`.
 
 mod common;
