@@ -37,6 +37,10 @@ pub struct Answered {
     /// from llama-server and DeepSeek, `message.reasoning` from vLLM).
     pub reasoning: Option<String>,
     pub usage: Value,
+    /// llama-server's own `timings` object (prompt and generation times,
+    /// and `draft_n`/`draft_n_accepted` with speculative decoding), or null
+    /// from a server that sends none.
+    pub timings: Value,
     pub finish_reason: Option<String>,
     pub wall_ms: u64,
     /// The body was not valid UTF-8: the answer holds U+FFFD where it was not.
@@ -303,6 +307,7 @@ pub fn parse_answer(body: &str, api: ApiKind) -> Result<Answered, String> {
         response,
         reasoning,
         usage: v.get("usage").cloned().unwrap_or(Value::Null),
+        timings: v.get("timings").filter(|t| t.is_object()).cloned().unwrap_or(Value::Null),
         finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(String::from),
         wall_ms: 0,
         invalid_utf8: false,
@@ -319,6 +324,10 @@ mod tests {
             .unwrap();
         assert_eq!((a.response.as_str(), a.finish_reason.as_deref()), ("x", Some("stop")));
         assert_eq!(a.usage["a"], 1);
+        assert!(a.timings.is_null());
+        let a = parse_answer(r#"{"choices":[{"message":{"content":"x"}}],"timings":{"predicted_n":3,"draft_n":2}}"#, ApiKind::Chat)
+            .unwrap();
+        assert_eq!((a.timings["predicted_n"].as_u64(), a.timings["draft_n"].as_u64()), (Some(3), Some(2)));
         let a = parse_answer(r#"{"choices":[{"text":"y"}]}"#, ApiKind::Completion).unwrap();
         assert_eq!(a.response, "y");
         assert!(a.usage.is_null());

@@ -194,6 +194,9 @@ struct Line<'a> {
     wall_ms: u64,
     /// The server's `usage` object (token counts), or null.
     usage: &'a Value,
+    /// llama-server's `timings` object, where the server sends one.
+    #[serde(skip_serializing_if = "Value::is_null")]
+    timings: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     finish_reason: Option<&'a str>,
     /// The server's bytes were not valid UTF-8 (`score` records it).
@@ -405,6 +408,7 @@ fn record(name: &str, outcome: Outcome, out: &mut File, path: &Path, bar: &Progr
                 response: &a.response,
                 wall_ms: a.wall_ms,
                 usage: &a.usage,
+                timings: &a.timings,
                 finish_reason: a.finish_reason.as_deref(),
                 invalid_utf8: a.invalid_utf8,
                 reasoning: a.reasoning.as_deref(),
