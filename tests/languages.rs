@@ -343,6 +343,114 @@ fn python_targets_agree_with_pythons_ast() {
     }
 }
 
+/// Every `fn` with a body, as `syn` (the Rust parser procedural macros use)
+/// reads the file: (bare name, qualified name, 1-based line of `fn`, lines
+/// of the body's `{` and `}`), in no particular order.
+struct SynFns {
+    scope: Vec<String>,
+    found: Vec<(String, String, usize, usize, usize)>,
+}
+
+impl SynFns {
+    fn record(&mut self, ident: &syn::Ident, fn_line: usize, block: &syn::Block) {
+        let name = ident.to_string();
+        let qualified = self.scope.iter().chain([&name]).cloned().collect::<Vec<_>>().join("::");
+        let braces = block.brace_token.span;
+        self.found.push((name, qualified, fn_line, braces.open().start().line, braces.close().start().line));
+    }
+
+    fn within(&mut self, name: String, f: impl FnOnce(&mut Self)) {
+        self.scope.push(name);
+        f(self);
+        self.scope.pop();
+    }
+}
+
+/// The type an `impl` block is for, by its last path segment without
+/// generic arguments (`Point<T>` is `Point`).
+fn impl_type_name(ty: &syn::Type) -> String {
+    match ty {
+        syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default(),
+        syn::Type::Reference(r) => impl_type_name(&r.elem),
+        syn::Type::Group(g) => impl_type_name(&g.elem),
+        syn::Type::Paren(p) => impl_type_name(&p.elem),
+        _ => String::new(),
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for SynFns {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        self.within(m.ident.to_string(), |v| syn::visit::visit_item_mod(v, m));
+    }
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        self.within(impl_type_name(&i.self_ty), |v| syn::visit::visit_item_impl(v, i));
+    }
+    fn visit_item_trait(&mut self, t: &'ast syn::ItemTrait) {
+        self.within(t.ident.to_string(), |v| syn::visit::visit_item_trait(v, t));
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.record(&f.sig.ident, f.sig.fn_token.span.start().line, &f.block);
+        self.within(f.sig.ident.to_string(), |v| syn::visit::visit_item_fn(v, f));
+    }
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.record(&f.sig.ident, f.sig.fn_token.span.start().line, &f.block);
+        self.within(f.sig.ident.to_string(), |v| syn::visit::visit_impl_item_fn(v, f));
+    }
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if let Some(block) = &f.default {
+            self.record(&f.sig.ident, f.sig.fn_token.span.start().line, block);
+        }
+        self.within(f.sig.ident.to_string(), |v| syn::visit::visit_trait_item_fn(v, f));
+    }
+}
+
+/// The targets of a Rust file as docs/METHOD.md section 2 defines them,
+/// from `syn`'s tree alone: (name, 1-based line of `fn`, the `lines` lines
+/// after the `{` line), in file order.
+fn rust_targets_by_syn(text: &str, lines: usize) -> Vec<(String, usize, Vec<String>)> {
+    let file = syn::parse_file(text).expect("the corpus parses as Rust");
+    let mut v = SynFns { scope: Vec::new(), found: Vec::new() };
+    syn::visit::Visit::visit_file(&mut v, &file);
+    let count = |pick: fn(&(String, String, usize, usize, usize)) -> &String, key: &String| {
+        v.found.iter().filter(|f| pick(f) == key).count()
+    };
+    let text_lines: Vec<&str> = text.split('\n').collect();
+    let mut out: Vec<(String, usize, Vec<String>)> = v
+        .found
+        .iter()
+        .filter(|(_, _, _, open, close)| close.saturating_sub(open + 1) >= lines)
+        .filter_map(|f| {
+            let (bare, qualified, line, open, _) = f;
+            let name = if count(|f| &f.0, bare) == 1 {
+                bare.clone()
+            } else if qualified != bare && count(|f| &f.1, qualified) == 1 {
+                qualified.clone()
+            } else {
+                return None;
+            };
+            Some((name, *line, text_lines[*open..open + lines].iter().map(|l| l.to_string()).collect()))
+        })
+        .collect();
+    out.sort_by_key(|t| t.1);
+    out
+}
+
+/// posrecall's Rust targets on the default Rust corpus and the Rust fixture
+/// are exactly those `syn` gives: names, lines and expected lines.
+#[test]
+fn rust_targets_agree_with_syn() {
+    let p = posrecall::fsutil::default_corpus_for("rust").unwrap();
+    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language rust", p.display());
+    for (path, lines) in [(p, 20), (fixture("sample.rs"), 3)] {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let theirs = rust_targets_by_syn(&text, lines);
+        let src = Source::open_spec(&CorpusSpec::file(&path), None).unwrap();
+        let ours: Vec<(String, usize, Vec<String>)> = all(&src, lines).into_iter().map(|t| (t.name, t.line, t.expected)).collect();
+        assert!(!ours.is_empty(), "{}", path.display());
+        assert_eq!(ours, theirs, "{}", path.display());
+    }
+}
+
 #[test]
 fn renaming_works_in_every_language() {
     for f in ["sample.py", "sample.rs", "sample.go", "sample.c", "sample.cpp", "sample.ts", "Sample.java"] {
