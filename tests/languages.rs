@@ -316,6 +316,31 @@ fn default_corpora_hold_enough_targets() {
     }
 }
 
+/// The targets an oracle script lists (scripts/python-targets,
+/// scripts/js-targets: one JSON line per target) for `path` at `lines`.
+fn script_targets(program: &str, script: &str, path: &Path, lines: usize) -> Vec<(String, usize, Vec<String>)> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts").join(script);
+    let o = std::process::Command::new(program).arg(&script).arg(path).arg(lines.to_string()).output().unwrap();
+    assert!(o.status.success(), "{}: {}", script.display(), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let e = v["expected"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+            (v["name"].as_str().unwrap().to_string(), v["line"].as_u64().unwrap() as usize, e)
+        })
+        .collect()
+}
+
+/// posrecall's targets of `path`: (name, line, expected lines).
+fn our_targets(path: &Path, lines: usize) -> Vec<(String, usize, Vec<String>)> {
+    let src = Source::open_spec(&CorpusSpec::file(path), None).unwrap();
+    let ours: Vec<(String, usize, Vec<String>)> = all(&src, lines).into_iter().map(|t| (t.name, t.line, t.expected)).collect();
+    assert!(!ours.is_empty(), "{}", path.display());
+    ours
+}
+
 /// posrecall's Python targets on the default Python corpus are exactly those
 /// Python's own `ast` gives (scripts/python-targets): names, lines and
 /// expected lines.
@@ -324,22 +349,23 @@ fn python_targets_agree_with_pythons_ast() {
     let p = posrecall::fsutil::default_corpus_for("python").unwrap();
     assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language python", p.display());
     for (path, lines) in [(p, 20), (fixture("sample.py"), 3)] {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/python-targets");
-        let o = std::process::Command::new("python3").arg(&script).arg(&path).arg(lines.to_string()).output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let theirs: Vec<(String, usize, Vec<String>)> = String::from_utf8(o.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                let e = v["expected"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
-                (v["name"].as_str().unwrap().to_string(), v["line"].as_u64().unwrap() as usize, e)
-            })
-            .collect();
-        let src = Source::open_spec(&CorpusSpec::file(&path), None).unwrap();
-        let ours: Vec<(String, usize, Vec<String>)> = all(&src, lines).into_iter().map(|t| (t.name, t.line, t.expected)).collect();
-        assert!(!ours.is_empty());
-        assert_eq!(ours, theirs, "{}", path.display());
+        assert_eq!(our_targets(&path, lines), script_targets("python3", "python-targets", &path, lines), "{}", path.display());
+    }
+}
+
+/// posrecall's JavaScript targets on lodash (the default corpus), the
+/// dense fixture and the extraction fixtures are exactly those acorn's tree
+/// gives (scripts/js-targets).
+#[test]
+fn javascript_targets_agree_with_acorn() {
+    let lodash = posrecall::fsutil::default_corpus_for("javascript").unwrap();
+    assert!(lodash.exists(), "{} is missing: run scripts/fetch-corpus", lodash.display());
+    let mut files = vec![(lodash, 20), (common::fixture("dense.js"), 10), (common::fixture("distinct.js"), 4)];
+    for f in ["allman.js", "async_gen.js", "nested.js", "skipped.js", "verbatim.js", "crlf.js", "blank.js"] {
+        files.push((common::fixture(&format!("extract/{f}")), 2));
+    }
+    for (path, lines) in files {
+        assert_eq!(our_targets(&path, lines), script_targets("node", "js-targets", &path, lines), "{}", path.display());
     }
 }
 
@@ -444,10 +470,7 @@ fn rust_targets_agree_with_syn() {
     for (path, lines) in [(p, 20), (fixture("sample.rs"), 3)] {
         let text = std::fs::read_to_string(&path).unwrap();
         let theirs = rust_targets_by_syn(&text, lines);
-        let src = Source::open_spec(&CorpusSpec::file(&path), None).unwrap();
-        let ours: Vec<(String, usize, Vec<String>)> = all(&src, lines).into_iter().map(|t| (t.name, t.line, t.expected)).collect();
-        assert!(!ours.is_empty(), "{}", path.display());
-        assert_eq!(ours, theirs, "{}", path.display());
+        assert_eq!(our_targets(&path, lines), theirs, "{}", path.display());
     }
 }
 
