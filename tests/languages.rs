@@ -432,6 +432,17 @@ fn typescript_targets_agree_with_the_typescript_compiler() {
     assert!(targets > 55, "{targets} targets in all");
 }
 
+/// posrecall's Go targets on the default Go corpus and the Go fixture are
+/// exactly those Go's own go/parser gives (scripts/go-targets).
+#[test]
+fn go_targets_agree_with_gos_parser() {
+    let p = posrecall::fsutil::default_corpus_for("go").unwrap();
+    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language go", p.display());
+    for (path, lines) in [(p, 20), (fixture("sample.go"), 3)] {
+        assert_eq!(our_targets(&path, lines), script_targets("bash", "go-targets", &path, lines), "{}", path.display());
+    }
+}
+
 /// Every `fn` with a body, as `syn` (the Rust parser procedural macros use)
 /// reads the file: (bare name, qualified name, 1-based line of `fn`, lines
 /// of the body's `{` and `}`), in no particular order.
