@@ -333,6 +333,13 @@ fn script_targets(program: &str, script: &str, path: &Path, lines: usize) -> Vec
         .collect()
 }
 
+/// The fetched default corpus of `language`.
+fn fetched(language: &str) -> PathBuf {
+    let p = posrecall::fsutil::default_corpus_for(language).unwrap();
+    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", p.display());
+    p
+}
+
 /// posrecall's targets of `path`: (name, line, expected lines).
 fn our_targets(path: &Path, lines: usize) -> Vec<(String, usize, Vec<String>)> {
     let src = Source::open_spec(&CorpusSpec::file(path), None).unwrap();
@@ -346,9 +353,7 @@ fn our_targets(path: &Path, lines: usize) -> Vec<(String, usize, Vec<String>)> {
 /// expected lines.
 #[test]
 fn python_targets_agree_with_pythons_ast() {
-    let p = posrecall::fsutil::default_corpus_for("python").unwrap();
-    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language python", p.display());
-    for (path, lines) in [(p, 20), (fixture("sample.py"), 3)] {
+    for (path, lines) in [(fetched("python"), 20), (fixture("sample.py"), 3)] {
         assert_eq!(our_targets(&path, lines), script_targets("python3", "python-targets", &path, lines), "{}", path.display());
     }
 }
@@ -358,9 +363,7 @@ fn python_targets_agree_with_pythons_ast() {
 /// gives (scripts/js-targets).
 #[test]
 fn javascript_targets_agree_with_acorn() {
-    let lodash = posrecall::fsutil::default_corpus_for("javascript").unwrap();
-    assert!(lodash.exists(), "{} is missing: run scripts/fetch-corpus", lodash.display());
-    let mut files = vec![(lodash, 20), (common::fixture("dense.js"), 10), (common::fixture("distinct.js"), 4)];
+    let mut files = vec![(fetched("javascript"), 20), (common::fixture("dense.js"), 10), (common::fixture("distinct.js"), 4)];
     for f in ["allman.js", "async_gen.js", "nested.js", "skipped.js", "verbatim.js", "crlf.js", "blank.js"] {
         files.push((common::fixture(&format!("extract/{f}")), 2));
     }
@@ -436,9 +439,7 @@ fn typescript_targets_agree_with_the_typescript_compiler() {
 /// exactly those Go's own go/parser gives (scripts/go-targets).
 #[test]
 fn go_targets_agree_with_gos_parser() {
-    let p = posrecall::fsutil::default_corpus_for("go").unwrap();
-    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language go", p.display());
-    for (path, lines) in [(p, 20), (fixture("sample.go"), 3)] {
+    for (path, lines) in [(fetched("go"), 20), (fixture("sample.go"), 3)] {
         assert_eq!(our_targets(&path, lines), script_targets("bash", "go-targets", &path, lines), "{}", path.display());
     }
 }
@@ -539,9 +540,7 @@ fn rust_targets_by_syn(text: &str, lines: usize) -> Vec<(String, usize, Vec<Stri
 /// are exactly those `syn` gives: names, lines and expected lines.
 #[test]
 fn rust_targets_agree_with_syn() {
-    let p = posrecall::fsutil::default_corpus_for("rust").unwrap();
-    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language rust", p.display());
-    for (path, lines) in [(p, 20), (fixture("sample.rs"), 3)] {
+    for (path, lines) in [(fetched("rust"), 20), (fixture("sample.rs"), 3)] {
         let text = std::fs::read_to_string(&path).unwrap();
         let theirs = rust_targets_by_syn(&text, lines);
         assert_eq!(our_targets(&path, lines), theirs, "{}", path.display());
