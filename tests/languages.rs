@@ -303,8 +303,7 @@ fn default_corpora_hold_enough_targets() {
     table.sort_unstable();
     assert_eq!(defaults, table, "the default corpora and the README's table");
     for (language, want) in readme {
-        let p = posrecall::fsutil::default_corpus_for(language).unwrap();
-        assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", p.display());
+        let p = fetched(language);
         let spec = CorpusSpec { dir: p.is_dir(), ..CorpusSpec::file(&p) };
         let src = Source::open_spec(&spec, None).unwrap();
         let file = p.display();
@@ -316,21 +315,29 @@ fn default_corpora_hold_enough_targets() {
     }
 }
 
-/// The targets an oracle script lists (scripts/python-targets,
-/// scripts/js-targets: one JSON line per target) for `path` at `lines`.
-fn script_targets(program: &str, script: &str, path: &Path, lines: usize) -> Vec<(String, usize, Vec<String>)> {
+/// A target as the oracles and posrecall list it: (name, 1-based line,
+/// expected lines).
+type Listed = (String, usize, Vec<String>);
+
+/// The JSON lines an oracle script prints (scripts/python-targets,
+/// js-targets, ts-targets, go-targets: one object per target) when it runs
+/// `program script args`.
+fn script_lines(program: &str, script: &str, args: &[&std::ffi::OsStr]) -> Vec<serde_json::Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts").join(script);
-    let o = std::process::Command::new(program).arg(&script).arg(path).arg(lines.to_string()).output().unwrap();
+    let o = std::process::Command::new(program).arg(&script).args(args).output().unwrap();
     assert!(o.status.success(), "{}: {}", script.display(), String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let e = v["expected"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
-            (v["name"].as_str().unwrap().to_string(), v["line"].as_u64().unwrap() as usize, e)
-        })
-        .collect()
+    String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn listed(v: &serde_json::Value) -> Listed {
+    let e = v["expected"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+    (v["name"].as_str().unwrap().to_string(), v["line"].as_u64().unwrap() as usize, e)
+}
+
+/// The targets an oracle script lists for `path` at `lines`.
+fn script_targets(program: &str, script: &str, path: &Path, lines: usize) -> Vec<Listed> {
+    let lines = lines.to_string();
+    script_lines(program, script, &[path.as_os_str(), lines.as_ref()]).iter().map(listed).collect()
 }
 
 /// The fetched default corpus of `language`.
@@ -341,9 +348,9 @@ fn fetched(language: &str) -> PathBuf {
 }
 
 /// posrecall's targets of `path`: (name, line, expected lines).
-fn our_targets(path: &Path, lines: usize) -> Vec<(String, usize, Vec<String>)> {
+fn our_targets(path: &Path, lines: usize) -> Vec<Listed> {
     let src = Source::open_spec(&CorpusSpec::file(path), None).unwrap();
-    let ours: Vec<(String, usize, Vec<String>)> = all(&src, lines).into_iter().map(|t| (t.name, t.line, t.expected)).collect();
+    let ours: Vec<Listed> = all(&src, lines).into_iter().map(|t| (t.name, t.line, t.expected)).collect();
     assert!(!ours.is_empty(), "{}", path.display());
     ours
 }
@@ -378,10 +385,9 @@ fn javascript_targets_agree_with_acorn() {
 /// TypeScript and TSX fixtures.
 #[test]
 fn typescript_targets_agree_with_the_typescript_compiler() {
-    let mobx = posrecall::fsutil::default_corpus_for("typescript").unwrap();
-    assert!(mobx.is_dir(), "{} is missing: run scripts/fetch-corpus --language typescript", mobx.display());
+    let mobx = fetched("typescript");
     let mut files: Vec<(PathBuf, usize)> = Vec::new();
-    let mut stack = vec![mobx];
+    let mut stack = vec![mobx.clone()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
@@ -395,15 +401,10 @@ fn typescript_targets_agree_with_the_typescript_compiler() {
     assert!(files.len() > 40, "{} files", files.len());
     files.sort();
     // The compiler's targets of every mobx file, from one process.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ts-targets");
-    let o = std::process::Command::new("node").arg(&script).args(["--each", "20"]).args(files.iter().map(|f| &f.0)).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut compiler: std::collections::HashMap<PathBuf, Vec<(String, usize, Vec<String>)>> = Default::default();
-    for l in String::from_utf8(o.stdout).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(l).unwrap();
-        let e = v["expected"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
-        let t = (v["name"].as_str().unwrap().to_string(), v["line"].as_u64().unwrap() as usize, e);
-        compiler.entry(PathBuf::from(v["file"].as_str().unwrap())).or_default().push(t);
+    let args: Vec<&std::ffi::OsStr> = ["--each".as_ref(), "20".as_ref()].into_iter().chain(files.iter().map(|f| f.0.as_os_str())).collect();
+    let mut compiler: std::collections::HashMap<PathBuf, Vec<Listed>> = Default::default();
+    for v in script_lines("node", "ts-targets", &args) {
+        compiler.entry(PathBuf::from(v["file"].as_str().unwrap())).or_default().push(listed(&v));
     }
     let mut targets = 0;
     let mut not_clean = Vec::new();
@@ -424,7 +425,7 @@ fn typescript_targets_agree_with_the_typescript_compiler() {
         if clean {
             assert_eq!(ours, theirs, "{}", path.display());
         } else {
-            not_clean.push(path.strip_prefix(posrecall::fsutil::default_corpus_for("typescript").unwrap()).unwrap_or(&path).display().to_string());
+            not_clean.push(path.strip_prefix(&mobx).unwrap_or(&path).display().to_string());
             for t in &ours {
                 assert!(theirs.contains(t), "{}: {t:?} is not the compiler's", path.display());
             }
@@ -508,7 +509,7 @@ impl<'ast> syn::visit::Visit<'ast> for SynFns {
 /// The targets of a Rust file as docs/METHOD.md section 2 defines them,
 /// from `syn`'s tree alone: (name, 1-based line of `fn`, the `lines` lines
 /// after the `{` line), in file order.
-fn rust_targets_by_syn(text: &str, lines: usize) -> Vec<(String, usize, Vec<String>)> {
+fn rust_targets_by_syn(text: &str, lines: usize) -> Vec<Listed> {
     let file = syn::parse_file(text).expect("the corpus parses as Rust");
     let mut v = SynFns { scope: Vec::new(), found: Vec::new() };
     syn::visit::Visit::visit_file(&mut v, &file);
@@ -516,7 +517,7 @@ fn rust_targets_by_syn(text: &str, lines: usize) -> Vec<(String, usize, Vec<Stri
         v.found.iter().filter(|f| pick(f) == key).count()
     };
     let text_lines: Vec<&str> = text.split('\n').collect();
-    let mut out: Vec<(String, usize, Vec<String>)> = v
+    let mut out: Vec<Listed> = v
         .found
         .iter()
         .filter(|(_, _, _, open, close)| close.saturating_sub(open + 1) >= lines)
