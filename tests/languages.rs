@@ -445,6 +445,46 @@ fn go_targets_agree_with_gos_parser() {
     }
 }
 
+/// posrecall's Java targets are exactly those java-parser (the parser of
+/// Prettier's Java plugin) gives (scripts/java-targets): every file of the
+/// default corpus (Capacitor's Android sources) read as a corpus of its own,
+/// and the Java fixture.
+#[test]
+fn java_targets_agree_with_java_parser() {
+    let capacitor = fetched("java");
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut stack = vec![capacitor.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "java") {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() > 50, "{} files", files.len());
+    files.sort();
+    // java-parser's targets of every file, from one process.
+    let args: Vec<&std::ffi::OsStr> = ["--each".as_ref(), "20".as_ref()].into_iter().chain(files.iter().map(|f| f.as_os_str())).collect();
+    let mut parser: std::collections::HashMap<PathBuf, Vec<Listed>> = Default::default();
+    for v in script_lines("node", "java-targets", &args) {
+        parser.entry(PathBuf::from(v["file"].as_str().unwrap())).or_default().push(listed(&v));
+    }
+    let mut targets = 0;
+    for path in &files {
+        let src = Source::open_spec(&CorpusSpec::file(path), None).unwrap();
+        assert_eq!(src.parsed.error_regions, 0, "{}", path.display());
+        let ours: Vec<Listed> = all(&src, 20).into_iter().map(|t| (t.name, t.line, t.expected)).collect();
+        assert_eq!(ours, parser.remove(path).unwrap_or_default(), "{}", path.display());
+        targets += ours.len();
+    }
+    assert!(targets > 50, "{targets} targets in all");
+    let sample = fixture("Sample.java");
+    assert_eq!(our_targets(&sample, 3), script_targets("node", "java-targets", &sample, 3));
+}
+
 /// Every `fn` with a body, as `syn` (the Rust parser procedural macros use)
 /// reads the file: (bare name, qualified name, 1-based line of `fn`, lines
 /// of the body's `{` and `}`), in no particular order.
