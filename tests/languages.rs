@@ -485,6 +485,46 @@ fn java_targets_agree_with_java_parser() {
     assert_eq!(our_targets(&sample, 3), script_targets("node", "java-targets", &sample, 3));
 }
 
+/// llama.cpp's sources in the llama-cpp-sys-2 crate posrecall builds on
+/// (cargo's copy, which the build has fetched): the C and C++ default
+/// corpora come from the same crate version, and their includes are there.
+fn llama_cpp_sources() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let o = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--offline", "--manifest-path"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sys = v["packages"].as_array().unwrap().iter().find(|p| p["name"] == "llama-cpp-sys-2").expect("llama-cpp-sys-2 in cargo metadata");
+    Path::new(sys["manifest_path"].as_str().unwrap()).parent().unwrap().join("llama.cpp")
+}
+
+/// posrecall's C and C++ targets on the default corpora (llama.cpp's
+/// `ggml.c` and `llama-vocab.cpp`) and the fixtures are exactly those
+/// libclang gives (scripts/c-targets): names, lines and expected lines.
+/// clang reads the crate's copy of each file, where its includes are found,
+/// and sees the active `#if` branches; a function defined in a branch it
+/// skips still makes the name ambiguous.
+#[test]
+fn c_and_cpp_targets_agree_with_libclang() {
+    let llama = llama_cpp_sources();
+    let includes: Vec<String> = ["include", "ggml/include", "src"].iter().map(|d| format!("-I{}", llama.join(d).display())).collect();
+    for (language, within) in [("c", "ggml/src/ggml.c"), ("cpp", "src/llama-vocab.cpp")] {
+        let corpus = fetched(language);
+        let copy = llama.join(within);
+        assert!(std::fs::read(&corpus).unwrap() == std::fs::read(&copy).unwrap(), "{} differs from the crate's {}", corpus.display(), copy.display());
+        let args: Vec<&std::ffi::OsStr> = [copy.as_os_str(), "20".as_ref()].into_iter().chain(includes.iter().map(|i| i.as_ref())).collect();
+        let theirs: Vec<Listed> = script_lines("bash", "c-targets", &args).iter().map(listed).collect();
+        assert_eq!(our_targets(&corpus, 20), theirs, "{}", corpus.display());
+    }
+    for f in ["sample.c", "sample.cpp"] {
+        let path = fixture(f);
+        assert_eq!(our_targets(&path, 3), script_targets("bash", "c-targets", &path, 3), "{f}");
+    }
+}
+
 /// Every `fn` with a body, as `syn` (the Rust parser procedural macros use)
 /// reads the file: (bare name, qualified name, 1-based line of `fn`, lines
 /// of the body's `{` and `}`), in no particular order.
