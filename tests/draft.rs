@@ -67,20 +67,23 @@ fn a_model_that_recalls_takes_several_tokens_per_step_and_answers_as_without_dra
     let _serial = serial();
     // Qwen2.5-Coder-0.5B recalls this window (tests/qwen_coder.rs): most of
     // every answer is a copy, which the ground truth drafts.
-    // The f16 window is evaluated once: the `--draft none` and `lookup` runs
-    // after it load it from a prefix cache (tests/bench_cli.rs holds that a
-    // cached prefix answers as a prefill does).
+    // The f16 window is evaluated once: the `lookup` run after it loads it
+    // from a prefix cache (tests/bench_cli.rs holds that a cached prefix
+    // answers as a prefill does). q8_0 asks 2 of the 4 questions: each one
+    // is answered twice (with and without drafts).
     let cache = tempfile::TempDir::new().unwrap();
-    let window = ["--crop-lines", "700:850", "--count", "4", "--lines", "8", "--prefix-cache", s(cache.path())];
-    for kv in ["f16", "q8_0"] {
+    let window = ["--crop-lines", "700:850", "--lines", "8", "--prefix-cache", s(cache.path())];
+    let mut f16_answers = Vec::new();
+    for (kv, count) in [("f16", 4), ("q8_0", 2)] {
         let mut args = window.to_vec();
-        args.extend(["--kv", kv, "--check-draft"]);
+        let count_arg = count.to_string();
+        args.extend(["--kv", kv, "--count", &count_arg, "--check-draft"]);
         let run = bench(&qwen_coder(), &args);
         assert_eq!(run["manifest"]["params"]["draft"], "truth", "the default mode is recorded");
         assert_eq!(run["manifest"]["params"]["draft_max"], 16);
         assert!(run["manifest"]["runtime"]["draft_fallback"].is_null(), "{}", run["manifest"]["runtime"]);
         let identical = assert_exact(&run);
-        assert_eq!(identical, 4, "{kv}: every answer as without drafts: {}", run["summary"]["undrafted"]);
+        assert_eq!(identical, count, "{kv}: every answer as without drafts: {}", run["summary"]["undrafted"]);
         let d = &run["summary"]["draft"];
         let per_step = d["tokens_per_step"].as_f64().unwrap();
         assert!(per_step >= 2.0, "{kv}: a model that copies takes at least 2 tokens per step, not {per_step}: {d}");
@@ -95,22 +98,44 @@ fn a_model_that_recalls_takes_several_tokens_per_step_and_answers_as_without_dra
         let ts = &run["timings"]["decode_steps"];
         let (d_steps, d_proposed) = (d["steps"].as_u64().unwrap(), d["proposed"].as_u64().unwrap());
         assert_eq!(ts["generation_only_tokens"].as_u64().unwrap(), d_steps + d_proposed, "{kv}: {ts} {d}");
-        assert_eq!(ts["steps"].as_u64().unwrap(), d_steps + 4, "{kv}: one step per question and the answers': {ts}");
+        assert_eq!(ts["steps"].as_u64().unwrap(), d_steps + count as u64, "{kv}: one step per question and the answers': {ts}");
         // Fewer than half as many steps as tokens.
         let generated = d["generated_tokens"].as_u64().unwrap();
         assert!(d["steps"].as_u64().unwrap() * 2 <= generated, "{kv}: {d}");
+        if kv == "f16" {
+            // Identical to the undrafted answers, as checked above.
+            f16_answers = run["targets"].as_array().unwrap().iter().map(|t| t["response"].clone()).collect();
+        }
     }
-    without_drafts_every_step_is_one_token_and_lookup_drafts_from_the_file(cache.path());
+    lookup_drafts_from_the_file(cache.path(), &f16_answers);
 }
 
-/// The same window at f16 with `--draft none` and `--draft lookup`, its
-/// prefix loaded from `cache`.
-fn without_drafts_every_step_is_one_token_and_lookup_drafts_from_the_file(cache: &std::path::Path) {
+/// The same window at f16 with `--draft lookup`, its prefix loaded from
+/// `cache`: the same answers as without drafts (`undrafted`).
+fn lookup_drafts_from_the_file(cache: &std::path::Path, undrafted: &[Value]) {
     let window = ["--crop-lines", "700:850", "--count", "4", "--lines", "8", "--kv", "f16", "--prefix-cache", s(cache)];
     let mut args = window.to_vec();
-    args.extend(["--draft", "none"]);
-    let none = bench(&qwen_coder(), &args);
-    assert_eq!(none["timings"]["prefix_source"], "cache", "the f16 window was evaluated before");
+    args.extend(["--draft", "lookup", "--draft-max", "8"]);
+    let lookup = bench(&qwen_coder(), &args);
+    assert_eq!(lookup["timings"]["prefix_source"], "cache", "the f16 window was evaluated before");
+    assert_eq!(lookup["manifest"]["params"]["draft_max"], 8);
+    let d = &lookup["summary"]["draft"];
+    assert_eq!(d["by_source"]["truth"]["proposed"], 0, "lookup drafts only from the file: {d}");
+    assert!(d["by_source"]["file"]["accepted"].as_u64().unwrap() > 0, "{d}");
+    assert!(d["tokens_per_step"].as_f64().unwrap() > 1.5, "{d}");
+    let targets = lookup["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), undrafted.len());
+    for (t, u) in targets.iter().zip(undrafted) {
+        assert_eq!(&t["response"], u, "{}", t["name"]);
+    }
+}
+
+/// `--draft none`: one step per generated token, nothing proposed, and the
+/// mode recorded (SmolLM2, 4 short answers).
+#[test]
+fn without_drafts_every_step_is_one_token() {
+    let _serial = serial();
+    let none = bench_on(&smollm2(), &fixture("dense.js"), &["--crop-lines", "1:100", "--count", "4", "--lines", "6", "--kv", "f16", "--max-new-tokens", "48", "--draft", "none"]);
     assert_eq!(none["manifest"]["params"]["draft"], "none");
     assert!(none["manifest"]["params"]["draft_max"].is_null());
     let d = &none["summary"]["draft"];
@@ -118,23 +143,11 @@ fn without_drafts_every_step_is_one_token_and_lookup_drafts_from_the_file(cache:
     let generated = d["generated_tokens"].as_u64().unwrap();
     // One step per generated token (the first comes from the question's
     // step, and the end-of-generation token after the last is not counted),
-    // but for an answer cut at its line limit, whose last token is never
-    // evaluated: at most one step fewer per target.
+    // but for an answer cut at its line limit or budget, whose last token is
+    // never evaluated: at most one step fewer per target.
     let steps = d["steps"].as_u64().unwrap();
     assert!(steps <= generated && steps + 4 >= generated, "{steps} steps for {generated} tokens: {d}");
-
-    let mut args = window.to_vec();
-    args.extend(["--draft", "lookup", "--draft-max", "8"]);
-    let lookup = bench(&qwen_coder(), &args);
-    assert_eq!(lookup["manifest"]["params"]["draft_max"], 8);
-    let d = &lookup["summary"]["draft"];
-    assert_eq!(d["by_source"]["truth"]["proposed"], 0, "lookup drafts only from the file: {d}");
-    assert!(d["by_source"]["file"]["accepted"].as_u64().unwrap() > 0, "{d}");
-    assert!(d["tokens_per_step"].as_f64().unwrap() > 1.5, "{d}");
-    // The same answers as without drafts.
-    for (a, b) in none["targets"].as_array().unwrap().iter().zip(lookup["targets"].as_array().unwrap()) {
-        assert_eq!(a["response"], b["response"], "{}", a["name"]);
-    }
+    assert!(generated > 4 * 8, "{generated} tokens: the answers are long enough to count steps on");
 }
 
 #[test]
