@@ -386,18 +386,11 @@ fn javascript_targets_agree_with_acorn() {
 #[test]
 fn typescript_targets_agree_with_the_typescript_compiler() {
     let mobx = fetched("typescript");
-    let mut files: Vec<(PathBuf, usize)> = Vec::new();
-    let mut stack = vec![mobx.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "ts") && !p.to_string_lossy().ends_with(".d.ts") {
-                files.push((p, 20));
-            }
-        }
-    }
+    let mut files: Vec<(PathBuf, usize)> = walk(&mobx)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "ts") && !p.to_string_lossy().ends_with(".d.ts"))
+        .map(|p| (p, 20))
+        .collect();
     assert!(files.len() > 40, "{} files", files.len());
     files.sort();
     // The compiler's targets of every mobx file, from one process.
@@ -452,18 +445,7 @@ fn go_targets_agree_with_gos_parser() {
 #[test]
 fn java_targets_agree_with_java_parser() {
     let capacitor = fetched("java");
-    let mut files: Vec<PathBuf> = Vec::new();
-    let mut stack = vec![capacitor.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "java") {
-                files.push(p);
-            }
-        }
-    }
+    let mut files: Vec<PathBuf> = walk(&capacitor).into_iter().filter(|p| p.extension().is_some_and(|x| x == "java")).collect();
     assert!(files.len() > 50, "{} files", files.len());
     files.sort();
     // java-parser's targets of every file, from one process.
