@@ -126,7 +126,8 @@ def main():
     lines = [l[:-1] if l.endswith("\r") else l for l in text.split("\n")]
     found.sort(key=lambda d: d[0].extent.start.offset)
     for c, body in found:
-        name = c.spelling if bare[c.spelling] == 1 else qualified(c) if full[qualified(c)] == 1 and qualified(c) != c.spelling else None
+        q = qualified(c)
+        name = c.spelling if bare[c.spelling] == 1 else q if full[q] == 1 and q != c.spelling else None
         if name is None:
             continue
         open_, close = body.extent.start.line, body.extent.end.line
