@@ -643,37 +643,81 @@ fn every_language_is_named_and_known_by_extension() {
     assert!(posrecall::corpus::language_named("cobol").is_none());
 }
 
-/// A real model on the default Python corpus: the run names the language, the
-/// targets are those `targets` lists (methods asked as Class.method), every
-/// answer is scored against its 8 lines; the completion probe uses `#`.
+/// Per language: a window of its default corpus (the kept lines), the
+/// number of targets sampled there, the one asked, and the file's line that
+/// holds its opening brace (or colon), copied from the source by hand.
+/// Qwen2.5-Coder-0.5B answered each of these with all 8 lines, f16 KV, 2
+/// threads; the windows are about 800 tokens (TypeScript's 1,000: at 800 the
+/// densest mobx window holds no function it recalls).
+const CODE_MODEL_WINDOWS: &[(&str, &str, &str, &str, &str)] = &[
+    ("python", "1616:1712", "2", "nest_line_block_segment", "    def nest_line_block_segment(self, block):"),
+    ("rust", "2270:2375", "2", "visit_pre", "    fn visit_pre(&mut self, ast: &Ast) -> Result<()> {"),
+    ("go", "450:582", "2", "parseIdentList", "func (p *parser) parseIdentList() (list []*ast.Ident) {"),
+    ("c", "2542:2643", "2", "ggml_repeat_back", "        struct ggml_tensor  * b) {"),
+    ("cpp", "19:126", "2", "llm_tokenizer_spm_session::tokenize", "    void tokenize(const std::string & text, std::vector<llama_token> & output) {"),
+    ("typescript", "2468:2621", "3", "warnAboutUntrackedRead_", "    warnAboutUntrackedRead_() {"),
+    ("java", "810:925", "2", "registerAllPlugins", "    private void registerAllPlugins() {"),
+];
+
+/// Whether some file of `corpus` (a file or a folder) has the line `opening`
+/// followed by exactly the lines `after`: the ground truth read from the
+/// source itself, not from posrecall's extraction.
+fn follows_in_source(corpus: &Path, opening: &str, after: &[&str]) -> bool {
+    let files = if corpus.is_dir() { walk(corpus) } else { vec![corpus.to_path_buf()] };
+    files.iter().any(|f| {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        (0..lines.len()).any(|i| lines[i] == opening && lines.len() > i + after.len() && lines[i + 1..=i + after.len()] == *after)
+    })
+}
+
+/// A code model on every language's default corpus, end to end: the run
+/// names the language and its default corpus, asks the target `targets`
+/// lists for the same window, scores the answer against the 8 lines that
+/// follow the function's opening line in the source file, and a model that
+/// recalls the function gets credit for it (the scorer reads every
+/// language's indentation: Go's tabs, C's continuation lines, Python's
+/// colons). The completion probe asks in the language's own comment.
 #[test]
-fn smollm2_bench_on_the_python_corpus() {
+fn a_code_model_recalls_a_function_of_every_languages_default_corpus() {
     let _guard = common::serial();
-    let model = common::smollm2();
-    let corpus = posrecall::fsutil::default_corpus_for("python").unwrap();
-    assert!(corpus.exists(), "{} is missing: run scripts/fetch-corpus --language python", corpus.display());
+    let model = common::qwen_coder();
     let dir = TempDir::new().unwrap();
-    let out = dir.path().join("run.json");
-    let pick = ["--crop-lines", "1130:1300", "--lines", "8", "--count", "4"];
-    let listed: serde_json::Value = serde_json::from_str(&ok(&posrecall(&[&["targets", s(&corpus), "--json"][..], &pick].concat()))).unwrap();
-    let want: Vec<&str> = listed["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert!(want.contains(&"Body.bullet"), "{want:?}");
-    let args = [&["bench", s(&model), "--language", "python", "--kv", "f16", "--max-new-tokens", "40", "--quiet", "--out", s(&out)][..], &pick].concat();
-    ok(&posrecall(&args));
-    let run = common::read(&out);
-    assert_eq!(run["manifest"]["corpus"]["language"], "python");
-    assert_eq!(run["manifest"]["corpus"]["path"], s(&corpus));
-    let targets = run["targets"].as_array().unwrap();
-    let names: Vec<&str> = targets.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, want);
-    for (t, l) in targets.iter().zip(listed["targets"].as_array().unwrap()) {
-        assert_eq!(t["expected"], l["expected"]);
-        assert_eq!(t["matched"].as_u64().unwrap() + t["missing"].as_u64().unwrap(), 8);
-        assert!(!t["response"].as_str().unwrap().is_empty());
+    let mut languages: Vec<&str> = CODE_MODEL_WINDOWS.iter().map(|w| w.0).collect();
+    languages.sort_unstable();
+    let mut defaults: Vec<&str> = posrecall::fsutil::DEFAULT_CORPORA.iter().map(|d| d.0).collect();
+    defaults.sort_unstable();
+    assert_eq!(languages, defaults, "one window per default corpus but JavaScript's (lodash: tests/qwen_coder.rs)");
+    for &(language, lines, count, name, opening) in CODE_MODEL_WINDOWS {
+        let corpus = posrecall::fsutil::default_corpus_for(language).unwrap();
+        assert!(corpus.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", corpus.display());
+        let pick = ["--language", language, "--crop-lines", lines, "--count", count, "--lines", "8"];
+        let listed: serde_json::Value = serde_json::from_str(&ok(&posrecall(&[&["targets", "--json"][..], &pick].concat()))).unwrap();
+        let listed = listed["targets"].as_array().unwrap().iter().find(|t| t["name"] == name);
+        let listed = listed.unwrap_or_else(|| panic!("{language}: `targets` does not list {name} in lines {lines}")).clone();
+
+        let out = dir.path().join(format!("{language}.json"));
+        let args = [&["bench", s(&model), "--kv", "f16", "--no-forced", "--threads", "2", "--only", name, "--quiet", "--out", s(&out)][..], &pick].concat();
+        ok(&posrecall(&args));
+        let run = common::read(&out);
+        assert_eq!(run["manifest"]["corpus"]["language"], language);
+        assert_eq!(run["manifest"]["corpus"]["path"], s(&corpus));
+        let t = &run["targets"][0];
+        assert_eq!((&t["name"], &t["line"]), (&listed["name"], &listed["line"]), "{language}");
+        let expected: Vec<&str> = t["expected"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        assert_eq!(expected.len(), 8, "{language}");
+        assert!(follows_in_source(&corpus, opening, &expected), "{language}: {name}'s expected lines are not the 8 after `{opening}` in the source: {expected:#?}");
+        let (matched, missing) = (t["matched"].as_u64().unwrap(), t["missing"].as_u64().unwrap());
+        assert_eq!(matched + missing, 8, "{language}: {t}");
+        // Measured 8 of 8; one line of room for another CPU's arithmetic.
+        assert!(matched >= 7 && t["pass"] == true, "{language}: {name} answered with {matched} of 8 lines matched:\n{}", t["response"].as_str().unwrap());
+
+        // The completion probe: the question in the language's comment, then the header.
+        let comment = if language == "python" { "#" } else { "//" };
+        let shown = ok(&posrecall(&[&["prompt", s(&model), "--probe", "completion", "--target", name][..], &pick].concat()));
+        assert!(shown.contains(&format!("\n{comment} The function `{name}` from above, repeated verbatim:\n")), "{language}: {shown:.300}");
+        assert!(shown.ends_with(&format!("\n{opening}\n")), "{language}: the prompt should end with the header: {:?}", &shown[shown.len().saturating_sub(300)..]);
     }
-    // The completion probe: the question is a `#` comment, then the `def` header.
-    let shown = ok(&posrecall(&[&["prompt", s(&model), "--language", "python", "--probe", "completion", "--target", "Body.bullet"][..], &pick].concat()));
-    assert!(shown.contains("# The function `Body.bullet` from above, repeated verbatim:\n    def bullet(self, match, context, next_state):\n"), "{shown}");
 }
 
 /// The promise for the default corpora: the densest window Gemma 3
