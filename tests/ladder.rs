@@ -140,18 +140,36 @@ fn one_prefill_serves_every_length_and_each_answers_as_a_plain_run() {
     let dir = tempfile::tempdir().unwrap();
     let run_path = dir.path().join("ladder.json");
     let corpus = fixture("dense.js");
-    let o = bench_as(&smollm2(), &corpus, &["--lengths", "640,1280,1920", "--kv", "f16"], Some(&run_path), true);
+    // `--pass 1`: SmolLM2 matches a line or two of these answers and no
+    // more, so one matched line passes and the pass rate falls along the
+    // ladder (measured: 1 of 2 at 640 tokens, then 0 of 2), which gives an
+    // effective length that cuts the ladder short.
+    let o = bench_as(&smollm2(), &corpus, &["--lengths", "640,1280,1920", "--kv", "f16", "--pass", "1"], Some(&run_path), true);
     ok(&o);
     let run = read(&run_path);
     assert_one_growing_prefix(&run);
     assert_eq!(run["manifest"]["corpus"]["prefix_tokens"], rungs(&run).last().unwrap()["prefix_tokens"]);
     assert_eq!(run["ladder"]["effective_at"].as_f64(), Some(0.5));
+    for r in rungs(&run) {
+        let passed = at_length(&run, u(&r["length"])).iter().filter(|t| u(&t["matched"]) >= 1).count();
+        assert_eq!(u(&r["summary"]["passes"]), passed, "one matched line passes: {r}");
+    }
     let eff = run["ladder"]["effective_length"].as_u64().map(|n| n as usize);
     assert_eq!(eff, effective_length(&run, 0.5));
+    let longest = u(&rungs(&run).last().unwrap()["length"]);
+    assert!(eff.is_some_and(|e| e < longest), "the effective length should cut this ladder short: {eff:?} of {longest}");
+    let label = match eff.unwrap() {
+        e if e % 1024 == 0 => format!("{}k", e / 1024),
+        e => e.to_string(),
+    };
+    let page = dir.path().join("ladder.html");
+    ok(&posrecall(&["report", s(&run_path), "--format", "html", "-o", s(&page)]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains(&format!("effective length (pass rate ≥ 0.50 at every length up to it) {label}<")), "no effective length {label} in the report");
 
     // Each window answers exactly as a plain run of that window does.
     for (i, r) in rungs(&run).iter().enumerate() {
-        let plain = plain_window(&smollm2(), &corpus, r, &["--kv", "f16"], &dir.path().join(format!("plain{i}.json")), true);
+        let plain = plain_window(&smollm2(), &corpus, r, &["--kv", "f16", "--pass", "1"], &dir.path().join(format!("plain{i}.json")), true);
         assert_eq!(plain["manifest"]["corpus"]["prefix_tokens"], r["prefix_tokens"], "window {i}");
         let ladder = at_length(&run, u(&r["length"]));
         assert_same_answers(&ladder, &plain, &format!("window {i}"));
