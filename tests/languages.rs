@@ -469,28 +469,16 @@ fn java_targets_agree_with_java_parser() {
 
 /// llama.cpp's sources in the llama-cpp-sys-2 crate posrecall builds on
 /// (cargo's copy of the version Cargo.lock pins, which the build has
-/// fetched): the C and C++ default corpora come from the same crate
-/// version, and their includes are there. (Not `cargo metadata --offline`:
-/// it wants every platform's crates, which a fresh machine's build never
-/// fetched.)
+/// fetched), as `scripts/llama-tool --sources` finds them for the tools it
+/// compiles: the C and C++ default corpora come from the same crate
+/// version, and their includes are there.
 fn llama_cpp_sources() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let lock: toml::Table = toml::from_str(&std::fs::read_to_string(root.join("Cargo.lock")).unwrap()).unwrap();
-    let version = lock["package"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"].as_str() == Some("llama-cpp-sys-2"))
-        .and_then(|p| p["version"].as_str())
-        .expect("Cargo.lock pins llama-cpp-sys-2")
-        .to_string();
-    let home = std::env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cargo"));
-    let registry = home.join("registry").join("src");
-    std::fs::read_dir(&registry)
-        .unwrap()
-        .map(|e| e.unwrap().path().join(format!("llama-cpp-sys-2-{version}")).join("llama.cpp"))
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| panic!("llama-cpp-sys-2 {version} is not in {}: run cargo build --release", registry.display()))
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/llama-tool");
+    let o = std::process::Command::new(&script).arg("--sources").output().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = PathBuf::from(String::from_utf8(o.stdout).unwrap().trim());
+    assert!(p.join("ggml/src/ggml.c").is_file(), "{} holds no ggml/src/ggml.c", p.display());
+    p
 }
 
 /// posrecall's C and C++ targets on the default corpora (llama.cpp's
