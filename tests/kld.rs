@@ -89,8 +89,7 @@ fn reference_divergence_is_zero_for_itself_and_grows_with_coarser_kv() {
             let k = kld(&r, i);
             let t = tokens(k);
             assert!((t.iter().sum::<f64>() / t.len() as f64 - k["mean"].as_f64().unwrap()).abs() < 1e-6);
-            let expected: Vec<&str> = r["targets"][i]["expected"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
-            assert_line_means_split_the_tokens(k, &expected);
+            assert_line_means_split_the_tokens(&r["targets"][i]);
         }
         let quarters = r["summary"]["forced"]["kld_by_quarter"].as_array().unwrap();
         assert_eq!(quarters.iter().filter(|q| !q.is_null()).count(), 4, "one target per quarter");

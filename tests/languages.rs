@@ -662,10 +662,10 @@ fn follows_in_source(corpus: &Path, opening: &str, after: &[&str]) -> bool {
 /// A code model on every language's default corpus, end to end: the run
 /// names the language and its default corpus, asks the target `targets`
 /// lists for the same window, scores the answer against the 8 lines that
-/// follow the function's opening line in the source file, and a model that
-/// recalls the function gets credit for it (the scorer reads every
-/// language's indentation: Go's tabs, C's continuation lines, Python's
-/// colons). The completion probe asks in the language's own comment.
+/// follow the function's opening line in the source file (after Python's
+/// colon, after the last line of C's multi-line header), and a model that
+/// recalls the function gets credit for it in every language (Go's tabs
+/// included). The completion probe asks in the language's own comment.
 #[test]
 fn a_code_model_recalls_a_function_of_every_languages_default_corpus() {
     let _guard = common::serial();

@@ -302,23 +302,25 @@ pub fn assert_restore_equivalence(
     (bytes[0], bytes[1])
 }
 
-/// `line_mean` holds, for each expected line, the mean of that line's
-/// tokens: the run file's per-token divergences, in order, split into one
-/// run of consecutive tokens per line, give exactly those means, every line
-/// with text has at least one token, and no token is left over. The split is
-/// searched for here, from the token values alone, so a mean taken over the
-/// wrong tokens, a line shifted by one, or a line mean of zero where the line
-/// has tokens finds no split and fails.
-pub fn assert_line_means_split_the_tokens(k: &Value, expected: &[&str]) {
-    let t: Vec<f64> = k["tokens"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-    let means: Vec<f64> = k["line_mean"].as_array().unwrap().iter().map(|m| m.as_f64().unwrap()).collect();
+/// A target's `forced.kld.line_mean` holds, for each expected line, the
+/// mean of that line's tokens: the run file's per-token divergences, in
+/// order, split into one run of consecutive tokens per line, give exactly
+/// those means, every line with text has at least one token, and no token is
+/// left over. The split is searched for here, from the token values alone,
+/// so a mean taken over the wrong tokens, a line shifted by one, or a line
+/// mean of zero where the line has tokens finds no split and fails.
+pub fn assert_line_means_split_the_tokens(target: &Value) {
+    let k = &target["forced"]["kld"];
+    let floats = |v: &Value| -> Vec<f64> { v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect() };
+    let (t, means) = (floats(&k["tokens"]), floats(&k["line_mean"]));
+    let expected: Vec<&str> = target["expected"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
     assert_eq!(means.len(), expected.len(), "one mean per expected line: {k}");
     // The tokens are stored as f32, the means computed in f64.
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1e-4);
-    // reach[l]: the token counts that lines 0..l can have used up together.
-    let mut reach = vec![true; 1];
-    reach.resize(t.len() + 1, false);
-    for (line, (&mean, text)) in means.iter().zip(expected).enumerate() {
+    // reach[n]: the lines so far can have used up the first n tokens.
+    let mut reach = vec![false; t.len() + 1];
+    reach[0] = true;
+    for (line, (&mean, text)) in means.iter().zip(&expected).enumerate() {
         let mut next = vec![false; t.len() + 1];
         for start in (0..=t.len()).filter(|&s| reach[s]) {
             if text.trim().is_empty() && mean == 0.0 {
