@@ -1,7 +1,8 @@
 //! Records build facts the run manifest needs: the exact llama-cpp-2 and
 //! llama-cpp-sys-2 versions from Cargo.lock (the vendored llama.cpp carries no
-//! git metadata, so the sys crate's version is what pins it), and the backend
-//! the binary was built for.
+//! git metadata, so the sys crate's version is what pins it), and the target.
+//! What computes is not a build fact: the run file takes it from the devices
+//! llama.cpp registers at run time.
 
 use std::path::Path;
 
@@ -32,11 +33,6 @@ fn main() {
         version_of("llama-cpp-sys-2")
     );
 
-    let backend = ["cuda", "metal", "vulkan"]
-        .into_iter()
-        .find(|f| std::env::var(format!("CARGO_FEATURE_{}", f.to_uppercase())).is_ok())
-        .unwrap_or("cpu");
-    println!("cargo:rustc-env=POSRECALL_BACKEND={backend}");
     println!(
         "cargo:rustc-env=POSRECALL_TARGET={}",
         std::env::var("TARGET").unwrap_or_default()

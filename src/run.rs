@@ -304,11 +304,15 @@ pub struct Runtime {
     pub llama_cpp_2: Option<String>,
     #[serde(default)]
     pub llama_cpp_sys_2: Option<String>,
+    /// What computed, as llama.cpp registered it at run time (not the
+    /// features the binary was built with): `cpu`, `cuda`, `vulkan`, `metal`.
     #[serde(default)]
     pub backend: Option<String>,
-    /// The GPU the offloaded layers ran on, as llama.cpp names and describes
-    /// it (`CUDA0 (NVIDIA H100 80GB HBM3)`); absent when nothing was
-    /// offloaded, and in older runs.
+    /// The GPU that computed, as llama.cpp names and describes it
+    /// (`CUDA0 (NVIDIA H100 80GB HBM3)`): the one the offloaded layers ran
+    /// on, and with none offloaded the one llama.cpp sent the prefill's
+    /// large batches to. Absent when llama.cpp found no GPU, and in older
+    /// runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
     #[serde(default)]

@@ -64,6 +64,11 @@ fn run_file_is_complete_and_runs_are_deterministic() {
     assert_eq!(m["runtime"]["llama_cpp_2"], "0.1.160");
     assert_eq!(m["runtime"]["chat_renderer"], "minijinja");
     assert_eq!(m["runtime"]["prompt_boundary_exact"], true);
+    // What computed, as this machine has it: the CPU alone, unless the suite
+    // is told it runs where llama.cpp finds a GPU (POSRECALL_TEST_BACKEND=cuda).
+    let backend = std::env::var("POSRECALL_TEST_BACKEND").unwrap_or_else(|_| "cpu".into());
+    assert_eq!(m["runtime"]["backend"], backend.as_str());
+    assert_eq!(m["runtime"]["device"].is_null(), backend == "cpu", "{}", m["runtime"]);
 
     let t = &ra["timings"];
     for key in ["load_ms", "prefill_ms", "snapshot_ms", "total_ms"] {

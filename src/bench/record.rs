@@ -132,9 +132,10 @@ impl RunSpec<'_> {
     }
 
     fn runtime(&self) -> Runtime {
+        let compute = crate::engine::device::compute();
         Runtime {
-            backend: Some(crate::engine::backend_name().to_string()),
-            device: crate::engine::device::offload_label(self.cfg.gpu_layers),
+            backend: Some(compute.backend),
+            device: compute.device,
             chat_renderer: self.plan.frame.renderer.clone(),
             prefix_sha256: Some(sha256_hex(self.plan.prefix_text.as_bytes())),
             prompt_boundary_exact: Some(self.plan.boundary_exact),

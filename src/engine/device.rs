@@ -24,6 +24,8 @@ pub struct Device {
     pub name: String,
     /// What it is, in the driver's words (`NVIDIA H100 80GB HBM3`).
     pub description: String,
+    /// The ggml backend that registered it: `CPU`, `CUDA`, `Vulkan`, `MTL`.
+    pub backend: String,
     pub free: u64,
     pub total: u64,
     pub gpu: bool,
@@ -49,6 +51,7 @@ pub fn devices() -> Vec<Device> {
             gpu: matches!(d.device_type, LlamaBackendDeviceType::Gpu | LlamaBackendDeviceType::IntegratedGpu),
             name: d.name,
             description: d.description,
+            backend: d.backend,
             free: d.memory_free as u64,
             total: d.memory_total as u64,
         })
@@ -61,10 +64,41 @@ pub fn gpu() -> Option<Device> {
     devices().into_iter().find(|d| d.gpu)
 }
 
-/// Where the model computes with `gpu_layers` layers offloaded: the GPU's
-/// label, or `None` when everything stays in main memory.
-pub fn offload_label(gpu_layers: u32) -> Option<String> {
-    (gpu_layers > 0).then(gpu).flatten().map(|d| d.label())
+/// What computed a run, as llama.cpp registered it when the run started (not
+/// what the binary was built for: a GPU build on a machine without a GPU
+/// computes on the CPU).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compute {
+    /// `cpu`, `cuda`, `vulkan` or `metal`: the backend of the GPU llama.cpp
+    /// found, else `cpu`.
+    pub backend: String,
+    /// That GPU's label; `None` on the CPU alone.
+    pub device: Option<String>,
+}
+
+/// What computes on this machine. A GPU takes part whenever llama.cpp
+/// found one, offloaded layers or not: llama.cpp sends the large batches of
+/// a prefill to it even with every layer in main memory (its operation
+/// offload, on by default).
+pub fn compute() -> Compute {
+    Compute::of(gpu())
+}
+
+impl Compute {
+    pub fn of(gpu: Option<Device>) -> Compute {
+        match gpu {
+            Some(d) => Compute { backend: backend_name(&d.backend), device: Some(d.label()) },
+            None => Compute { backend: "cpu".into(), device: None },
+        }
+    }
+}
+
+/// posrecall's name of a ggml backend: lower case, and Metal's `MTL` as `metal`.
+fn backend_name(ggml: &str) -> String {
+    match ggml {
+        "MTL" => "metal".into(),
+        other => other.to_lowercase(),
+    }
 }
 
 /// The bytes of a model's weights, by where llama.cpp can put them.
@@ -223,7 +257,16 @@ mod tests {
     }
 
     fn gpu(free: u64) -> Device {
-        Device { name: "GPU0".into(), description: "test".into(), free, total: free, gpu: true }
+        Device { name: "GPU0".into(), description: "test".into(), backend: "CUDA".into(), free, total: free, gpu: true }
+    }
+
+    #[test]
+    fn the_compute_backend_is_the_gpus_or_the_cpu() {
+        let c = Compute::of(Some(Device { name: "CUDA0".into(), description: "NVIDIA H200".into(), backend: "CUDA".into(), free: 1, total: 1, gpu: true }));
+        assert_eq!(c, Compute { backend: "cuda".into(), device: Some("CUDA0 (NVIDIA H200)".into()) });
+        let m = Compute::of(Some(Device { name: "MTL0".into(), description: String::new(), backend: "MTL".into(), free: 0, total: 0, gpu: true }));
+        assert_eq!((m.backend.as_str(), m.device.as_deref()), ("metal", Some("MTL0")));
+        assert_eq!(Compute::of(None), Compute { backend: "cpu".into(), device: None });
     }
 
     #[test]

@@ -45,9 +45,4 @@ pub fn backend() -> Result<&'static LlamaBackend> {
     Ok(BACKEND.get_or_init(|| b))
 }
 
-/// The backend this binary was built for: `cpu`, `cuda`, `metal` or `vulkan`.
-pub fn backend_name() -> &'static str {
-    env!("POSRECALL_BACKEND")
-}
-
 pub use device::free_memory;
