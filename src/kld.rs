@@ -24,6 +24,20 @@ pub struct TopK {
     pub rest: f32,
 }
 
+impl TopK {
+    /// How much more likely the reference found its top token than `id`:
+    /// the difference of their log-probabilities; for a token outside the
+    /// stored K, the difference to the K-th, which it is at least.
+    fn margin_to(&self, id: u32) -> f64 {
+        let top = self.logprobs.first().copied().unwrap_or(0.0);
+        let other = match self.ids.iter().position(|&i| i == id) {
+            Some(at) => self.logprobs[at],
+            None => self.logprobs.last().copied().unwrap_or(top),
+        };
+        f64::from(top) - f64::from(other)
+    }
+}
+
 /// log Σ exp(logits), computed stably in f64.
 fn log_norm(logits: &[f32]) -> f64 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -108,11 +122,13 @@ impl Reader {
         let top = reference.ids.first().copied().unwrap_or(0);
         let p_top = reference.logprobs.first().map_or(0.0, |&lp| f64::from(lp).exp());
         let q_top = logits.get(top as usize).map_or(0.0, |&l| f64::from(logprob(l, norm)).exp());
+        let run_top = crate::logits::read_logits(logits, 0).0;
         TokenKld {
             // Rounding can leave a few ulps below zero for near-equal distributions.
             kld: kld.max(0.0),
             delta_p: q_top - p_top,
-            same_top1: crate::logits::read_logits(logits, 0).0 == top as usize,
+            same_top1: run_top == top as usize,
+            flip_margin: (run_top != top as usize).then(|| reference.margin_to(run_top as u32)),
         }
     }
 }
@@ -125,6 +141,16 @@ pub struct TokenKld {
     pub delta_p: f64,
     /// This run's top token is the reference's.
     pub same_top1: bool,
+    /// Where it is not: how much more likely the reference found its own top
+    /// token than this run's (log-probability difference, nats; at least this
+    /// much when this run's top token is outside the stored K). A small margin
+    /// is a near tie that rounding alone can tip.
+    pub flip_margin: Option<f64>,
+}
+
+/// The widest margin among the tokens whose top-1 changed (`None`: none did).
+fn widest(margins: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    margins.flatten().fold(None, |w, m| Some(w.map_or(m, |w: f64| w.max(m))))
 }
 
 /// The 99th percentile (nearest rank) of `values`.
@@ -150,6 +176,11 @@ pub struct Kld {
     pub same_top1: f64,
     /// Mean change of the reference's top token's probability (run − reference).
     pub mean_delta_p: f64,
+    /// Where the top token changed, the widest margin the reference had
+    /// between its top token and this run's ([`TokenKld::flip_margin`]);
+    /// absent when it never changed, and in older run files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_flip_margin: Option<f64>,
     /// Per expected line: the mean over its tokens (0 for a line without tokens).
     pub line_mean: Vec<f64>,
     /// Per forced token, in order: the divergence (for run-wide percentiles).
@@ -174,6 +205,7 @@ impl Kld {
             max: values.iter().copied().fold(0.0, f64::max),
             same_top1: readings.iter().filter(|r| r.same_top1).count() as f64 / n,
             mean_delta_p: readings.iter().map(|r| r.delta_p).sum::<f64>() / n,
+            max_flip_margin: widest(readings.iter().map(|r| r.flip_margin)),
             line_mean: line_sum.iter().map(|&(s, c)| if c == 0 { 0.0 } else { s / c as f64 }).collect(),
             tokens: values.iter().map(|&v| v as f32).collect(),
         }
@@ -191,6 +223,9 @@ pub struct KldSummary {
     pub max: f64,
     pub same_top1: f64,
     pub mean_delta_p: f64,
+    /// The widest of the targets' [`Kld::max_flip_margin`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_flip_margin: Option<f64>,
 }
 
 impl KldSummary {
@@ -210,6 +245,7 @@ impl KldSummary {
             max: values.iter().copied().fold(0.0, f64::max),
             same_top1: weighted(|k| k.same_top1),
             mean_delta_p: weighted(|k| k.mean_delta_p),
+            max_flip_margin: widest(all.iter().map(|k| k.max_flip_margin)),
         })
     }
 }
@@ -278,6 +314,13 @@ mod tests {
         let stored = r.top_k(&p, 2);
         let c = r.compare(&stored, &q);
         assert!(!c.same_top1);
+        let sp = softmax(&p);
+        // The reference found its top token (1) more likely than this run's (2) by this much.
+        assert!((c.flip_margin.unwrap() - (sp[1].ln() - sp[2].ln())).abs() < 1e-6);
+        assert_eq!(r.compare(&stored, &p).flip_margin, None);
+        // This run's top token outside the stored one: at least the stored span.
+        let narrow = r.top_k(&p, 1);
+        assert_eq!(r.compare(&narrow, &q).flip_margin, Some(0.0));
         let (sp, sq) = (softmax(&p), softmax(&q));
         assert!((c.delta_p - (sq[1] - sp[1])).abs() < 1e-6);
         assert!(c.kld > 0.0);
@@ -285,7 +328,7 @@ mod tests {
 
     #[test]
     fn summaries_weight_tokens_alike() {
-        let t = |kld: f64, same: bool| TokenKld { kld, delta_p: -kld, same_top1: same };
+        let t = |kld: f64, same: bool| TokenKld { kld, delta_p: -kld, same_top1: same, flip_margin: (!same).then_some(kld / 2.0) };
         let a = Kld::of(&[t(0.0, true), t(0.2, false)], &[0, 1], 3);
         assert_eq!(a.line_mean, vec![0.0, 0.2, 0.0]);
         assert!((a.mean - 0.1).abs() < 1e-12);
@@ -297,6 +340,7 @@ mod tests {
         assert!((s.same_top1 - 0.9).abs() < 1e-12);
         assert!((s.max - 0.4).abs() < 1e-6);
         assert!((s.p99 - 0.4).abs() < 1e-6);
+        assert_eq!((a.max_flip_margin, b.max_flip_margin, s.max_flip_margin), (Some(0.1), None, Some(0.1)));
         assert!(KldSummary::of([]).is_none());
     }
 }
