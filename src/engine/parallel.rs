@@ -93,6 +93,8 @@ impl Session<'_> {
             self.ctx
                 .decode(&mut batch)
                 .with_context(|| format!("llama.cpp decode failed in a parallel step of {} tokens", batch.n_tokens()))?;
+            // A GPU's work ends after decode returns; the step's time includes it.
+            self.ctx.synchronize();
             stats.count_step(t.elapsed().as_secs_f64() * 1e3, batch.n_tokens() as usize, question_tokens, s.live.len());
             self.sample_step(&mut s, &mut sampler, limit, &stop, &mut done)?;
         }

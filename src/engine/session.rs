@@ -355,6 +355,9 @@ impl<'m> Session<'m> {
             done += chunk.len();
             progress(done);
         }
+        // A GPU computes after decode returns: wait for it, so that the
+        // prefill's and the question's times are the device's work.
+        self.ctx.synchronize();
         Ok(())
     }
 
@@ -665,6 +668,8 @@ impl<'m> Session<'m> {
             self.ctx
                 .decode(&mut batch)
                 .with_context(|| format!("llama.cpp decode failed at position {pos}"))?;
+            // The step's time is the device's work, which ends after decode returns.
+            self.ctx.synchronize();
             self.steps.steps += 1;
             self.steps.generation_only_ms += step.elapsed().as_secs_f64() * 1e3;
             self.steps.generation_only_tokens += 1 + inject.len() + draft.len();
