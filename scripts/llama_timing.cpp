@@ -9,11 +9,12 @@
 //
 // For each depth D, from a cleared context: D tokens of CORPUS (tokenized,
 // repeated if short) are evaluated in batches of 512 (posrecall's batch and
-// micro-batch), logits for the last only; then, R times round-robin over the
-// Ks, one step of K tokens at positions D..D+K-1 with logits for every one
-// of them (a verifying step needs all K), each step removed from the cache
-// again; then G single-token steps one after the other (generation at depth
-// D). Every timed call ends with llama_synchronize, so a GPU's queue is
+// micro-batch), logits for the last only, twice (the first prefill of a
+// process pays for first use); then steps of K tokens at positions
+// D..D+K-1 with logits for every one of them (a verifying step needs all K),
+// each removed from the cache again: R of each K in a row (steady), then R
+// rounds over the Ks (alternating shapes); then G single-token steps one
+// after the other (generation at depth D). Every timed call ends with llama_synchronize, so a GPU's queue is
 // drained inside the timing. One JSON object a line on stdout.
 //
 // Built by scripts/gpu-pack (against the CUDA build's libllama.so) and by
@@ -51,6 +52,14 @@ static std::vector<int> parse_list(const char * s) {
 }
 
 static void quiet_log(ggml_log_level, const char *, void *) {}
+
+// Removes the step just timed; a model whose memory cannot drop the last
+// positions (recurrent state) cannot be measured this way.
+static void undo(llama_memory_t mem, int depth) {
+    if (!llama_memory_seq_rm(mem, 0, depth, -1)) {
+        die("this model's memory cannot remove a step again (recurrent or hybrid): use a transformer");
+    }
+}
 
 // One decode of `tokens` at positions pos.., logits for the last only or for
 // every token; false when llama.cpp refuses it.
@@ -166,55 +175,78 @@ int main(int argc, char ** argv) {
     std::fflush(stdout);
 
     for (int depth : depths) {
-        llama_memory_clear(mem, true);
-        double t0 = now_ms();
-        for (int p = 0; p < depth; p += 512) {
-            int m = std::min(512, depth - p);
-            if (!decode(ctx, batch, tokens.data() + p, m, p, false)) {
-                die("prefill failed at position " + std::to_string(p));
+        // Twice: the first prefill of a process pays for what a first use
+        // sets up (as posrecall's one prefill does), the second does not.
+        double prefill[2];
+        for (double & ms : prefill) {
+            llama_memory_clear(mem, true);
+            double t0 = now_ms();
+            for (int p = 0; p < depth; p += 512) {
+                int m = std::min(512, depth - p);
+                if (!decode(ctx, batch, tokens.data() + p, m, p, false)) {
+                    die("prefill failed at position " + std::to_string(p));
+                }
             }
+            llama_synchronize(ctx);
+            ms = now_ms() - t0;
         }
-        llama_synchronize(ctx);
-        double prefill = now_ms() - t0;
-        std::printf("{\"what\":\"prefill\",\"depth\":%d,\"ms\":%.3f,\"tok_s\":%.1f}\n", depth, prefill, depth / prefill * 1e3);
+        std::printf("{\"what\":\"prefill\",\"depth\":%d,\"ms\":%.3f,\"tok_s\":%.1f,\"ms_again\":%.3f,\"tok_s_again\":%.1f}\n",
+                    depth, prefill[0], depth / prefill[0] * 1e3, prefill[1], depth / prefill[1] * 1e3);
         std::fflush(stdout);
 
         // One untimed step first: the first step at a new shape allocates.
         for (int k : ks) {
-            decode(ctx, batch, tokens.data() + depth, k, depth, true);
+            if (!decode(ctx, batch, tokens.data() + depth, k, depth, true)) {
+                die("a step of " + std::to_string(k) + " tokens failed");
+            }
             llama_synchronize(ctx);
-            llama_memory_seq_rm(mem, 0, depth, -1);
+            undo(mem, depth);
         }
-        std::vector<std::vector<double>> times(ks.size());
+        // One timed step of k tokens at the depth, removed again.
+        auto step = [&](int k) {
+            double t = now_ms();
+            if (!decode(ctx, batch, tokens.data() + depth, k, depth, true)) {
+                die("a step of " + std::to_string(k) + " tokens failed");
+            }
+            llama_synchronize(ctx);
+            // Read every position's logits, as a verifying step does.
+            float acc = 0;
+            for (int i = 0; i < k; i++) {
+                acc += llama_get_logits_ith(ctx, i)[0];
+            }
+            double ms = now_ms() - t;
+            if (acc != acc) {
+                std::fprintf(stderr, "llama_timing: note: NaN logits at K=%d\n", k);
+            }
+            undo(mem, depth);
+            return ms;
+        };
+        auto median = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            return v[v.size() / 2];
+        };
+        // Steady: R steps of one size in a row (a GPU reuses the step's
+        // graph, as one token per step always can); alternating: the sizes
+        // round-robin, so that every step has another shape than the last,
+        // as drafts of varying length give.
+        std::vector<std::vector<double>> steady(ks.size()), alternating(ks.size());
+        for (size_t j = 0; j < ks.size(); j++) {
+            for (int r = 0; r < reps; r++) {
+                steady[j].push_back(step(ks[j]));
+            }
+        }
         for (int r = 0; r < reps; r++) {
             for (size_t j = 0; j < ks.size(); j++) {
-                int k = ks[j];
-                double t = now_ms();
-                if (!decode(ctx, batch, tokens.data() + depth, k, depth, true)) {
-                    die("a step of " + std::to_string(k) + " tokens failed");
-                }
-                llama_synchronize(ctx);
-                // Read every position's logits, as a verifying step does.
-                float acc = 0;
-                for (int i = 0; i < k; i++) {
-                    acc += llama_get_logits_ith(ctx, i)[0];
-                }
-                times[j].push_back(now_ms() - t);
-                if (acc != acc) {
-                    std::fprintf(stderr, "llama_timing: note: NaN logits at K=%d\n", k);
-                }
-                llama_memory_seq_rm(mem, 0, depth, -1);
+                alternating[j].push_back(step(ks[j]));
             }
         }
         for (size_t j = 0; j < ks.size(); j++) {
-            std::vector<double> t = times[j];
-            std::sort(t.begin(), t.end());
-            std::printf("{\"what\":\"step\",\"depth\":%d,\"k\":%d,\"ms_median\":%.4f,\"ms_min\":%.4f,\"reps\":%d}\n",
-                        depth, ks[j], t[t.size() / 2], t[0], reps);
+            std::printf("{\"what\":\"step\",\"depth\":%d,\"k\":%d,\"ms_median\":%.4f,\"ms_alternating\":%.4f,\"reps\":%d}\n",
+                        depth, ks[j], median(steady[j]), median(alternating[j]), reps);
         }
         std::fflush(stdout);
 
-        t0 = now_ms();
+        double t0 = now_ms();
         for (int i = 0; i < gen; i++) {
             if (!decode(ctx, batch, tokens.data() + depth + i, 1, depth + i, true)) {
                 die("generation failed");
@@ -223,7 +255,7 @@ int main(int argc, char ** argv) {
             (void) llama_get_logits_ith(ctx, 0);
         }
         double g = now_ms() - t0;
-        llama_memory_seq_rm(mem, 0, depth, -1);
+        undo(mem, depth);
         std::printf("{\"what\":\"generate\",\"depth\":%d,\"tokens\":%d,\"ms\":%.3f,\"ms_per_token\":%.4f,\"tok_s\":%.1f}\n",
                     depth, gen, g, g / gen, gen / g * 1e3);
         std::fflush(stdout);
