@@ -36,3 +36,4 @@ mod split;
 mod sweep_params;
 mod template_fidelity;
 mod think;
+mod timing_model;
