@@ -12,29 +12,19 @@ fn main() {
     println!("cargo:rerun-if-changed={}", lock_path.display());
     println!("cargo:rerun-if-changed=build.rs");
 
-    let lock: Option<toml::Table> = std::fs::read_to_string(&lock_path)
-        .ok()
-        .and_then(|s| s.parse().ok());
+    let lock: Option<toml::Table> = std::fs::read_to_string(&lock_path).ok().and_then(|s| s.parse().ok());
     let version_of = |name: &str| -> String {
         lock.as_ref()
             .and_then(|t| t.get("package"))
             .and_then(|p| p.as_array())
-            .and_then(|pkgs| {
-                pkgs.iter().find(|p| p.get("name").and_then(|n| n.as_str()) == Some(name))
-            })
+            .and_then(|pkgs| pkgs.iter().find(|p| p.get("name").and_then(|n| n.as_str()) == Some(name)))
             .and_then(|p| p.get("version"))
             .and_then(|v| v.as_str())
             .unwrap_or("unknown")
             .to_string()
     };
     println!("cargo:rustc-env=POSRECALL_LLAMA_CPP_2_VERSION={}", version_of("llama-cpp-2"));
-    println!(
-        "cargo:rustc-env=POSRECALL_LLAMA_CPP_SYS_2_VERSION={}",
-        version_of("llama-cpp-sys-2")
-    );
+    println!("cargo:rustc-env=POSRECALL_LLAMA_CPP_SYS_2_VERSION={}", version_of("llama-cpp-sys-2"));
 
-    println!(
-        "cargo:rustc-env=POSRECALL_TARGET={}",
-        std::env::var("TARGET").unwrap_or_default()
-    );
+    println!("cargo:rustc-env=POSRECALL_TARGET={}", std::env::var("TARGET").unwrap_or_default());
 }

@@ -3,14 +3,14 @@
 //! own types.
 
 use crate::ask::ApiKind;
-use crate::crop::{CropMode, LineRange};
-use crate::settings::{CtxSize, FlashAttn, KvType};
-use crate::prompt::Probe;
-use crate::template::{MAX_THINK_BUDGET, Think};
-use crate::score::Normalize;
-use crate::targets::TargetSpec;
 use crate::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
 use crate::bench::{MAX_NEW_TOKENS, MAX_THREADS};
+use crate::crop::{CropMode, LineRange};
+use crate::prompt::Probe;
+use crate::score::Normalize;
+use crate::settings::{CtxSize, FlashAttn, KvType};
+use crate::targets::TargetSpec;
+use crate::template::{MAX_THINK_BUDGET, Think};
 use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 

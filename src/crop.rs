@@ -88,9 +88,7 @@ pub struct LineRange {
 impl std::str::FromStr for LineRange {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (a, b) = s
-            .split_once(':')
-            .ok_or_else(|| format!("expected A:B (1-based, inclusive line numbers), got `{s}`"))?;
+        let (a, b) = s.split_once(':').ok_or_else(|| format!("expected A:B (1-based, inclusive line numbers), got `{s}`"))?;
         let first: usize = a.trim().parse().map_err(|_| format!("`{a}` is not a line number"))?;
         let last: usize = b.trim().parse().map_err(|_| format!("`{b}` is not a line number"))?;
         if first == 0 || last < first {
@@ -116,12 +114,7 @@ impl LineRange {
 /// most `budget`. `spans` are the eligible targets as 0-based inclusive line spans
 /// (declaration line through the last line its scoring needs); `densest` keeps the
 /// window that holds the most of them entirely, the earliest among equals.
-pub fn choose_range(
-    mode: CropMode,
-    cost: &[usize],
-    budget: usize,
-    spans: &[(usize, usize)],
-) -> Result<(usize, usize), CropError> {
+pub fn choose_range(mode: CropMode, cost: &[usize], budget: usize, spans: &[(usize, usize)]) -> Result<(usize, usize), CropError> {
     let n = cost.len();
     if n == 0 {
         return Err(CropError::NoLines);
@@ -165,10 +158,7 @@ pub fn choose_range(
                 }
                 if last_fit > first {
                     let last = last_fit - 1;
-                    let count = spans
-                        .iter()
-                        .filter(|(a, b)| *a >= first && *b <= last)
-                        .count();
+                    let count = spans.iter().filter(|(a, b)| *a >= first && *b <= last).count();
                     if best.is_none_or(|(c, _, _)| count > c) {
                         best = Some((count, first, last));
                     }

@@ -78,10 +78,7 @@ pub struct ContextGain {
 
 impl ContextGain {
     pub fn between(with_file: &Forced, without: &Forced) -> ContextGain {
-        ContextGain {
-            top1_share: with_file.top1_share - without.top1_share,
-            mean_logprob: with_file.mean_logprob - without.mean_logprob,
-        }
+        ContextGain { top1_share: with_file.top1_share - without.top1_share, mean_logprob: with_file.mean_logprob - without.mean_logprob }
     }
 }
 
@@ -114,10 +111,7 @@ impl Forced {
                     *e = false;
                 }
                 if first_divergence.is_none() {
-                    first_divergence = Some(Divergence {
-                        line: r.line + 1,
-                        token: index_in_line,
-                    });
+                    first_divergence = Some(Divergence { line: r.line + 1, token: index_in_line });
                 }
             }
             index_in_line += 1;

@@ -1,9 +1,9 @@
 //! Small file-system helpers shared by every command that writes a file.
 
 use anyhow::{Context, Result};
-use std::io::Write;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder,
@@ -28,9 +28,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let file_name = target
-        .file_name()
-        .with_context(|| format!("{} is not a file path", path.display()))?;
+    let file_name = target.file_name().with_context(|| format!("{} is not a file path", path.display()))?;
     // Errors name the path the user gave, not the temporary file.
     let result = (|| -> std::io::Result<()> {
         let mut tmp = tempfile::Builder::new()
@@ -175,17 +173,14 @@ pub fn is_inside(out: &Path, dir: &Path) -> bool {
 /// The canonical path `out` will have: itself when it exists, else its
 /// canonical folder joined with its name.
 fn canonical_output(out: &Path, dir: &Path) -> Option<PathBuf> {
-    out.canonicalize()
-        .ok()
-        .or_else(|| Some(dir.canonicalize().ok()?.join(out.file_name()?)))
+    out.canonicalize().ok().or_else(|| Some(dir.canonicalize().ok()?.join(out.file_name()?)))
 }
 
 /// Lower-case hex sha256 of a file, read in 1 MiB blocks (models are large).
 pub fn file_sha256(path: &Path) -> Result<String> {
     use sha2::{Digest, Sha256};
     use std::io::Read;
-    let mut f = std::fs::File::open(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let mut f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -217,7 +212,6 @@ pub fn cache_dir() -> PathBuf {
     let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
     PathBuf::from(home).join(".cache").join("posrecall")
 }
-
 
 /// The default corpus, where `scripts/fetch-corpus` puts it: lodash 4.17.21's
 /// `lodash.js` (17K lines, hundreds of classic function declarations).
@@ -266,18 +260,10 @@ struct HashEntry {
 pub fn cached_sha256(path: &Path) -> Result<String> {
     let canonical = std::fs::canonicalize(path)?;
     let meta = std::fs::metadata(&canonical)?;
-    let mtime_ns = meta
-        .modified()
-        .ok()
-        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    let mtime_ns = meta.modified().ok().and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos()).unwrap_or(0);
     let key = canonical.display().to_string();
     let cache_path = cache_dir().join("sha256-cache.json");
-    let mut cache: HashCache = std::fs::read_to_string(&cache_path)
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or_default();
+    let mut cache: HashCache = std::fs::read_to_string(&cache_path).ok().and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default();
     if let Some(e) = cache.files.get(&key)
         && e.size == meta.len()
         && e.mtime_ns == mtime_ns
@@ -288,14 +274,7 @@ pub fn cached_sha256(path: &Path) -> Result<String> {
     // Forget files that are gone (temporary copies, deleted downloads), so
     // that the cache holds only what can be asked for again.
     cache.files.retain(|k, _| Path::new(k).exists());
-    cache.files.insert(
-        key,
-        HashEntry {
-            size: meta.len(),
-            mtime_ns,
-            sha256: sha256.clone(),
-        },
-    );
+    cache.files.insert(key, HashEntry { size: meta.len(), mtime_ns, sha256: sha256.clone() });
     // A cache that cannot be written only costs time on the next run.
     if std::fs::create_dir_all(cache_dir()).is_ok()
         && let Ok(json) = serde_json::to_string_pretty(&cache)

@@ -73,7 +73,9 @@ pub enum HubError {
     NotFound { reference: String, endpoint: String, what: String },
     #[error("{reference}: {file}: {why}")]
     Download { reference: String, file: String, why: String },
-    #[error("{reference}: {file}: the downloaded file's sha256 is {got}…, the hub lists {want}… (removed; run again to download it afresh)")]
+    #[error(
+        "{reference}: {file}: the downloaded file's sha256 is {got}…, the hub lists {want}… (removed; run again to download it afresh)"
+    )]
     Corrupt { reference: String, file: String, got: String, want: String },
     #[error("{reference}: the hub at {endpoint} could not be asked for the file list: {why}")]
     Listing { reference: String, endpoint: String, why: String },
@@ -97,15 +99,14 @@ impl HubEnv {
     pub fn from_env() -> HubEnv {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
-            let cache = var("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| {
-                std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".cache")
-            });
+            let cache = var("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".cache"));
             cache.join("huggingface")
         });
         let token_file = var("HF_TOKEN_PATH").map(PathBuf::from).unwrap_or_else(|| home.join("token"));
-        let token = var("HF_TOKEN").or_else(|| {
-            std::fs::read_to_string(token_file).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty())
-        });
+        let token =
+            var("HF_TOKEN").or_else(|| std::fs::read_to_string(token_file).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()));
         let offline = var("HF_HUB_OFFLINE").is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"));
         HubEnv {
             endpoint: var("HF_ENDPOINT").unwrap_or_else(|| "https://huggingface.co".into()).trim_end_matches('/').to_string(),
@@ -155,7 +156,9 @@ impl HubRef {
                 }
                 Select::Quant(q)
             }
-            (file, None) if file.iter().all(|p| valid_part(p)) && file.last().is_some_and(|f| f.to_ascii_lowercase().ends_with(".gguf")) => {
+            (file, None)
+                if file.iter().all(|p| valid_part(p)) && file.last().is_some_and(|f| f.to_ascii_lowercase().ends_with(".gguf")) =>
+            {
                 Select::File(file.join("/"))
             }
             _ => return Err(bad()),
@@ -258,8 +261,7 @@ fn listing(files: &[String]) -> String {
 /// The files (every part, in order) that `select` names among `files` (the
 /// repository's paths).
 fn choose(reference: &str, select: &Select, files: &[String]) -> Result<Vec<String>, HubError> {
-    let models: Vec<&String> =
-        files.iter().filter(|f| is_model_file(f) && split_name(f).is_some_and(|s| s.index == 1)).collect();
+    let models: Vec<&String> = files.iter().filter(|f| is_model_file(f) && split_name(f).is_some_and(|s| s.index == 1)).collect();
     let first = match select {
         Select::File(want) => match files.iter().find(|f| *f == want) {
             Some(f) if split_name(f).is_some_and(|s| s.index == 1) => f.clone(),
@@ -488,7 +490,9 @@ fn status(e: &ApiError) -> Option<u16> {
 
 fn unauthorized(r: &HubRef, env: &HubEnv) -> HubError {
     let why = match env.token {
-        Some(_) => "it refused the token (HF_TOKEN or the saved token); the repository is gated or private and the token cannot read it, or it does not exist",
+        Some(_) => {
+            "it refused the token (HF_TOKEN or the saved token); the repository is gated or private and the token cannot read it, or it does not exist"
+        }
         None => "the repository is gated or private, or does not exist; set HF_TOKEN to a token that can read it",
     };
     HubError::Unauthorized { reference: r.text.clone(), endpoint: env.endpoint.clone(), why }
@@ -562,7 +566,12 @@ fn download(api: &Api, repo: &Repo, r: &HubRef, env: &HubEnv, file: &str, want: 
         if let Some(b) = blob {
             let _ = std::fs::remove_file(b);
         }
-        return Err(HubError::Corrupt { reference: r.text.clone(), file: file.to_string(), got: got[..12].to_string(), want: want.chars().take(12).collect() });
+        return Err(HubError::Corrupt {
+            reference: r.text.clone(),
+            file: file.to_string(),
+            got: got[..12].to_string(),
+            want: want.chars().take(12).collect(),
+        });
     }
     Ok(())
 }
@@ -574,11 +583,15 @@ mod tests {
     #[test]
     fn references_parse_as_llama_cpp_writes_them() {
         let r = HubRef::parse("unsloth/Qwen3-GGUF:Q4_K_XL").unwrap();
-        assert_eq!((r.repo.as_str(), &r.select, r.revision.as_deref()), ("unsloth/Qwen3-GGUF", &Select::Quant(Some("Q4_K_XL".into())), None));
+        assert_eq!(
+            (r.repo.as_str(), &r.select, r.revision.as_deref()),
+            ("unsloth/Qwen3-GGUF", &Select::Quant(Some("Q4_K_XL".into())), None)
+        );
         let r = HubRef::parse("org/repo/sub/m-Q8_0.gguf@v1.0").unwrap();
         assert_eq!((&r.select, r.revision.as_deref()), (&Select::File("sub/m-Q8_0.gguf".into()), Some("v1.0")));
         assert_eq!(HubRef::parse("org/repo").unwrap().select, Select::Quant(None));
-        for bad in ["org", "org/", "/repo", "org/repo:", "org/repo@", "org/repo/readme.md", "org/m.gguf", "org/repo/x.gguf:Q4", "o rg/repo"] {
+        for bad in ["org", "org/", "/repo", "org/repo:", "org/repo@", "org/repo/readme.md", "org/m.gguf", "org/repo/x.gguf:Q4", "o rg/repo"]
+        {
             assert!(HubRef::parse(bad).is_err(), "{bad}");
         }
         assert!(!is_reference("./org/repo"));

@@ -198,7 +198,8 @@ mod tests {
         assert_ne!(with(prefix_cache_key, &|m| m.context.as_mut().unwrap().rope.freq_base = Some(1e4)), prefix_cache_key(&manifest()));
         // A split model's parts are its identity's, not another key field.
         assert_eq!(
-            with(resume_key, &|m| m.model.as_mut().unwrap().parts = vec![crate::run::ModelPart { path: "/p".into(), size_bytes: 1, sha256: "s".into() }]),
+            with(resume_key, &|m| m.model.as_mut().unwrap().parts =
+                vec![crate::run::ModelPart { path: "/p".into(), size_bytes: 1, sha256: "s".into() }]),
             key
         );
         assert_ne!(with(resume_key, &|m| m.corpus.crop.last_line = 10), key);

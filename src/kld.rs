@@ -64,12 +64,7 @@ fn rest_mass(logits: &[f32], norm: f64, ids: &[u32], mask: &mut Vec<bool>) -> f3
             *m = true;
         }
     }
-    let rest: f64 = logits
-        .iter()
-        .zip(mask.iter())
-        .filter(|(_, inside)| !**inside)
-        .map(|(&v, _)| (f64::from(v) - norm).exp())
-        .sum();
+    let rest: f64 = logits.iter().zip(mask.iter()).filter(|(_, inside)| !**inside).map(|(&v, _)| (f64::from(v) - norm).exp()).sum();
     rest as f32
 }
 

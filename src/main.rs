@@ -11,16 +11,13 @@ fn main() {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+            {
                 e.exit();
             }
             // Usage errors as one line too: clap's message, its hints folded in.
             let text = e.to_string();
-            let line: Vec<&str> = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
-                .collect();
+            let line: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("For more information")).collect();
             let msg = line.join(" ");
             eprintln!("posrecall: {}", msg.strip_prefix("error: ").map(|m| format!("error: {m}")).unwrap_or(msg.clone()));
             std::process::exit(2);
@@ -40,9 +37,8 @@ fn main() {
     if let Err(e) = result {
         // Like ripgrep: a reader that closed the pipe (`posrecall targets
         // x.js | head -1`) has what it wanted; end quietly, with success.
-        let closed_pipe = e.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        });
+        let closed_pipe =
+            e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe));
         if closed_pipe {
             std::process::exit(0);
         }

@@ -24,7 +24,5 @@ pub fn bar(show: bool, multi: Option<&MultiProgress>, len: u64, what: &str, unit
 
 /// A bar style from an indicatif template, in posrecall's look.
 pub fn style(template: &str) -> ProgressStyle {
-    ProgressStyle::with_template(template)
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ")
+    ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> ")
 }

@@ -129,10 +129,7 @@ impl Frame {
     pub fn closed_book_prompt(&self, target: &Target, lines: usize, skip_blank: bool) -> String {
         match self.kind {
             ProbeKind::Chat => format!("{}{}{}", self.head, query(&target.name, lines, skip_blank), self.tail),
-            ProbeKind::Completion => format!(
-                "{} The function `{}`, verbatim:\n{}\n",
-                self.line_comment, target.name, target.header
-            ),
+            ProbeKind::Completion => format!("{} The function `{}`, verbatim:\n{}\n", self.line_comment, target.name, target.header),
         }
     }
 
@@ -168,12 +165,7 @@ impl Frame {
     /// What follows the prefix for one target.
     pub fn suffix(&self, target: &Target, lines: usize, skip_blank: bool) -> String {
         match self.kind {
-            ProbeKind::Chat => format!(
-                "{}{}{}",
-                self.mid_rest(),
-                query(&target.name, lines, skip_blank),
-                self.tail
-            ),
+            ProbeKind::Chat => format!("{}{}{}", self.mid_rest(), query(&target.name, lines, skip_blank), self.tail),
             ProbeKind::Completion => format!(
                 "{}{} The function `{}` from above, repeated verbatim:\n{}\n",
                 self.mid_rest(),
@@ -264,8 +256,7 @@ pub fn check_frame(
         ("const b = [1, 2];\n// two\n", "Output only the lines after the brace of `b`, no commentary."),
     ];
     for (kept, question) in samples {
-        let whole = crate::template::render(template, &instruction_prompt(kept, question), special, vars)
-            .map_err(|e| e.to_string())?;
+        let whole = crate::template::render(template, &instruction_prompt(kept, question), special, vars).map_err(|e| e.to_string())?;
         let mut framed = frame.prefix(kept);
         framed.push_str(&frame.mid[frame.mid_split..]);
         framed.push_str(question);
@@ -284,12 +275,8 @@ pub fn check_frame(
 
 /// Splits a rendered chat at the stand-ins.
 pub fn split_frame(rendered: &str, renderer: &str, line_comment: &'static str) -> Result<Frame> {
-    let (head, rest) = rendered
-        .split_once(KEPT_MARK)
-        .ok_or_else(|| anyhow!("the chat template dropped the user message"))?;
-    let (between, tail) = rest
-        .split_once(QUERY_MARK)
-        .ok_or_else(|| anyhow!("the chat template dropped the question"))?;
+    let (head, rest) = rendered.split_once(KEPT_MARK).ok_or_else(|| anyhow!("the chat template dropped the user message"))?;
+    let (between, tail) = rest.split_once(QUERY_MARK).ok_or_else(|| anyhow!("the chat template dropped the question"))?;
     // A template that renders the message more than once (or changes the
     // stand-ins) would leave them in the prompt, and the model would be sent
     // posrecall's internal text instead of the file: refused.
@@ -300,9 +287,7 @@ pub fn split_frame(rendered: &str, renderer: &str, line_comment: &'static str) -
         );
     }
     // `between` is the "\n\n" of the message; with_final_newline supplies the first.
-    let mid = between
-        .strip_prefix('\n')
-        .ok_or_else(|| anyhow!("the chat template changed the message's line breaks"))?;
+    let mid = between.strip_prefix('\n').ok_or_else(|| anyhow!("the chat template changed the message's line breaks"))?;
     Ok(Frame {
         kind: ProbeKind::Chat,
         head: head.to_string(),

@@ -121,16 +121,10 @@ pub fn split(text: &str) -> Split<'_> {
     for (open, close) in TAG_PAIRS {
         if let Some(inner) = start.strip_prefix(open) {
             return match inner.find(close) {
-                Some(end) => Split {
-                    reasoning: Some(inner[..end].trim().to_string()),
-                    answer: &inner[end + close.len()..],
-                    unclosed: false,
-                },
-                None => Split {
-                    reasoning: Some(inner.trim().to_string()),
-                    answer: "",
-                    unclosed: true,
-                },
+                Some(end) => {
+                    Split { reasoning: Some(inner[..end].trim().to_string()), answer: &inner[end + close.len()..], unclosed: false }
+                }
+                None => Split { reasoning: Some(inner.trim().to_string()), answer: "", unclosed: true },
             };
         }
     }
@@ -141,11 +135,7 @@ pub fn split(text: &str) -> Split<'_> {
         if let Some(end) = text.find(close)
             && !text[..end].contains(open)
         {
-            return Split {
-                reasoning: Some(text[..end].trim().to_string()),
-                answer: &text[end + close.len()..],
-                unclosed: false,
-            };
+            return Split { reasoning: Some(text[..end].trim().to_string()), answer: &text[end + close.len()..], unclosed: false };
         }
     }
     Split::plain(text)
@@ -174,19 +164,12 @@ fn split_harmony(text: &str) -> Option<Split<'_>> {
     let mut reasoning = Vec::new();
     for part in before.split(HARMONY_CHANNEL).filter(|p| !p.is_empty()) {
         let body = part.split_once(HARMONY_MESSAGE).map_or("", |(_, b)| b);
-        let body = HARMONY_ENDS
-            .iter()
-            .chain(&["<|start|>"])
-            .fold(body, |b, end| b.split(end).next().unwrap_or(b));
+        let body = HARMONY_ENDS.iter().chain(&["<|start|>"]).fold(body, |b, end| b.split(end).next().unwrap_or(b));
         if !body.trim().is_empty() {
             reasoning.push(body.trim());
         }
     }
-    Some(Split {
-        reasoning: Some(reasoning.join("\n\n")),
-        answer,
-        unclosed,
-    })
+    Some(Split { reasoning: Some(reasoning.join("\n\n")), answer, unclosed })
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@
 //! both are written atomically and the file is verified before it is read.
 
 use crate::crop::Crop;
-use crate::settings::ContextConfig;
 use crate::fsutil::{sha256_hex, write_atomic};
 use crate::kld::TopK;
+use crate::settings::ContextConfig;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -122,8 +122,7 @@ impl Identity {
             return Err(Mismatch::Corpus { theirs: short(&self.corpus_sha256), ours: short(&ours.corpus_sha256) });
         }
         let lines = |c: &Crop| format!("lines {}..{}", c.first_line, c.last_line);
-        if (self.crop.first_line, self.crop.last_line, &self.crop.sha256)
-            != (ours.crop.first_line, ours.crop.last_line, &ours.crop.sha256)
+        if (self.crop.first_line, self.crop.last_line, &self.crop.sha256) != (ours.crop.first_line, ours.crop.last_line, &ours.crop.sha256)
         {
             // The same lines with other text: renamed identifiers (--rename)
             // or an edited range; "lines 1..306, this run keeps lines 1..306"
@@ -175,8 +174,7 @@ impl Reference {
         if len > rest.len() {
             return Err(malformed("the header is cut short").into());
         }
-        let header: Header =
-            serde_json::from_slice(&rest[..len]).map_err(|e| malformed(&format!("bad header ({e})")))?;
+        let header: Header = serde_json::from_slice(&rest[..len]).map_err(|e| malformed(&format!("bad header ({e})")))?;
         if header.format != FORMAT {
             return Err(malformed(&format!("format {} (this posrecall reads format {FORMAT})", header.format)).into());
         }
@@ -204,12 +202,7 @@ impl Reference {
     /// target `name`; whether this run feeds the same tokens is checked by
     /// the caller (`bench::check_reference`).
     pub fn target(&self, name: &str) -> Result<(&RefTarget, &[TopK]), Mismatch> {
-        let i = self
-            .header
-            .targets
-            .iter()
-            .position(|t| t.name == name)
-            .ok_or_else(|| Mismatch::MissingTarget(name.to_string()))?;
+        let i = self.header.targets.iter().position(|t| t.name == name).ok_or_else(|| Mismatch::MissingTarget(name.to_string()))?;
         Ok((&self.header.targets[i], &self.entries[i]))
     }
 }
@@ -301,14 +294,7 @@ mod tests {
             source: Origin {
                 model_sha256: "m".into(),
                 build: "b".into(),
-                context: ContextConfig::sequential(
-                    CtxSize::MIN,
-                    (KvType::F16, KvType::F16),
-                    FlashAttn::Auto,
-                    false,
-                    None,
-                    0,
-                ),
+                context: ContextConfig::sequential(CtxSize::MIN, (KvType::F16, KvType::F16), FlashAttn::Auto, false, None, 0),
             },
             targets: scored
                 .iter()
@@ -412,10 +398,7 @@ mod tests {
         let mut b = a.clone();
         assert_eq!(a.check(&b), Ok(()));
         b.crop.last_line = 8;
-        assert_eq!(
-            a.check(&b).unwrap_err().to_string(),
-            "it kept other lines of the corpus (lines 1..9, this run keeps lines 1..8)"
-        );
+        assert_eq!(a.check(&b).unwrap_err().to_string(), "it kept other lines of the corpus (lines 1..9, this run keeps lines 1..8)");
         b = a.clone();
         b.crop.sha256 = "renamed".into();
         assert_eq!(

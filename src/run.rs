@@ -5,9 +5,9 @@
 //! from outside answers has the same shape.
 
 use crate::crop::Crop;
-use crate::settings::{ContextConfig, StepStats};
 use crate::forced::{Forced, ForcedSummary};
 use crate::score::{Normalize, Score};
+use crate::settings::{ContextConfig, StepStats};
 use crate::targets::Target;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -218,10 +218,7 @@ impl CorpusInfo {
             language: src.language.name().to_string(),
             crop,
             prefix_tokens,
-            rename: src.renamed.as_ref().map(|r| crate::corpus::RenameInfo {
-                mapping: Default::default(),
-                ..r.clone()
-            }),
+            rename: src.renamed.as_ref().map(|r| crate::corpus::RenameInfo { mapping: Default::default(), ..r.clone() }),
             files: src.files.clone(),
             include: src.include.clone(),
             exclude: src.exclude.clone(),
@@ -742,20 +739,13 @@ impl RunFile {
     /// Reads a run file and checks its format version; anything else is a
     /// one-line error.
     pub fn load(path: &Path) -> Result<RunFile> {
-        let text = crate::fsutil::read_text(path)
-            .with_context(|| format!("cannot read run file {}", path.display()))?;
-        let run: RunFile = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a posrecall run file", path.display()))?;
+        let text = crate::fsutil::read_text(path).with_context(|| format!("cannot read run file {}", path.display()))?;
+        let run: RunFile = serde_json::from_str(&text).with_context(|| format!("{} is not a posrecall run file", path.display()))?;
         if run.format == 1 {
             return Err(OldScoring(path.display().to_string()).into());
         }
         if run.format != FORMAT_VERSION {
-            anyhow::bail!(
-                "{} has run-file format {}, this posrecall reads {}",
-                path.display(),
-                run.format,
-                FORMAT_VERSION
-            );
+            anyhow::bail!("{} has run-file format {}, this posrecall reads {}", path.display(), run.format, FORMAT_VERSION);
         }
         run.check().map_err(|why| anyhow::anyhow!("{} is not a run file posrecall wrote: {why}", path.display()))?;
         Ok(run)
@@ -831,24 +821,20 @@ pub struct TargetsFile {
 
 impl TargetsFile {
     pub fn load(path: &Path) -> Result<TargetsFile> {
-        let text = crate::fsutil::read_text(path)
-            .with_context(|| format!("cannot read targets file {}", path.display()))?;
-        let file: TargetsFile = serde_json::from_str(&text).with_context(|| {
-            format!("{} is not a posrecall targets file (the JSON `posrecall targets` prints)", path.display())
-        })?;
+        let text = crate::fsutil::read_text(path).with_context(|| format!("cannot read targets file {}", path.display()))?;
+        let file: TargetsFile = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a posrecall targets file (the JSON `posrecall targets` prints)", path.display()))?;
         if file.format != TARGETS_FORMAT_VERSION {
-            anyhow::bail!(
-                "{} has format {}, this posrecall reads {}",
-                path.display(),
-                file.format,
-                TARGETS_FORMAT_VERSION
-            );
+            anyhow::bail!("{} has format {}, this posrecall reads {}", path.display(), file.format, TARGETS_FORMAT_VERSION);
         }
         for t in &file.targets {
             if t.expected.len() != file.params.lines {
                 anyhow::bail!(
                     "{}: target {} has {} expected lines, the file says lines = {}",
-                    path.display(), t.name, t.expected.len(), file.params.lines
+                    path.display(),
+                    t.name,
+                    t.expected.len(),
+                    file.params.lines
                 );
             }
         }

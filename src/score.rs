@@ -16,17 +16,7 @@ use std::ops::Range;
 
 /// How two lines are compared. The answer and the ground truth go through the
 /// same mode before they are compared; the diff view still shows raw text.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-    Default,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Normalize {
     /// Leading and trailing whitespace ignored (models often re-indent).
@@ -79,11 +69,7 @@ fn squash(line: &str) -> Cow<'_, str> {
         prev_space = c.is_whitespace();
         ok
     });
-    if clean {
-        Cow::Borrowed(trimmed)
-    } else {
-        Cow::Owned(trimmed.split_whitespace().collect::<Vec<_>>().join(" "))
-    }
+    if clean { Cow::Borrowed(trimmed) } else { Cow::Owned(trimmed.split_whitespace().collect::<Vec<_>>().join(" ")) }
 }
 
 /// The class of one line in the diff view (the four colours of the report).
@@ -215,24 +201,14 @@ pub fn parse_response(raw: &str, header: &str, skip_blank: bool) -> Vec<String> 
     if joined.is_empty() {
         return Vec::new();
     }
-    joined
-        .split('\n')
-        .filter(|line| !(skip_blank && line.trim().is_empty()))
-        .map(str::to_owned)
-        .collect()
+    joined.split('\n').filter(|line| !(skip_blank && line.trim().is_empty())).map(str::to_owned).collect()
 }
 
 /// The lines inside the first fenced code block, or `None` without a fence.
 fn first_fenced_block<'a>(lines: &'a [&'a str]) -> Option<&'a [&'a str]> {
-    let (open, (ch, len)) = lines
-        .iter()
-        .enumerate()
-        .find_map(|(i, line)| fence_open(line).map(|f| (i, f)))?;
+    let (open, (ch, len)) = lines.iter().enumerate().find_map(|(i, line)| fence_open(line).map(|f| (i, f)))?;
     let rest = lines.get(open + 1..)?;
-    let end = rest
-        .iter()
-        .position(|line| is_fence_close(line, ch, len))
-        .unwrap_or(rest.len());
+    let end = rest.iter().position(|line| is_fence_close(line, ch, len)).unwrap_or(rest.len());
     rest.get(..end)
 }
 
@@ -259,17 +235,12 @@ fn header_repeat_len(body: &[&str], header: &str) -> usize {
     let Some(first) = body.iter().position(|l| !l.trim().is_empty()) else {
         return 0;
     };
-    let header_lines: Vec<Cow<'_, str>> = header
-        .lines()
-        .map(squash)
-        .filter(|l| !l.is_empty())
-        .collect();
+    let header_lines: Vec<Cow<'_, str>> = header.lines().map(squash).filter(|l| !l.is_empty()).collect();
 
     // A multi-line header echoed line for line.
     if header_lines.len() > 1 {
-        let echoed = body
-            .get(first..first + header_lines.len())
-            .is_some_and(|got| got.iter().zip(&header_lines).all(|(g, h)| squash(g) == *h));
+        let echoed =
+            body.get(first..first + header_lines.len()).is_some_and(|got| got.iter().zip(&header_lines).all(|(g, h)| squash(g) == *h));
         if echoed {
             return first + header_lines.len();
         }
@@ -281,11 +252,7 @@ fn header_repeat_len(body: &[&str], header: &str) -> usize {
         let name = declared_name(&whole);
         name.is_some() && declared_name(&line) == name && line.ends_with('{')
     };
-    if line == whole || header_lines.first() == Some(&line) || same_decl() {
-        first + 1
-    } else {
-        0
-    }
+    if line == whole || header_lines.first() == Some(&line) || same_decl() { first + 1 } else { 0 }
 }
 
 /// A character that may appear in a JavaScript identifier (close enough for
@@ -363,9 +330,7 @@ fn align<T: PartialEq>(response: &[T], window: &[T], lines: usize) -> Vec<(usize
 
     for i in (0..n).rev() {
         for j in (0..m).rev() {
-            let best = at(&table, i + 1, j)
-                .max(at(&table, i, j + 1))
-                .max(pair(&table, i, j).unwrap_or((0, 0)));
+            let best = at(&table, i + 1, j).max(at(&table, i, j + 1)).max(pair(&table, i, j).unwrap_or((0, 0)));
             if let Some(cell) = table.get_mut(i * cols + j) {
                 *cell = best;
             }
@@ -450,38 +415,20 @@ fn align<T: PartialEq>(response: &[T], window: &[T], lines: usize) -> Vec<(usize
 /// as extra window; should it hold fewer, the shortfall counts as missing
 /// (with empty text) so that the invariants above still hold.
 #[must_use]
-pub fn score(
-    expected: &[String],
-    extra: &[String],
-    response: &[String],
-    opts: &ScoreOptions,
-) -> Score {
+pub fn score(expected: &[String], extra: &[String], response: &[String], opts: &ScoreOptions) -> Score {
     let window_raw: Vec<&str> = expected.iter().chain(extra).map(String::as_str).collect();
     let window: Vec<Cow<'_, str>> = window_raw.iter().map(|l| opts.normalize.apply(l)).collect();
     let answer: Vec<Cow<'_, str>> = response.iter().map(|l| opts.normalize.apply(l)).collect();
 
-    let non_blank = |lines: &[Cow<'_, str>]| -> Vec<usize> {
-        (0..lines.len())
-            .filter(|&i| lines.get(i).is_some_and(|l| !is_blank(l)))
-            .collect()
-    };
-    let anchors = align_subset(
-        &answer,
-        &window,
-        &non_blank(&answer),
-        &non_blank(&window),
-        opts.lines,
-    );
+    let non_blank =
+        |lines: &[Cow<'_, str>]| -> Vec<usize> { (0..lines.len()).filter(|&i| lines.get(i).is_some_and(|l| !is_blank(l))).collect() };
+    let anchors = align_subset(&answer, &window, &non_blank(&answer), &non_blank(&window), opts.lines);
     let blanks = blank_pairs(&answer, &window, &anchors, opts.lines);
 
     // Both kinds of pair are increasing in both indices, every blank pair lies
     // strictly inside a gap between anchors, and the closing run follows the
     // last anchor: sorting by window index merges them all.
-    let mut credits: Vec<Credit> = anchors
-        .iter()
-        .chain(&blanks)
-        .map(|&(ri, wi)| (Some(ri), wi))
-        .collect();
+    let mut credits: Vec<Credit> = anchors.iter().chain(&blanks).map(|&(ri, wi)| (Some(ri), wi)).collect();
     // The closing run's lines that the answer's own trailing blank lines did
     // not already pair (parsed answers have none) are credited as implied.
     let mut implied = 0;
@@ -514,35 +461,19 @@ type Credit = (Option<usize>, usize);
 /// [`align`] restricted to the answer lines at `r_idx` and the window lines
 /// at `w_idx` (both increasing); the pairs come back as indices into
 /// `answer` and `window`.
-fn align_subset(
-    answer: &[Cow<'_, str>],
-    window: &[Cow<'_, str>],
-    r_idx: &[usize],
-    w_idx: &[usize],
-    lines: usize,
-) -> Vec<(usize, usize)> {
+fn align_subset(answer: &[Cow<'_, str>], window: &[Cow<'_, str>], r_idx: &[usize], w_idx: &[usize], lines: usize) -> Vec<(usize, usize)> {
     fn pick<'a>(all: &'a [Cow<'_, str>], idx: &[usize]) -> Vec<&'a str> {
-        idx.iter()
-            .filter_map(|&i| all.get(i).map(AsRef::as_ref))
-            .collect()
+        idx.iter().filter_map(|&i| all.get(i).map(AsRef::as_ref)).collect()
     }
     let (sub_answer, sub_window) = (pick(answer, r_idx), pick(window, w_idx));
     // `w_idx` is increasing, so "below LINES" is a prefix of it.
     let below = w_idx.iter().filter(|&&w| w < lines).count();
-    align(&sub_answer, &sub_window, below)
-        .into_iter()
-        .filter_map(|(i, j)| Some((*r_idx.get(i)?, *w_idx.get(j)?)))
-        .collect()
+    align(&sub_answer, &sub_window, below).into_iter().filter_map(|(i, j)| Some((*r_idx.get(i)?, *w_idx.get(j)?))).collect()
 }
 
 /// Step 2 of [`score`]: the blank answer lines paired, gap by gap, with blank
 /// window lines in the same gap of the `anchors`.
-fn blank_pairs(
-    answer: &[Cow<'_, str>],
-    window: &[Cow<'_, str>],
-    anchors: &[(usize, usize)],
-    lines: usize,
-) -> Vec<(usize, usize)> {
+fn blank_pairs(answer: &[Cow<'_, str>], window: &[Cow<'_, str>], anchors: &[(usize, usize)], lines: usize) -> Vec<(usize, usize)> {
     // No anchor, no neighbour: blank lines alone earn nothing (principle 1).
     let (Some(&(r0, w0)), Some(&(rl, wl))) = (anchors.first(), anchors.last()) else {
         return Vec::new();
@@ -558,57 +489,26 @@ fn blank_pairs(
     }));
     gaps.push((rl + 1..answer.len(), tail));
 
-    let blank_in = |all: &[Cow<'_, str>], range: Range<usize>| -> Vec<usize> {
-        range
-            .filter(|&i| all.get(i).is_some_and(|l| is_blank(l)))
-            .collect()
-    };
-    gaps.into_iter()
-        .flat_map(|(r, w)| {
-            align_subset(
-                answer,
-                window,
-                &blank_in(answer, r),
-                &blank_in(window, w),
-                lines,
-            )
-        })
-        .collect()
+    let blank_in =
+        |all: &[Cow<'_, str>], range: Range<usize>| -> Vec<usize> { range.filter(|&i| all.get(i).is_some_and(|l| is_blank(l))).collect() };
+    gaps.into_iter().flat_map(|(r, w)| align_subset(answer, window, &blank_in(answer, r), &blank_in(window, w), lines)).collect()
 }
 
 /// Step 3 of [`score`]: the window lines of a blank run that closes the LINES
 /// window right after the answer's last non-blank line, which must be the
 /// last anchor; empty otherwise.
-fn closing_run(
-    answer: &[Cow<'_, str>],
-    window: &[Cow<'_, str>],
-    anchors: &[(usize, usize)],
-    lines: usize,
-) -> Range<usize> {
+fn closing_run(answer: &[Cow<'_, str>], window: &[Cow<'_, str>], anchors: &[(usize, usize)], lines: usize) -> Range<usize> {
     let Some(&(ri, wi)) = anchors.last() else {
         return 0..0;
     };
     let run = wi + 1..lines.max(wi + 1);
-    let answer_ends_here = answer
-        .get(ri + 1..)
-        .is_some_and(|rest| rest.iter().all(|l| is_blank(l)));
-    let run_closes = run
-        .clone()
-        .all(|w| window.get(w).is_some_and(|l| is_blank(l)));
-    if answer_ends_here && run_closes {
-        run
-    } else {
-        0..0
-    }
+    let answer_ends_here = answer.get(ri + 1..).is_some_and(|rest| rest.iter().all(|l| is_blank(l)));
+    let run_closes = run.clone().all(|w| window.get(w).is_some_and(|l| is_blank(l)));
+    if answer_ends_here && run_closes { run } else { 0..0 }
 }
 
 /// Counts the credits (sorted by window index) and builds the diff view.
-fn tally(
-    credits: &[Credit],
-    response: &[String],
-    window_raw: &[&str],
-    opts: &ScoreOptions,
-) -> Score {
+fn tally(credits: &[Credit], response: &[String], window_raw: &[&str], opts: &ScoreOptions) -> Score {
     let mut out = Score {
         lines: Vec::with_capacity(response.len() + opts.lines),
         matched: 0,
@@ -623,21 +523,12 @@ fn tally(
     };
     let (mut r, mut w) = (0, 0);
     for &(ri, wi) in credits {
-        out.gap(
-            response.get(r..ri.unwrap_or(r)).unwrap_or(&[]),
-            window_raw,
-            w..wi,
-            opts.lines,
-        );
+        out.gap(response.get(r..ri.unwrap_or(r)).unwrap_or(&[]), window_raw, w..wi, opts.lines);
         let text = match ri {
             Some(i) => response.get(i).map_or("", String::as_str),
             None => window_raw.get(wi).copied().unwrap_or(""),
         };
-        let status = if wi < opts.lines {
-            LineStatus::Matched
-        } else {
-            LineStatus::Extra
-        };
+        let status = if wi < opts.lines { LineStatus::Matched } else { LineStatus::Extra };
         out.push(text, status);
         (r, w) = (ri.map_or(r, |i| i + 1), wi + 1);
     }
@@ -663,10 +554,7 @@ impl Score {
             LineStatus::Hallucinated => self.hallucinated += 1,
             LineStatus::Extra => self.extra += 1,
         }
-        self.lines.push(ScoredLine {
-            text: text.to_owned(),
-            status,
-        });
+        self.lines.push(ScoredLine { text: text.to_owned(), status });
     }
 
     /// Emits one gap: the missing expected lines of window range `w` (those
@@ -674,10 +562,7 @@ impl Score {
     /// are only counted as ignored.
     fn gap(&mut self, answer: &[String], window_raw: &[&str], w: Range<usize>, lines: usize) {
         for wi in w.start..w.end.min(lines) {
-            self.push(
-                window_raw.get(wi).copied().unwrap_or(""),
-                LineStatus::Missing,
-            );
+            self.push(window_raw.get(wi).copied().unwrap_or(""), LineStatus::Missing);
         }
         for line in answer {
             if is_blank(line) {
@@ -692,13 +577,7 @@ impl Score {
 /// Parses a raw answer ([`parse_response`], honouring `opts.skip_blank`) and
 /// scores it ([`score`]).
 #[must_use]
-pub fn score_raw(
-    raw: &str,
-    header: &str,
-    expected: &[String],
-    extra: &[String],
-    opts: &ScoreOptions,
-) -> Score {
+pub fn score_raw(raw: &str, header: &str, expected: &[String], extra: &[String], opts: &ScoreOptions) -> Score {
     let (read, unread) = first_lines(raw, answer_line_cap(expected.len() + extra.len()));
     let response = parse_response(read, header, opts.skip_blank);
     let mut out = score(expected, extra, &response, opts);
@@ -716,12 +595,7 @@ mod tests {
     }
 
     fn opts(lines: usize, normalize: Normalize) -> ScoreOptions {
-        ScoreOptions {
-            lines,
-            pass: 2,
-            normalize,
-            skip_blank: false,
-        }
+        ScoreOptions { lines, pass: 2, normalize, skip_blank: false }
     }
 
     fn statuses(s: &Score) -> Vec<LineStatus> {
@@ -757,21 +631,12 @@ mod tests {
         assert_eq!(Normalize::Exact.apply(line), line);
         assert_eq!(Normalize::Trim.apply(line), "var  x =\t1;");
         assert_eq!(Normalize::Squash.apply(line), "var x = 1;");
-        assert!(matches!(
-            Normalize::Squash.apply("  a b  "),
-            Cow::Borrowed("a b")
-        ));
+        assert!(matches!(Normalize::Squash.apply("  a b  "), Cow::Borrowed("a b")));
         assert_eq!(Normalize::Squash.apply(" \t "), "");
         assert_eq!(Normalize::default(), Normalize::Trim);
         assert_eq!(Normalize::Squash.as_str(), "squash");
-        assert_eq!(
-            serde_json::to_string(&Normalize::Exact).unwrap(),
-            "\"exact\""
-        );
-        assert_eq!(
-            serde_json::to_string(&LineStatus::Hallucinated).unwrap(),
-            "\"hallucinated\""
-        );
+        assert_eq!(serde_json::to_string(&Normalize::Exact).unwrap(), "\"exact\"");
+        assert_eq!(serde_json::to_string(&LineStatus::Hallucinated).unwrap(), "\"hallucinated\"");
     }
 
     #[test]
@@ -781,10 +646,7 @@ mod tests {
         let trim = score(&expected, &[], &response, &opts(3, Normalize::Trim));
         assert_eq!((trim.matched, trim.hallucinated), (3, 0));
         let exact = score(&expected, &[], &response, &opts(3, Normalize::Exact));
-        assert_eq!(
-            (exact.matched, exact.missing, exact.hallucinated),
-            (0, 3, 3)
-        );
+        assert_eq!((exact.matched, exact.missing, exact.hallucinated), (0, 3, 3));
         let squash = score(&expected, &[], &response, &opts(3, Normalize::Squash));
         assert_eq!(squash.matched, 3);
     }
@@ -803,19 +665,10 @@ mod tests {
     fn trailing_spaces() {
         let expected = v(&["a();", "b();"]);
         let response = v(&["a();   ", "b();"]);
-        assert_eq!(
-            score(&expected, &[], &response, &opts(2, Normalize::Trim)).matched,
-            2
-        );
-        assert_eq!(
-            score(&expected, &[], &response, &opts(2, Normalize::Squash)).matched,
-            2
-        );
+        assert_eq!(score(&expected, &[], &response, &opts(2, Normalize::Trim)).matched, 2);
+        assert_eq!(score(&expected, &[], &response, &opts(2, Normalize::Squash)).matched, 2);
         let exact = score(&expected, &[], &response, &opts(2, Normalize::Exact));
-        assert_eq!(
-            (exact.matched, exact.hallucinated, exact.missing),
-            (1, 1, 1)
-        );
+        assert_eq!((exact.matched, exact.hallucinated, exact.missing), (1, 1, 1));
     }
 
     // ---- the four classes and truncation ------------------------------------
@@ -829,10 +682,7 @@ mod tests {
         assert_eq!(statuses(&s), vec![M, X, H, M, M, E]);
         assert_eq!(s.lines[1].text, "b"); // missing carries the expected text
         assert_eq!(s.lines[2].text, "junk");
-        assert_eq!(
-            (s.matched, s.missing, s.hallucinated, s.extra, s.truncated),
-            (3, 1, 1, 1, 0)
-        );
+        assert_eq!((s.matched, s.missing, s.hallucinated, s.extra, s.truncated), (3, 1, 1, 1, 0));
         assert!(s.pass);
     }
 
@@ -847,24 +697,11 @@ mod tests {
     #[test]
     fn trailing_garbage_stands_in_for_missing_lines() {
         let expected = v(&["a", "b", "c", "d", "e"]);
-        let s = score(
-            &expected,
-            &[],
-            &v(&["a", "b", "zz"]),
-            &opts(5, Normalize::Trim),
-        );
-        assert_eq!(
-            (s.matched, s.missing, s.hallucinated, s.truncated),
-            (2, 3, 1, 2)
-        );
+        let s = score(&expected, &[], &v(&["a", "b", "zz"]), &opts(5, Normalize::Trim));
+        assert_eq!((s.matched, s.missing, s.hallucinated, s.truncated), (2, 3, 1, 2));
         assert_eq!(statuses(&s), vec![M, M, X, X, X, H]);
         // More garbage than missing lines: nothing is truncated.
-        let s = score(
-            &expected,
-            &[],
-            &v(&["a", "b", "x", "y", "z", "w"]),
-            &opts(5, Normalize::Trim),
-        );
+        let s = score(&expected, &[], &v(&["a", "b", "x", "y", "z", "w"]), &opts(5, Normalize::Trim));
         assert_eq!((s.missing, s.hallucinated, s.truncated), (3, 4, 0));
     }
 
@@ -882,10 +719,7 @@ mod tests {
         assert!(parse_response(" \n\t\r\n ", "function f() {", false).is_empty());
         let expected = v(&["a", "b", "c"]);
         let s = score(&expected, &v(&["d"]), &[], &opts(3, Normalize::Trim));
-        assert_eq!(
-            (s.matched, s.missing, s.truncated, s.hallucinated, s.extra),
-            (0, 3, 3, 0, 0)
-        );
+        assert_eq!((s.matched, s.missing, s.truncated, s.hallucinated, s.extra), (0, 3, 3, 0, 0));
         assert_eq!(statuses(&s), vec![X, X, X]);
         assert!(!s.pass);
     }
@@ -893,12 +727,7 @@ mod tests {
     #[test]
     fn reordered_answer() {
         let expected = v(&["a", "b", "c", "d"]);
-        let s = score(
-            &expected,
-            &[],
-            &v(&["c", "d", "a", "b"]),
-            &opts(4, Normalize::Trim),
-        );
+        let s = score(&expected, &[], &v(&["c", "d", "a", "b"]), &opts(4, Normalize::Trim));
         // Only one in-order half can align; the other half is hallucinated.
         assert_eq!((s.matched, s.missing, s.hallucinated), (2, 2, 2));
         assert_eq!(s.truncated, 0);
@@ -911,10 +740,7 @@ mod tests {
         let response = v(&["a", "}", "}", "}", "}"]);
         let s = score(&expected, &[], &response, &opts(5, Normalize::Trim));
         assert_eq!(statuses(&s), vec![M, X, M, X, M, H, H]);
-        assert_eq!(
-            (s.matched, s.missing, s.hallucinated, s.truncated),
-            (3, 2, 2, 0)
-        );
+        assert_eq!((s.matched, s.missing, s.hallucinated, s.truncated), (3, 2, 2, 0));
     }
 
     #[test]
@@ -923,10 +749,7 @@ mod tests {
         let extra = v(&["c", "d"]);
         let response = v(&["a", "b", "c", "d", "e", "f", "g"]);
         let s = score(&expected, &extra, &response, &opts(2, Normalize::Trim));
-        assert_eq!(
-            (s.matched, s.extra, s.hallucinated, s.missing, s.truncated),
-            (2, 2, 3, 0, 0)
-        );
+        assert_eq!((s.matched, s.extra, s.hallucinated, s.missing, s.truncated), (2, 2, 3, 0, 0));
         assert_eq!(statuses(&s), vec![M, M, E, E, H, H, H]);
     }
 
@@ -939,33 +762,20 @@ mod tests {
         let extra = v(&["}", "return;"]);
         let response = v(&["if (a) {", "}", "return;"]);
         let s = score(&expected, &extra, &response, &opts(4, Normalize::Trim));
-        assert_eq!(
-            (s.matched, s.extra, s.missing, s.hallucinated),
-            (3, 0, 1, 0)
-        );
+        assert_eq!((s.matched, s.extra, s.missing, s.hallucinated), (3, 0, 1, 0));
 
         // A lone `return;` after a mangled line must not be scored as the
         // extra-window `return;`.
         let expected = v(&["a();", "return;"]);
         let extra = v(&["b();", "return;"]);
-        let s = score(
-            &expected,
-            &extra,
-            &v(&["zzz", "return;"]),
-            &opts(2, Normalize::Trim),
-        );
+        let s = score(&expected, &extra, &v(&["zzz", "return;"]), &opts(2, Normalize::Trim));
         assert_eq!((s.matched, s.extra), (1, 0));
     }
 
     #[test]
     fn missing_line_comes_before_a_later_aligned_line() {
         let expected = v(&["a", "b", "c"]);
-        let s = score(
-            &expected,
-            &[],
-            &v(&["a", "q", "c"]),
-            &opts(3, Normalize::Trim),
-        );
+        let s = score(&expected, &[], &v(&["a", "q", "c"]), &opts(3, Normalize::Trim));
         assert_eq!(statuses(&s), vec![M, X, H, M]);
     }
 
@@ -976,12 +786,7 @@ mod tests {
         assert_eq!((s.matched, s.missing, s.hallucinated), (1, 2, 1));
         assert_eq!(s.lines.len(), 4);
         // More expected lines than LINES: the surplus is extra window.
-        let s = score(
-            &v(&["a", "b"]),
-            &[],
-            &v(&["a", "b"]),
-            &opts(1, Normalize::Trim),
-        );
+        let s = score(&v(&["a", "b"]), &[], &v(&["a", "b"]), &opts(1, Normalize::Trim));
         assert_eq!((s.matched, s.extra), (1, 1));
         let s = score(&[], &[], &[], &opts(0, Normalize::Exact));
         assert!(s.lines.is_empty() && s.pass == (0 >= 2));
@@ -1000,26 +805,12 @@ mod tests {
 
     /// (matched, missing, truncated, hallucinated, extra, implied, ignored).
     fn counts(s: &Score) -> (usize, usize, usize, usize, usize, usize, usize) {
-        (
-            s.matched,
-            s.missing,
-            s.truncated,
-            s.hallucinated,
-            s.extra,
-            s.implied_blank,
-            s.ignored_blank,
-        )
+        (s.matched, s.missing, s.truncated, s.hallucinated, s.extra, s.implied_blank, s.ignored_blank)
     }
 
     /// Scores `raw` as a model's answer (parsed, trailing whitespace dropped).
     fn raw_score(raw: &str, expected: &[String], extra: &[String]) -> Score {
-        score_raw(
-            raw,
-            "function f() {",
-            expected,
-            extra,
-            &opts(expected.len(), Normalize::Trim),
-        )
+        score_raw(raw, "function f() {", expected, extra, &opts(expected.len(), Normalize::Trim))
     }
 
     #[test]
@@ -1037,17 +828,9 @@ mod tests {
         assert!(s.lines.iter().all(|l| l.status != M && l.status != E));
         // Leading and doubled blank lines change nothing.
         let raw = format!("\n\n{}", [para; 6].join("\n\n\n"));
-        assert_eq!(
-            counts(&raw_score(&raw, &expected, &extra)),
-            (0, 8, 2, 6, 0, 0, 12)
-        );
+        assert_eq!(counts(&raw_score(&raw, &expected, &extra)), (0, 8, 2, 6, 0, 0, 12));
         // Nor does an answer of blank lines alone (passed unparsed).
-        let s = score(
-            &expected,
-            &extra,
-            &v(&["", " ", ""]),
-            &opts(8, Normalize::Trim),
-        );
+        let s = score(&expected, &extra, &v(&["", " ", ""]), &opts(8, Normalize::Trim));
         assert_eq!(counts(&s), (0, 8, 8, 0, 0, 0, 3));
     }
 
@@ -1105,20 +888,10 @@ mod tests {
         let s = raw_score("a\nb", &expected, &extra);
         assert_eq!(counts(&s), (2, 3, 3, 0, 0, 0, 0));
         // An answer that wrote part of the run itself (unparsed): the rest is implied.
-        let s = score(
-            &expected,
-            &extra,
-            &v(&["a", "b", "c", ""]),
-            &opts(5, Normalize::Trim),
-        );
+        let s = score(&expected, &extra, &v(&["a", "b", "c", ""]), &opts(5, Normalize::Trim));
         assert_eq!(counts(&s), (5, 0, 0, 0, 0, 1, 0));
         // Writing more blank lines than the run: the surplus is ignored.
-        let s = score(
-            &expected,
-            &extra,
-            &v(&["a", "b", "c", "", "", ""]),
-            &opts(5, Normalize::Trim),
-        );
+        let s = score(&expected, &extra, &v(&["a", "b", "c", "", "", ""]), &opts(5, Normalize::Trim));
         assert_eq!(counts(&s), (5, 0, 0, 0, 0, 0, 1));
     }
 
@@ -1155,10 +928,7 @@ mod tests {
         // first anchor is matched.
         let expected = v(&["", "a", "b"]);
         let extra = v(&["", "}"]);
-        assert_eq!(
-            counts(&raw_score("\na\nb", &expected, &extra)),
-            (3, 0, 0, 0, 0, 0, 0)
-        );
+        assert_eq!(counts(&raw_score("\na\nb", &expected, &extra)), (3, 0, 0, 0, 0, 0, 0));
         let s = raw_score("\nprose\n\n}", &expected, &extra);
         assert_eq!(counts(&s), (0, 3, 0, 1, 1, 0, 2));
     }
@@ -1170,19 +940,9 @@ mod tests {
         let s = raw_score("a\nb\n\nc\n\nd", &expected, &extra);
         assert_eq!(counts(&s), (2, 0, 0, 0, 4, 0, 0));
         // After the last anchor, the edge is that of the LINES window.
-        let s = score(
-            &expected,
-            &extra,
-            &v(&["a", "b", "", "zz"]),
-            &opts(2, Normalize::Trim),
-        );
+        let s = score(&expected, &extra, &v(&["a", "b", "", "zz"]), &opts(2, Normalize::Trim));
         assert_eq!(counts(&s), (2, 0, 0, 1, 0, 0, 1));
-        let s = score(
-            &expected,
-            &extra,
-            &v(&["a", "b", "c", ""]),
-            &opts(2, Normalize::Trim),
-        );
+        let s = score(&expected, &extra, &v(&["a", "b", "c", ""]), &opts(2, Normalize::Trim));
         assert_eq!(counts(&s), (2, 0, 0, 0, 1, 0, 1));
     }
 
@@ -1205,56 +965,16 @@ mod tests {
         let plain = ["a();", "", "b();", "c();", "d();"];
         let closing = ["a();", "b();", "c();", "", ""];
         let leading = ["", "a();", "b();", "c();", "d();"];
-        let rows: [(
-            &[&str],
-            &[&str],
-            &str,
-            (usize, usize, usize, usize, usize, usize, usize),
-        ); 12] = [
-            (
-                &plain,
-                &[],
-                "a();\n\nb();\nc();\nd();",
-                (5, 0, 0, 0, 0, 0, 0),
-            ),
-            (
-                &plain,
-                &[],
-                "Computes a.\n\nComputes a.\n\nComputes a.",
-                (0, 5, 2, 3, 0, 0, 2),
-            ),
-            (
-                &plain,
-                &[],
-                "a();\n\n\nb();\nc();\nd();",
-                (5, 0, 0, 0, 0, 0, 1),
-            ),
+        let rows: [(&[&str], &[&str], &str, (usize, usize, usize, usize, usize, usize, usize)); 12] = [
+            (&plain, &[], "a();\n\nb();\nc();\nd();", (5, 0, 0, 0, 0, 0, 0)),
+            (&plain, &[], "Computes a.\n\nComputes a.\n\nComputes a.", (0, 5, 2, 3, 0, 0, 2)),
+            (&plain, &[], "a();\n\n\nb();\nc();\nd();", (5, 0, 0, 0, 0, 0, 1)),
             (&plain, &[], "a();\nb();\nc();\nd();", (4, 1, 0, 0, 0, 0, 0)),
-            (
-                &plain,
-                &[],
-                "a();\nb();\n\nc();\nd();",
-                (4, 1, 0, 0, 0, 0, 1),
-            ),
-            (
-                &["a();", "b();", "", "c();", "d();"],
-                &[],
-                "a();\nb();\n\n",
-                (2, 3, 3, 0, 0, 0, 0),
-            ),
-            (
-                &closing,
-                &["", "}"],
-                "a();\nb();\nc();\n\n\n\n",
-                (5, 0, 0, 0, 0, 2, 0),
-            ),
+            (&plain, &[], "a();\nb();\n\nc();\nd();", (4, 1, 0, 0, 0, 0, 1)),
+            (&["a();", "b();", "", "c();", "d();"], &[], "a();\nb();\n\n", (2, 3, 3, 0, 0, 0, 0)),
+            (&closing, &["", "}"], "a();\nb();\nc();\n\n\n\n", (5, 0, 0, 0, 0, 2, 0)),
             (&closing, &["", "}"], "a();\nb();", (2, 3, 3, 0, 0, 0, 0)),
-            (
-                &closing,
-                &["", "}"],
-                "a();\nb();\nzz",
-                (2, 3, 2, 1, 0, 0, 0),
-            ),
+            (&closing, &["", "}"], "a();\nb();\nzz", (2, 3, 2, 1, 0, 0, 0)),
             (&leading, &["", "}"], "\na();", (2, 3, 3, 0, 0, 0, 0)),
             (&leading, &["", "}"], "\nprose\n\n}", (0, 5, 0, 1, 1, 0, 2)),
             (
@@ -1274,10 +994,7 @@ mod tests {
     fn skip_blank_scores_are_unchanged() {
         // With --skip-blank neither side has blank lines, so the rule has
         // nothing to act on: these are the counts of the plain alignment.
-        let o = ScoreOptions {
-            skip_blank: true,
-            ..opts(4, Normalize::Trim)
-        };
+        let o = ScoreOptions { skip_blank: true, ..opts(4, Normalize::Trim) };
         let expected = v(&["a", "b", "c", "d"]);
         let s = score_raw("\na\n\n  \nb\n\nzz\n\n", "", &expected, &v(&["e"]), &o);
         assert_eq!(counts(&s), (2, 2, 1, 1, 0, 0, 0));
@@ -1289,10 +1006,7 @@ mod tests {
     #[test]
     fn fenced_answer_with_preamble() {
         let raw = "Sure! Here are the lines:\n\n```javascript\n  var a = 1;\n  return a;\n```\nHope this helps.\n";
-        assert_eq!(
-            parse_response(raw, "function f() {", false),
-            v(&["  var a = 1;", "  return a;"])
-        );
+        assert_eq!(parse_response(raw, "function f() {", false), v(&["  var a = 1;", "  return a;"]));
         // Tilde fences and CRLF.
         let raw = "Here:\r\n~~~\r\nx();\r\n~~~\r\n";
         assert_eq!(parse_response(raw, "function f() {", false), v(&["x();"]));
@@ -1301,10 +1015,7 @@ mod tests {
     #[test]
     fn unclosed_fence_runs_to_the_end() {
         let raw = "```js\na();\nb();\n";
-        assert_eq!(
-            parse_response(raw, "function f() {", false),
-            v(&["a();", "b();"])
-        );
+        assert_eq!(parse_response(raw, "function f() {", false), v(&["a();", "b();"]));
     }
 
     #[test]
@@ -1316,10 +1027,7 @@ mod tests {
     #[test]
     fn unfenced_answer_keeps_inner_whitespace_drops_trailing() {
         let raw = "  a();  \n\n  b();   \n\n\n";
-        assert_eq!(
-            parse_response(raw, "function f() {", false),
-            v(&["  a();  ", "", "  b();"])
-        );
+        assert_eq!(parse_response(raw, "function f() {", false), v(&["  a();  ", "", "  b();"]));
     }
 
     #[test]
@@ -1332,16 +1040,10 @@ mod tests {
         assert_eq!(parse_response(raw, header, false), v(&["  return a;"]));
         // Only one header line is dropped.
         let raw = "function foo(a, b) {\nfunction foo(a, b) {\nx";
-        assert_eq!(
-            parse_response(raw, header, false),
-            v(&["function foo(a, b) {", "x"])
-        );
+        assert_eq!(parse_response(raw, header, false), v(&["function foo(a, b) {", "x"]));
         // A declaration of another function is kept.
         let raw = "function bar(a, b) {\nx";
-        assert_eq!(
-            parse_response(raw, header, false),
-            v(&["function bar(a, b) {", "x"])
-        );
+        assert_eq!(parse_response(raw, header, false), v(&["function bar(a, b) {", "x"]));
         // Blank lines before an echoed header go with it.
         let raw = "\n\nfunction foo(a, b) {\nx";
         assert_eq!(parse_response(raw, header, false), v(&["x"]));
@@ -1351,34 +1053,19 @@ mod tests {
     fn header_echo_allman() {
         let header = "function foo()\n{";
         // Echoed on two lines: both go.
-        assert_eq!(
-            parse_response("function foo()\n{\n  x();", header, false),
-            v(&["  x();"])
-        );
+        assert_eq!(parse_response("function foo()\n{\n  x();", header, false), v(&["  x();"]));
         // Echoed on one line.
-        assert_eq!(
-            parse_response("function foo() {\n  x();", header, false),
-            v(&["  x();"])
-        );
+        assert_eq!(parse_response("function foo() {\n  x();", header, false), v(&["  x();"]));
         // Only its first line.
-        assert_eq!(
-            parse_response("function foo()\n  x();", header, false),
-            v(&["  x();"])
-        );
+        assert_eq!(parse_response("function foo()\n  x();", header, false), v(&["  x();"]));
     }
 
     #[test]
     fn skip_blank() {
         let raw = "a();\n\n   \nb();\n";
         assert_eq!(parse_response(raw, "", true), v(&["a();", "b();"]));
-        assert_eq!(
-            parse_response(raw, "", false),
-            v(&["a();", "", "   ", "b();"])
-        );
-        let o = ScoreOptions {
-            skip_blank: true,
-            ..opts(2, Normalize::Trim)
-        };
+        assert_eq!(parse_response(raw, "", false), v(&["a();", "", "   ", "b();"]));
+        let o = ScoreOptions { skip_blank: true, ..opts(2, Normalize::Trim) };
         let s = score_raw(raw, "", &v(&["a();", "b();"]), &[], &o);
         assert_eq!((s.matched, s.hallucinated), (2, 0));
     }
@@ -1386,10 +1073,7 @@ mod tests {
     #[test]
     fn declared_names() {
         assert_eq!(declared_name("function foo(a) {"), Some("foo"));
-        assert_eq!(
-            declared_name("export async function* $g_1 (x) {"),
-            Some("$g_1")
-        );
+        assert_eq!(declared_name("export async function* $g_1 (x) {"), Some("$g_1"));
         assert_eq!(declared_name("var f = function (x) {"), None);
         assert_eq!(declared_name("myfunction foo() {"), None);
         assert_eq!(declared_name("functional(x)"), None);
@@ -1400,10 +1084,7 @@ mod tests {
     /// Lines from a tiny alphabet so that repeats, normalisation collisions
     /// and blank lines are common.
     fn line() -> impl Strategy<Value = String> {
-        prop::sample::select(vec![
-            "a", " a", "a ", "b", "}", "  }", "return;", "", " ", "x  y", "x y",
-        ])
-        .prop_map(str::to_owned)
+        prop::sample::select(vec!["a", " a", "a ", "b", "}", "  }", "return;", "", " ", "x  y", "x y"]).prop_map(str::to_owned)
     }
 
     fn mode() -> impl Strategy<Value = Normalize> {
@@ -1422,20 +1103,15 @@ mod tests {
 
     /// Non-blank lines from the same tiny alphabet as [`line`].
     fn solid_line() -> impl Strategy<Value = String> {
-        prop::sample::select(vec![
-            "a", " a", "a ", "b", "}", "  }", "return;", "x  y", "x y",
-        ])
-        .prop_map(str::to_owned)
+        prop::sample::select(vec!["a", " a", "a ", "b", "}", "  }", "return;", "x  y", "x y"]).prop_map(str::to_owned)
     }
 
     /// Lines that never equal a [`line`] in any mode: blank ones and prose.
     fn garbage_line() -> impl Strategy<Value = String> {
-        prop::sample::select(vec!["", " ", "\t", "The function returns.", "zz"])
-            .prop_map(str::to_owned)
+        prop::sample::select(vec!["", " ", "\t", "The function returns.", "zz"]).prop_map(str::to_owned)
     }
 
-    fn blank_free_case()
-    -> impl Strategy<Value = (Vec<String>, Vec<String>, Vec<String>, Normalize, usize)> {
+    fn blank_free_case() -> impl Strategy<Value = (Vec<String>, Vec<String>, Vec<String>, Normalize, usize)> {
         (
             prop::collection::vec(solid_line(), 0..10),
             prop::collection::vec(solid_line(), 0..8),
@@ -1447,10 +1123,7 @@ mod tests {
 
     /// What parsing leaves of an answer: no trailing blank lines.
     fn trim_trailing_blanks(lines: &[String]) -> Vec<String> {
-        let keep = lines
-            .iter()
-            .rposition(|l| !l.trim().is_empty())
-            .map_or(0, |i| i + 1);
+        let keep = lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
         lines[..keep].to_vec()
     }
 

@@ -43,17 +43,8 @@ pub enum KvType {
 }
 
 impl KvType {
-    pub const ALL: [KvType; 9] = [
-        KvType::F32,
-        KvType::F16,
-        KvType::Bf16,
-        KvType::Q8_0,
-        KvType::Q5_1,
-        KvType::Q5_0,
-        KvType::Q4_1,
-        KvType::Q4_0,
-        KvType::Iq4Nl,
-    ];
+    pub const ALL: [KvType; 9] =
+        [KvType::F32, KvType::F16, KvType::Bf16, KvType::Q8_0, KvType::Q5_1, KvType::Q5_0, KvType::Q4_1, KvType::Q4_0, KvType::Iq4Nl];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -162,9 +153,7 @@ impl std::str::FromStr for CtxSize {
             .ok()
             .filter(|n| (CtxSize::MIN..=CtxSize::MAX).contains(n))
             .map(CtxSize::Fixed)
-            .ok_or_else(|| {
-                format!("expected `auto` or a token count from {} to {}, got `{s}`", CtxSize::MIN, CtxSize::MAX)
-            })
+            .ok_or_else(|| format!("expected `auto` or a token count from {} to {}, got `{s}`", CtxSize::MIN, CtxSize::MAX))
     }
 }
 
@@ -282,10 +271,15 @@ const MAX_BATCH: u32 = 512;
 impl ContextConfig {
     /// A sequential run's context: one sequence of `n_ctx` cells, batches of
     /// up to 512 tokens; `threads` `None` is every core.
-    pub fn sequential(n_ctx: u32, kv: (KvType, KvType), flash_attn: FlashAttn, swa_full: bool, threads: Option<i32>, gpu_layers: u32) -> ContextConfig {
-        let threads = threads.unwrap_or_else(|| {
-            std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(4)
-        });
+    pub fn sequential(
+        n_ctx: u32,
+        kv: (KvType, KvType),
+        flash_attn: FlashAttn,
+        swa_full: bool,
+        threads: Option<i32>,
+        gpu_layers: u32,
+    ) -> ContextConfig {
+        let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(4));
         let n_batch = MAX_BATCH.min(n_ctx);
         ContextConfig {
             n_ctx,

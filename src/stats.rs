@@ -32,9 +32,7 @@ pub fn ln_factorial(n: u64) -> f64 {
     }
     let x = n as f64;
     let x2 = x * x;
-    x * x.ln() - x + 0.5 * (2.0 * std::f64::consts::PI * x).ln() + 1.0 / (12.0 * x)
-        - 1.0 / (360.0 * x * x2)
-        + 1.0 / (1260.0 * x * x2 * x2)
+    x * x.ln() - x + 0.5 * (2.0 * std::f64::consts::PI * x).ln() + 1.0 / (12.0 * x) - 1.0 / (360.0 * x * x2) + 1.0 / (1260.0 * x * x2 * x2)
 }
 
 /// ln C(n, k); −∞ when k > n.
@@ -197,21 +195,11 @@ pub struct Wilcoxon {
 /// Cost is O(n³) time and O(n²) memory: fine for the hundreds of targets a
 /// benchmark has.
 pub fn wilcoxon_signed_rank(diffs: &[f64]) -> Wilcoxon {
-    let nonzero: Vec<f64> = diffs
-        .iter()
-        .copied()
-        .filter(|d| d.abs() > TIE_TOLERANCE)
-        .collect();
+    let nonzero: Vec<f64> = diffs.iter().copied().filter(|d| d.abs() > TIE_TOLERANCE).collect();
     let zeros = diffs.len() - nonzero.len();
     let n = nonzero.len();
     if n == 0 {
-        return Wilcoxon {
-            n: 0,
-            zeros,
-            w_plus: 0.0,
-            w_minus: 0.0,
-            p: 1.0,
-        };
+        return Wilcoxon { n: 0, zeros, w_plus: 0.0, w_minus: 0.0, p: 1.0 };
     }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&i, &j| nonzero[i].abs().total_cmp(&nonzero[j].abs()));
@@ -220,9 +208,7 @@ pub fn wilcoxon_signed_rank(diffs: &[f64]) -> Wilcoxon {
     let mut start = 0;
     while start < n {
         let mut end = start;
-        while end + 1 < n
-            && nonzero[order[end + 1]].abs() - nonzero[order[end]].abs() <= TIE_TOLERANCE
-        {
+        while end + 1 < n && nonzero[order[end + 1]].abs() - nonzero[order[end]].abs() <= TIE_TOLERANCE {
             end += 1;
         }
         for &i in &order[start..=end] {
@@ -247,13 +233,7 @@ pub fn wilcoxon_signed_rank(diffs: &[f64]) -> Wilcoxon {
     let w = w2_plus as usize;
     let le: f64 = dist[..=w].iter().sum();
     let ge: f64 = dist[w..].iter().sum();
-    Wilcoxon {
-        n,
-        zeros,
-        w_plus: w2_plus as f64 / 2.0,
-        w_minus: (total - w2_plus) as f64 / 2.0,
-        p: (2.0 * le.min(ge)).min(1.0),
-    }
+    Wilcoxon { n, zeros, w_plus: w2_plus as f64 / 2.0, w_minus: (total - w2_plus) as f64 / 2.0, p: (2.0 * le.min(ge)).min(1.0) }
 }
 
 /// Exact power of the two-sided exact McNemar test at level `alpha` for a
@@ -297,13 +277,7 @@ pub const POWER_LINEAR_LIMIT: u64 = 2000;
 /// that starts and ends between two 1% steps above 2000 could be missed; the
 /// saw-tooth there is a small fraction of the power.) The search stops at
 /// `cap`. p10 = p01 (including no discordance at all) is [`SampleSize::NotReachable`].
-pub fn mcnemar_targets_for_power(
-    p10: f64,
-    p01: f64,
-    alpha: f64,
-    power: f64,
-    cap: u64,
-) -> SampleSize {
+pub fn mcnemar_targets_for_power(p10: f64, p01: f64, alpha: f64, power: f64, cap: u64) -> SampleSize {
     if !(p10 >= 0.0 && p01 >= 0.0) || p10 == p01 || p10 + p01 > 1.0 + 1e-12 {
         return SampleSize::NotReachable;
     }
@@ -346,13 +320,7 @@ impl PowerCalc {
     fn new(p10: f64, p01: f64, alpha: f64) -> PowerCalc {
         let pd = (p10 + p01).min(1.0);
         let theta = if pd > 0.0 { p10 / (p10 + p01) } else { 0.5 };
-        PowerCalc {
-            alpha,
-            pd,
-            theta,
-            reject: std::collections::HashMap::new(),
-            hint: None,
-        }
+        PowerCalc { alpha, pd, theta, reject: std::collections::HashMap::new(), hint: None }
     }
 
     /// The critical value for d discordant targets: the largest k with
@@ -548,9 +516,7 @@ mod tests {
 
     #[test]
     fn wilcoxon_symmetry_and_larger_n() {
-        let d: Vec<f64> = (1..=12)
-            .map(|i| if i % 3 == 0 { -(i as f64) } else { i as f64 })
-            .collect();
+        let d: Vec<f64> = (1..=12).map(|i| if i % 3 == 0 { -(i as f64) } else { i as f64 }).collect();
         let neg: Vec<f64> = d.iter().map(|x| -x).collect();
         let (a, b) = (wilcoxon_signed_rank(&d), wilcoxon_signed_rank(&neg));
         close(a.p, b.p, 1e-15);
@@ -582,28 +548,13 @@ mod tests {
         // Linear search N = 1, 2, … of the exact power above (scripts/stats-reference:
         // power(60) = 0.797296, power(61) = 0.805160; power(73) = 0.798833,
         // power(74) = 0.804791; also tests/compare.rs's brute force).
-        assert_eq!(
-            mcnemar_targets_for_power(0.25, 0.05, 0.05, 0.8, 100_000),
-            SampleSize::Targets(61)
-        );
-        assert_eq!(
-            mcnemar_targets_for_power(0.0625, 0.25, 0.05, 0.8, 100_000),
-            SampleSize::Targets(74)
-        );
-        assert_eq!(
-            mcnemar_targets_for_power(0.1, 0.1, 0.05, 0.8, 100_000),
-            SampleSize::NotReachable
-        );
-        assert_eq!(
-            mcnemar_targets_for_power(0.0, 0.0, 0.05, 0.8, 100_000),
-            SampleSize::NotReachable
-        );
+        assert_eq!(mcnemar_targets_for_power(0.25, 0.05, 0.05, 0.8, 100_000), SampleSize::Targets(61));
+        assert_eq!(mcnemar_targets_for_power(0.0625, 0.25, 0.05, 0.8, 100_000), SampleSize::Targets(74));
+        assert_eq!(mcnemar_targets_for_power(0.1, 0.1, 0.05, 0.8, 100_000), SampleSize::NotReachable);
+        assert_eq!(mcnemar_targets_for_power(0.0, 0.0, 0.05, 0.8, 100_000), SampleSize::NotReachable);
         // The power at p10 = 0.2, p01 = 0.19 stays below 0.06 up to N = 500
         // (scripts/stats-reference: at most 0.055721, at N = 500).
-        assert_eq!(
-            mcnemar_targets_for_power(0.2, 0.19, 0.05, 0.8, 500),
-            SampleSize::BeyondCap(500)
-        );
+        assert_eq!(mcnemar_targets_for_power(0.2, 0.19, 0.05, 0.8, 500), SampleSize::BeyondCap(500));
     }
 
     #[test]

@@ -5,12 +5,12 @@
 //! describes. The schema is documented in README.md, "Sweeps".
 
 use crate::crop::{CropMode, LineRange};
-use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::prompt::Probe;
-use crate::template::{TemplateFile, TemplateVars, Think};
 use crate::run::Manifest;
 use crate::score::Normalize;
+use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::targets::TargetSpec;
+use crate::template::{TemplateFile, TemplateVars, Think};
 use anyhow::{Result, anyhow, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -209,9 +209,7 @@ pub fn expand_vars(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Stri
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
         let (name, tail) = if let Some(braced) = after.strip_prefix('{') {
-            let end = braced
-                .find('}')
-                .ok_or_else(|| format!("`${{` without a closing `}}` in `{s}`"))?;
+            let end = braced.find('}').ok_or_else(|| format!("`${{` without a closing `}}` in `{s}`"))?;
             (&braced[..end], &braced[end + 1..])
         } else if let Some(tail) = after.strip_prefix('$') {
             out.push('$');
@@ -231,8 +229,8 @@ pub fn expand_vars(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Stri
             }
             (&after[..end], &after[end..])
         };
-        let valid = !name.is_empty()
-            && name.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+        let valid =
+            !name.is_empty() && name.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
         if !valid {
             return Err(format!("`${{{name}}}` is not a variable name"));
         }
@@ -271,8 +269,7 @@ impl Sweep {
     /// Reads and checks `path`: every model file must exist. Errors are one
     /// line that names the file and the key.
     pub fn load(path: &Path) -> Result<Sweep> {
-        let text = crate::fsutil::read_text(path)
-            .map_err(|e| anyhow!("cannot read sweep file {}: {e}", path.display()))?;
+        let text = crate::fsutil::read_text(path).map_err(|e| anyhow!("cannot read sweep file {}: {e}", path.display()))?;
         let sweep = Sweep::parse(&text, path, &process_env)?;
         let missing = |p: &Path| match p.is_dir() {
             true => "is a folder, not a file",
@@ -301,11 +298,7 @@ impl Sweep {
     pub fn parse(text: &str, path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Sweep> {
         let file = path.display().to_string();
         let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, &file, &e))?;
-        let r = Reader {
-            file: &file,
-            base: path.parent().unwrap_or(Path::new("")),
-            env,
-        };
+        let r = Reader { file: &file, base: path.parent().unwrap_or(Path::new("")), env };
         let c = &raw.corpus;
         let corpus = c.path.as_deref().map(|p| r.resolve(p, "corpus.path")).transpose()?;
         let corpus_dir = c.dir.as_deref().map(|p| r.resolve(p, "corpus.dir")).transpose()?;
@@ -324,8 +317,9 @@ impl Sweep {
         let target = r.target_spec(c, p)?;
         let flash_attn = match p.flash_attn.as_deref() {
             None => FlashAttn::Auto,
-            Some(s) => choice(s, &FlashAttn::ALL, FlashAttn::as_str, "a flash-attention setting")
-                .map_err(|e| r.err("params.flash_attn", e))?,
+            Some(s) => {
+                choice(s, &FlashAttn::ALL, FlashAttn::as_str, "a flash-attention setting").map_err(|e| r.err("params.flash_attn", e))?
+            }
         };
         let max_threads = crate::bench::MAX_THREADS as i32;
         if p.threads.is_some_and(|t| !(1..=max_threads).contains(&t)) {
@@ -446,7 +440,12 @@ impl Sweep {
 
     /// The sweep's decoding: `flags`, with models.toml's `draft` and
     /// `draft_max` where the flags (`draft`, `draft_max`) did not say.
-    pub fn decode_options(&self, mut flags: crate::bench::DecodeOptions, draft: Option<crate::draft::DraftMode>, draft_max: Option<usize>) -> crate::bench::DecodeOptions {
+    pub fn decode_options(
+        &self,
+        mut flags: crate::bench::DecodeOptions,
+        draft: Option<crate::draft::DraftMode>,
+        draft_max: Option<usize>,
+    ) -> crate::bench::DecodeOptions {
         flags.draft = draft.or(self.draft).unwrap_or_default();
         flags.draft_max = draft_max.or(self.draft_max).unwrap_or(crate::draft::DEFAULT_MAX);
         flags
@@ -456,7 +455,13 @@ impl Sweep {
     /// model's checked template file ([`Sweep::templates`]), `decode` the
     /// sweep's decoding, `out_dir` where the run's reference file is saved
     /// or read.
-    pub fn options(&self, run: &SweepRun, template: Option<&TemplateFile>, decode: &crate::bench::DecodeOptions, out_dir: &Path) -> crate::bench::BenchOptions {
+    pub fn options(
+        &self,
+        run: &SweepRun,
+        template: Option<&TemplateFile>,
+        decode: &crate::bench::DecodeOptions,
+        out_dir: &Path,
+    ) -> crate::bench::BenchOptions {
         let m = &self.models[run.model];
         let role = self.reference_role(run);
         crate::bench::BenchOptions {
@@ -620,11 +625,7 @@ impl Reader<'_> {
         let Some(l) = l else { return Ok(None) };
         match crate::corpus::language_named(l) {
             Some(l) => Ok(Some(l.name().to_string())),
-            None => bail!(
-                "{}: corpus.language: unknown language `{l}` (known: {})",
-                self.file,
-                crate::corpus::language_names().join(", ")
-            ),
+            None => bail!("{}: corpus.language: unknown language `{l}` (known: {})", self.file, crate::corpus::language_names().join(", ")),
         }
     }
 
@@ -662,16 +663,12 @@ impl Reader<'_> {
     }
 
     fn target_spec(&self, c: &RawCorpus, p: &RawParams) -> Result<TargetSpec> {
-        let crop_lines = c
-            .crop_lines
-            .as_deref()
-            .map(|s| s.parse::<LineRange>().map_err(|e| self.err("corpus.crop_lines", e)))
-            .transpose()?;
+        let crop_lines =
+            c.crop_lines.as_deref().map(|s| s.parse::<LineRange>().map_err(|e| self.err("corpus.crop_lines", e))).transpose()?;
         let defaults = TargetSpec::default();
         let normalize = match p.normalize.as_deref() {
             None => defaults.normalize,
-            Some(s) => choice(s, &Normalize::ALL, Normalize::as_str, "a normalisation")
-                .map_err(|e| self.err("params.normalize", e))?,
+            Some(s) => choice(s, &Normalize::ALL, Normalize::as_str, "a normalisation").map_err(|e| self.err("params.normalize", e))?,
         };
         let target = TargetSpec {
             count: p.count.unwrap_or(defaults.count),
@@ -683,16 +680,13 @@ impl Reader<'_> {
             pass: p.pass,
             normalize,
         };
-        target
-            .validate()
-            .map_err(|e| anyhow!("{}: [params]: {} {e}", self.file, e.setting()))?;
+        target.validate().map_err(|e| anyhow!("{}: [params]: {} {e}", self.file, e.setting()))?;
         Ok(target)
     }
 
     /// The `i`-th `[[model]]`, checked.
     fn think(&self, s: Option<&str>, key: &str) -> Result<Option<Think>> {
-        s.map(|s| choice(s, &[Think::Off, Think::On], Think::as_str, "a thinking setting").map_err(|e| self.err(key, e)))
-            .transpose()
+        s.map(|s| choice(s, &[Think::Off, Think::On], Think::as_str, "a thinking setting").map_err(|e| self.err(key, e))).transpose()
     }
 
     /// A TOML table of template variables as the JSON object they render as.
@@ -779,10 +773,7 @@ impl Reader<'_> {
                 (m.think.as_deref() == Some("on"), "think"),
             ];
             if let Some((_, key)) = given.iter().find(|(on, _)| *on) {
-                bail!(
-                    "{}: {who}: {key}: probe = \"completion\" renders no chat template, so {key} would change nothing",
-                    self.file
-                );
+                bail!("{}: {who}: {key}: probe = \"completion\" renders no chat template, so {key} would change nothing", self.file);
             }
             return Ok((TemplateVars::default(), None));
         }
@@ -791,11 +782,7 @@ impl Reader<'_> {
             template.think = t;
         }
         template.kwargs.extend(self.kwargs(m.template_kwargs.as_ref(), &format!("{who}: template_kwargs"))?);
-        let chat_template = m
-            .chat_template
-            .as_deref()
-            .map(|p| self.resolve(p, &format!("{who}: chat_template")))
-            .transpose()?;
+        let chat_template = m.chat_template.as_deref().map(|p| self.resolve(p, &format!("{who}: chat_template"))).transpose()?;
         Ok((template, chat_template))
     }
 
@@ -853,11 +840,7 @@ impl Shard {
 
     /// This shard's runs, in the order given.
     pub fn select<T: Clone>(&self, runs: &[T]) -> Vec<T> {
-        runs.iter()
-            .enumerate()
-            .filter(|(i, _)| self.owns(*i))
-            .map(|(_, r)| r.clone())
-            .collect()
+        runs.iter().enumerate().filter(|(i, _)| self.owns(*i)).map(|(_, r)| r.clone()).collect()
     }
 }
 
@@ -876,11 +859,7 @@ pub fn is_finished(existing: &crate::run::RunFile, manifest: &Manifest, targets:
     existing.format == crate::run::FORMAT_VERSION
         && crate::keys::resume_key(&existing.manifest) == crate::keys::resume_key(manifest)
         && existing.targets.len() == targets.len()
-        && existing
-            .targets
-            .iter()
-            .zip(targets)
-            .all(|(t, (name, line))| &t.name == name && t.line == *line)
+        && existing.targets.iter().zip(targets).all(|(t, (name, line))| &t.name == name && t.line == *line)
         && existing.summary.total.count == targets.len()
         && existing.timings.is_some()
 }
@@ -982,8 +961,10 @@ gpu_layers = 0
         let decode = crate::bench::DecodeOptions::default();
         let budgets: Vec<Option<usize>> = s.runs().iter().map(|r| s.options(r, None, &decode, Path::new("")).plan.think_budget).collect();
         assert_eq!(budgets, [None, None, None], "small thinks off, base renders no template");
-        let thinking = Sweep::parse(&text.replace("think = \"off\"\n", ""), Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
-        let budgets: Vec<Option<usize>> = thinking.runs().iter().map(|r| thinking.options(r, None, &decode, Path::new("")).plan.think_budget).collect();
+        let thinking =
+            Sweep::parse(&text.replace("think = \"off\"\n", ""), Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
+        let budgets: Vec<Option<usize>> =
+            thinking.runs().iter().map(|r| thinking.options(r, None, &decode, Path::new("")).plan.think_budget).collect();
         assert_eq!(budgets, [None, Some(512), Some(512)]);
         for key in ["think = \"on\"", "template_kwargs = { c = 1 }", "chat_template = \"t/q.jinja\""] {
             let text = GOOD.replace("gpu_layers = 0\n", &format!("gpu_layers = 0\n{key}\n"));
@@ -994,9 +975,10 @@ gpu_layers = 0
         let defaults = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
         assert_eq!(defaults.models[0].template.think, Think::Off);
         assert_eq!(defaults.think_budget, crate::template::DEFAULT_THINK_BUDGET);
-        let err = Sweep::parse(&GOOD.replace("lines = 6\n", "lines = 6\nthink = \"maybe\"\n"), Path::new("m.toml"), &env_of(&[("CACHE", "/c")]))
-            .unwrap_err()
-            .to_string();
+        let err =
+            Sweep::parse(&GOOD.replace("lines = 6\n", "lines = 6\nthink = \"maybe\"\n"), Path::new("m.toml"), &env_of(&[("CACHE", "/c")]))
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("params.think"), "{err}");
     }
 
@@ -1007,7 +989,10 @@ gpu_layers = 0
         let s = Sweep::parse(text, Path::new("/etc/sweeps/models.toml"), &env_of(&[])).unwrap();
         assert_eq!(s.models[0].path, PathBuf::from("unsloth/Qwen3-GGUF:Q4_K_M"));
         let rope = s.models[0].rope;
-        assert_eq!((rope.scaling, rope.freq_scale, rope.yarn_orig_ctx), (Some(crate::settings::RopeScaling::Yarn), Some(0.25), Some(32768)));
+        assert_eq!(
+            (rope.scaling, rope.freq_scale, rope.yarn_orig_ctx),
+            (Some(crate::settings::RopeScaling::Yarn), Some(0.25), Some(32768))
+        );
         for (line, needle) in [
             ("rope_scaling = \"ntk\"", "rope_scaling: `ntk` is not a RoPE scaling"),
             ("rope_scale = 0", "rope_scale: 0 is not above 0"),

@@ -83,12 +83,7 @@ impl TargetSpec {
 
     /// What eligibility and sampling read.
     pub fn options(&self) -> TargetOptions {
-        TargetOptions {
-            count: self.count,
-            lines: self.lines,
-            seed: self.seed,
-            skip_blank: self.skip_blank,
-        }
+        TargetOptions { count: self.count, lines: self.lines, seed: self.seed, skip_blank: self.skip_blank }
     }
 
     /// The renaming seed when renaming is on (the target seed).
@@ -103,12 +98,7 @@ impl TargetSpec {
 
     /// How answers are scored.
     pub fn score_options(&self) -> ScoreOptions {
-        ScoreOptions {
-            lines: self.lines,
-            pass: self.pass(),
-            normalize: self.normalize,
-            skip_blank: self.skip_blank,
-        }
+        ScoreOptions { lines: self.lines, pass: self.pass(), normalize: self.normalize, skip_blank: self.skip_blank }
     }
 
     /// Checks the numbers make sense together.
@@ -197,13 +187,7 @@ fn is_blank(s: &str) -> bool {
 
 /// Every eligible function whose declaration and ground truth lie in 0-based
 /// lines `first..=last`, in file order. Depth is relative to that range.
-pub fn eligible(
-    corpus: &Corpus,
-    parsed: &Parsed,
-    first: usize,
-    last: usize,
-    opts: &TargetOptions,
-) -> Vec<Target> {
+pub fn eligible(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts: &TargetOptions) -> Vec<Target> {
     // A function is asked about by its bare name when no other function
     // shares it, else by its qualified name (`Class.method`) when that is
     // unique; otherwise it is ambiguous and skipped.
@@ -259,9 +243,7 @@ pub fn eligible(
             }
             i += 1;
         }
-        let header = corpus.text[corpus.line_start(decl_line)..f.open_brace_end]
-            .trim_start_matches('\u{feff}')
-            .replace("\r\n", "\n");
+        let header = corpus.text[corpus.line_start(decl_line)..f.open_brace_end].trim_start_matches('\u{feff}').replace("\r\n", "\n");
         out.push(Target {
             name: name.clone(),
             line: decl_line + 1,
@@ -306,12 +288,8 @@ pub fn sample(candidates: Vec<Target>, opts: &TargetOptions) -> Vec<Target> {
         }
     }
     for b in empty {
-        let donor = (1..count).find_map(|d| {
-            [b.checked_sub(d), Some(b + d)]
-                .into_iter()
-                .flatten()
-                .find(|&n| n < count && !buckets[n].is_empty())
-        });
+        let donor =
+            (1..count).find_map(|d| [b.checked_sub(d), Some(b + d)].into_iter().flatten().find(|&n| n < count && !buckets[n].is_empty()));
         if let Some(n) = donor {
             let i = rng.random_range(0..buckets[n].len());
             chosen.push(buckets[n].remove(i));
@@ -322,13 +300,7 @@ pub fn sample(candidates: Vec<Target>, opts: &TargetOptions) -> Vec<Target> {
 }
 
 /// Eligible targets of lines `first..=last`, sampled; fewer than COUNT is an error.
-pub fn select(
-    corpus: &Corpus,
-    parsed: &Parsed,
-    first: usize,
-    last: usize,
-    opts: &TargetOptions,
-) -> Result<Vec<Target>, TooFewTargets> {
+pub fn select(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts: &TargetOptions) -> Result<Vec<Target>, TooFewTargets> {
     let candidates = eligible(corpus, parsed, first, last, opts);
     if candidates.len() < opts.count || opts.count == 0 {
         return Err(TooFewTargets {

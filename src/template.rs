@@ -157,8 +157,7 @@ impl TemplateFile {
             .template_from_str(&without_generation_tags(&text))
             .map_err(|e| TemplateError::DoesNotParse { path: shown.clone(), why: one_line(&e) })?;
         let variables = vars.variables(&text)?;
-        render(&text, "x", &Default::default(), &variables)
-            .map_err(|e| TemplateError::InFile { path: shown.clone(), why: Box::new(e) })?;
+        render(&text, "x", &Default::default(), &variables).map_err(|e| TemplateError::InFile { path: shown.clone(), why: Box::new(e) })?;
         Ok(TemplateFile { path: path.to_path_buf(), text })
     }
 }
@@ -325,13 +324,7 @@ fn environment() -> minijinja::Environment<'static> {
     let mut env = Environment::new();
     env.set_fuel(Some(FUEL));
     // Hugging Face renders chat templates with trim_blocks and lstrip_blocks.
-    env.set_syntax(
-        SyntaxConfig::builder()
-            .trim_blocks(true)
-            .lstrip_blocks(true)
-            .build()
-            .expect("the default delimiters are valid"),
-    );
+    env.set_syntax(SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build().expect("the default delimiters are valid"));
     // Python string and dict methods (`.strip()`, `.startswith()`, `.items()`).
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
@@ -443,9 +436,8 @@ fn one_line(e: &minijinja::Error) -> String {
 pub fn render(template: &str, content: &str, special: &SpecialTokens, vars: &Map<String, Value>) -> Result<String, TemplateError> {
     let env = environment();
     let source = without_generation_tags(template);
-    let tmpl = env
-        .template_from_str(&source)
-        .map_err(|e| TemplateError::DoesNotParse { path: "the chat template".into(), why: one_line(&e) })?;
+    let tmpl =
+        env.template_from_str(&source).map_err(|e| TemplateError::DoesNotParse { path: "the chat template".into(), why: one_line(&e) })?;
     let mut ctx = Map::new();
     ctx.insert("messages".into(), serde_json::json!([{ "role": "user", "content": content }]));
     // As Hugging Face's apply_chat_template: no tools, no documents, but defined.

@@ -318,13 +318,8 @@ fn at(s: &Source, n: usize) -> String {
 /// Where `s` names a module of this crate starting with one of `roots`,
 /// or mentions one in a doc comment.
 fn refers_to(s: &Source, roots: &[&str]) -> Vec<String> {
-    let mut found: Vec<String> = s
-        .facts
-        .paths
-        .iter()
-        .filter(|p| p.absolute && roots.contains(&p.segments[0].as_str()))
-        .map(|p| at(s, p.line))
-        .collect();
+    let mut found: Vec<String> =
+        s.facts.paths.iter().filter(|p| p.absolute && roots.contains(&p.segments[0].as_str())).map(|p| at(s, p.line)).collect();
     for (line, doc) in &s.facts.docs {
         if roots.iter().any(|r| doc.contains(&format!("crate::{r}"))) {
             found.push(at(s, *line));
@@ -356,7 +351,8 @@ fn only_the_engine_touches_llama_cpp() {
 
 #[test]
 fn the_engine_does_not_reach_into_the_metrics() {
-    let found: Vec<String> = sources().iter().filter(|s| s.file.starts_with("engine/")).flat_map(|s| refers_to(s, &["forced", "kld"])).collect();
+    let found: Vec<String> =
+        sources().iter().filter(|s| s.file.starts_with("engine/")).flat_map(|s| refers_to(s, &["forced", "kld"])).collect();
     assert!(found.is_empty(), "the engine refers to the metrics built on it:\n{}", found.join("\n"));
 }
 

@@ -150,19 +150,12 @@ fn read_request(stream: &TcpStream) -> Option<Req> {
     let len: usize = headers.get("content-length")?.parse().ok()?;
     let mut body = vec![0; len];
     r.read_exact(&mut body).ok()?;
-    Some(Req {
-        path,
-        headers,
-        body: serde_json::from_slice(&body).expect("the request body is JSON"),
-        at: Instant::now(),
-    })
+    Some(Req { path, headers, body: serde_json::from_slice(&body).expect("the request body is JSON"), at: Instant::now() })
 }
 
 fn write_response(mut stream: TcpStream, status: u16, headers: &[(&str, String)], body: &[u8]) {
-    let mut head = format!(
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
+    let mut head =
+        format!("HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -208,11 +201,9 @@ fn echo(targets: &Value) -> impl Fn(&Req, usize) -> Reply + Send + Sync + 'stati
 
 const DENSE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/dense.js");
 
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
 }
-
 
 /// Asserts failure with exit status 1 (a bad file or server answer, not a
 /// malformed command line, a panic or a signal) and returns stderr.
@@ -220,7 +211,6 @@ fn fails(o: &Output) -> String {
     assert_eq!(o.status.code(), Some(1), "posrecall should have failed with status 1:\nstderr: {}", text(&o.stderr));
     text(&o.stderr)
 }
-
 
 /// A folder with `targets.json` for `corpus` (`--lines 8`, `--count COUNT`).
 fn targets(corpus: &str, count: usize) -> (TempDir, PathBuf, Value) {
@@ -283,10 +273,8 @@ fn asks_every_target_and_score_reads_the_answers() {
     // The prompts are exactly what `targets --emit-prompts` writes.
     let emitted = dir.path().join("prompts.jsonl");
     ok(&posrecall_with(&["targets", DENSE, "--lines", "8", "--count", "4", "--emit-prompts", s(&emitted)], &[]));
-    let prompts: HashMap<String, String> = responses(&emitted)
-        .iter()
-        .map(|l| (l["name"].as_str().unwrap().to_string(), l["prompt"].as_str().unwrap().to_string()))
-        .collect();
+    let prompts: HashMap<String, String> =
+        responses(&emitted).iter().map(|l| (l["name"].as_str().unwrap().to_string(), l["prompt"].as_str().unwrap().to_string())).collect();
     let reqs = server.requests();
     assert_eq!(reqs.len(), 4);
     for r in &reqs {
@@ -451,9 +439,8 @@ fn extra_fields_are_merged_into_every_request() {
 fn retries_after_a_500() {
     let (dir, tpath, t) = targets(DENSE, 1);
     let echo = echo(&t);
-    let server = serve(None, move |req, n| {
-        if n == 0 { Reply::Http(500, vec![], "{\"error\":\"overloaded\"}".into()) } else { echo(req, n) }
-    });
+    let server =
+        serve(None, move |req, n| if n == 0 { Reply::Http(500, vec![], "{\"error\":\"overloaded\"}".into()) } else { echo(req, n) });
     let out = dir.path().join("r.jsonl");
     let o = ask(&tpath, &out, &server.url, &[]);
     ok(&o);
@@ -470,11 +457,7 @@ fn honours_retry_after_on_a_429() {
     let (dir, tpath, t) = targets(DENSE, 1);
     let echo = echo(&t);
     let server = serve(None, move |req, n| {
-        if n == 0 {
-            Reply::Http(429, vec![("Retry-After", "1".into())], "{\"error\":\"slow down\"}".into())
-        } else {
-            echo(req, n)
-        }
+        if n == 0 { Reply::Http(429, vec![("Retry-After", "1".into())], "{\"error\":\"slow down\"}".into()) } else { echo(req, n) }
     });
     let out = dir.path().join("r.jsonl");
     ok(&ask(&tpath, &out, &server.url, &[]));
@@ -494,9 +477,13 @@ fn a_malformed_answer_fails_that_target_only() {
     let bad = names(&t)[1].clone();
     let echo_all = echo(&t);
     let bad_name = bad.clone();
-    let server = serve(None, move |req, n| {
-        if req.target() == bad_name { Reply::Http(200, vec![], "<html>oops</html>".into()) } else { echo_all(req, n) }
-    });
+    let server =
+        serve(
+            None,
+            move |req, n| {
+                if req.target() == bad_name { Reply::Http(200, vec![], "<html>oops</html>".into()) } else { echo_all(req, n) }
+            },
+        );
     let out = dir.path().join("r.jsonl");
     let err = fails(&ask(&tpath, &out, &server.url, &["--retries", "3"]));
     assert!(err.contains(&format!("{bad}: the server's answer is not JSON")), "{err}");
@@ -631,9 +618,12 @@ fn a_long_retry_after_is_capped_at_the_request_timeout() {
     // whatever --timeout said.
     let (dir, tpath, t) = targets(DENSE, 1);
     let echo_all = echo(&t);
-    let server = serve(None, move |req, n| {
-        if n == 0 { Reply::Http(429, vec![("Retry-After", "999999".into())], "{}".into()) } else { echo_all(req, n) }
-    });
+    let server = serve(
+        None,
+        move |req, n| {
+            if n == 0 { Reply::Http(429, vec![("Retry-After", "999999".into())], "{}".into()) } else { echo_all(req, n) }
+        },
+    );
     let out = dir.path().join("r.jsonl");
     let started = Instant::now();
     ok(&ask(&tpath, &out, &server.url, &["--retries", "1", "--timeout", "2"]));
@@ -669,13 +659,8 @@ fn an_answer_that_is_not_utf8_is_recorded_as_such() {
     assert!(flagged[0]["response"].as_str().unwrap().contains('\u{fffd}'));
     // score carries the flag into the run file.
     let run = score(dir.path(), &tpath, &out, &[]);
-    let marked: Vec<&str> = run["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["invalid_utf8"] == true)
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let marked: Vec<&str> =
+        run["targets"].as_array().unwrap().iter().filter(|r| r["invalid_utf8"] == true).map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(marked, [names(&t)[0].as_str()]);
 }
 
@@ -732,9 +717,8 @@ fn a_401_403_or_404_stops_the_run_at_once() {
     for (status, hint) in [(401, key_hint), (403, key_hint), (404, url_hint)] {
         // The first request is answered, every later one refused.
         let echo_all = echo(&t);
-        let server = serve(None, move |req, n| {
-            if n == 0 { echo_all(req, n) } else { Reply::Http(status, vec![], "{\"error\":\"no\"}".into()) }
-        });
+        let server =
+            serve(None, move |req, n| if n == 0 { echo_all(req, n) } else { Reply::Http(status, vec![], "{\"error\":\"no\"}".into()) });
         let out = dir.path().join(format!("r{status}.jsonl"));
         // Retries would be allowed: a refusal is not worth one.
         let err = fails(&ask(&tpath, &out, &server.url, &["--retries", "4"]));
@@ -810,9 +794,8 @@ fn retries_spent_on_a_5xx_fail_that_target_and_the_run_goes_on() {
     let bad = all[0].clone();
     let echo_all = echo(&t);
     let bad_name = bad.clone();
-    let server = serve(None, move |req, n| {
-        if req.target() == bad_name { Reply::Http(500, vec![], "overloaded".into()) } else { echo_all(req, n) }
-    });
+    let server =
+        serve(None, move |req, n| if req.target() == bad_name { Reply::Http(500, vec![], "overloaded".into()) } else { echo_all(req, n) });
     let out = dir.path().join("r.jsonl");
     let err = fails(&ask(&tpath, &out, &server.url, &["--retries", "2"]));
     assert!(err.contains(&format!("posrecall: {bad}: HTTP 500: \"overloaded\" (after 2 retries)")), "{err}");
@@ -910,7 +893,11 @@ fn url_queries_and_credentials_and_bad_bodies() {
     let out = dir.path().join("r.jsonl");
     let o = ask(&tpath, &out, &url, &["--retries", "0"]);
     let err = fails(&o);
-    assert!(server.requests().iter().all(|r| r.path == "/proxy/v1/chat/completions?token=abc"), "{:?}", server.requests().iter().map(|r| r.path.clone()).collect::<Vec<_>>());
+    assert!(
+        server.requests().iter().all(|r| r.path == "/proxy/v1/chat/completions?token=abc"),
+        "{:?}",
+        server.requests().iter().map(|r| r.path.clone()).collect::<Vec<_>>()
+    );
     assert!(err.contains(&format!("{}: the server's answer is larger than 64 MiB", all[1])), "{err}");
     assert!(err.contains(&format!("{}: the server's answer", all[2])), "{err}");
     assert!(err.contains("2 of 4 target(s) asked failed"), "{err}");

@@ -18,12 +18,7 @@ fn bench(model: &Path, extra: &[&str], out: Option<&Path>) -> Output {
     cmd.env("NO_COLOR", "1").output().unwrap()
 }
 
-
-
-
-const SMALL: &[&str] = &[
-    "--count", "4", "--lines", "8", "--crop-lines", "1:100", "--kv", "f16", "--max-new-tokens", "40",
-];
+const SMALL: &[&str] = &["--count", "4", "--lines", "8", "--crop-lines", "1:100", "--kv", "f16", "--max-new-tokens", "40"];
 
 #[test]
 fn run_file_is_complete_and_runs_are_deterministic() {
@@ -157,11 +152,7 @@ fn gemma3_base_model_runs_with_the_completion_probe() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("g.json");
-    ok(&bench(
-        &gemma3(),
-        &["--count", "2", "--lines", "6", "--crop-lines", "1:100", "--max-new-tokens", "24", "--kv", "f16"],
-        Some(&out),
-    ));
+    ok(&bench(&gemma3(), &["--count", "2", "--lines", "6", "--crop-lines", "1:100", "--max-new-tokens", "24", "--kv", "f16"], Some(&out)));
     let r = read(&out);
     assert_eq!(r["manifest"]["params"]["probe"], "completion");
     assert_eq!(r["manifest"]["model"]["architecture"], "gemma3");
@@ -217,22 +208,10 @@ fn bad_input_fails_cleanly() {
     assert!(now.contains(&std::fs::canonicalize(&other).unwrap().display().to_string()));
 
     let m = smollm2();
-    assert_clean_failure(
-        &bench(&m, &["--crop", "none", "--ctx", "1024", "--max-new-tokens", "64"], Some(&out)),
-        &out_dir,
-        "fit",
-    );
+    assert_clean_failure(&bench(&m, &["--crop", "none", "--ctx", "1024", "--max-new-tokens", "64"], Some(&out)), &out_dir, "fit");
     assert_clean_failure(&bench(&m, &["--kv", "q7"], Some(&out)), &out_dir, "q7");
-    assert_clean_failure(
-        &bench(&m, &["--flash-attn", "off", "--kv-v", "q8_0"], Some(&out)),
-        &out_dir,
-        "flash attention",
-    );
-    assert_clean_failure(
-        &bench(&m, &["--count", "40", "--lines", "10"], Some(&out)),
-        &out_dir,
-        "eligible",
-    );
+    assert_clean_failure(&bench(&m, &["--flash-attn", "off", "--kv-v", "q8_0"], Some(&out)), &out_dir, "flash attention");
+    assert_clean_failure(&bench(&m, &["--count", "40", "--lines", "10"], Some(&out)), &out_dir, "eligible");
     // `--only` names sampled targets: a name that is nowhere, and an eligible
     // function the sampler did not pick (lines 1:100 hold 5).
     fn only(name: &str) -> Vec<&str> {
@@ -273,9 +252,7 @@ fn prefix_cache_loads_verified_state_and_rebuilds_a_corrupt_one() {
         ok(&o);
         (read(&out), String::from_utf8_lossy(&o.stderr).into_owned())
     };
-    let responses = |r: &Value| -> Vec<Value> {
-        r["targets"].as_array().unwrap().iter().map(|t| t["response"].clone()).collect()
-    };
+    let responses = |r: &Value| -> Vec<Value> { r["targets"].as_array().unwrap().iter().map(|t| t["response"].clone()).collect() };
 
     let (plain, _) = run(&args, "plain.json");
     let (first, _) = run(&with_cache, "first.json");
@@ -283,10 +260,7 @@ fn prefix_cache_loads_verified_state_and_rebuilds_a_corrupt_one() {
     let (cached, _) = run(&with_cache, "cached.json");
     assert_eq!(cached["timings"]["prefix_source"], "cache");
     assert_eq!(cached["timings"]["prefill_tokens"], 0);
-    let (t_prefill, t_cache) = (
-        first["timings"]["prefill_ms"].as_f64().unwrap(),
-        cached["timings"]["prefill_ms"].as_f64().unwrap(),
-    );
+    let (t_prefill, t_cache) = (first["timings"]["prefill_ms"].as_f64().unwrap(), cached["timings"]["prefill_ms"].as_f64().unwrap());
     assert!(t_cache * 10.0 <= t_prefill, "cache load {t_cache} ms vs prefill {t_prefill} ms");
     assert_eq!(responses(&plain), responses(&first));
     assert_eq!(responses(&plain), responses(&cached), "answers from the cached prefix differ");
@@ -342,17 +316,12 @@ fn prefix_cache_loads_verified_state_and_rebuilds_a_corrupt_one() {
     // Every part of the key makes another key: the KV type, the context
     // size, flash attention, the kept lines. None of these loads the state.
     let states = || -> Vec<std::path::PathBuf> {
-        let mut v: Vec<_> = std::fs::read_dir(&cache)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "state"))
-            .collect();
+        let mut v: Vec<_> =
+            std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "state")).collect();
         v.sort();
         v
     };
-    let swap = |from: &'static str, to: &'static str| -> Vec<&str> {
-        with_cache.iter().map(|a| if *a == from { to } else { a }).collect()
-    };
+    let swap = |from: &'static str, to: &'static str| -> Vec<&str> { with_cache.iter().map(|a| if *a == from { to } else { a }).collect() };
     let mut ctx = with_cache.clone();
     ctx.extend(["--ctx", "4096"]);
     let mut flash = with_cache.clone();
@@ -400,7 +369,8 @@ fn bench_options_reach_the_run() {
     // about 32 of those lines and no function, so the head of the file has
     // nothing to ask (checked below) and the densest window must lie in
     // dense.js, past line 300.
-    let filler: String = (1..=300).map(|i| format!("// filler line {i}: this part of the file holds no function at all, only words.\n")).collect();
+    let filler: String =
+        (1..=300).map(|i| format!("// filler line {i}: this part of the file holds no function at all, only words.\n")).collect();
     let corpus = dir.path().join("filler.js");
     std::fs::write(&corpus, filler + &std::fs::read_to_string(fixture("dense.js")).unwrap()).unwrap();
     let capped = |crop: &str| -> Output {

@@ -51,11 +51,7 @@ impl Counts {
 
 fn lodash() -> PathBuf {
     let path = default_corpus_path();
-    assert!(
-        path.is_file(),
-        "the default corpus is missing ({}): run scripts/fetch-corpus first",
-        path.display()
-    );
+    assert!(path.is_file(), "the default corpus is missing ({}): run scripts/fetch-corpus first", path.display());
     path
 }
 
@@ -75,24 +71,9 @@ fn is_blank(line: &str) -> bool {
 /// Every eligible function of the whole file at `lines` LINES, blank lines counted.
 fn all_targets(corpus: &Path, lines: usize) -> Vec<Target> {
     let src = Source::open(corpus).unwrap();
-    let opts = TargetOptions {
-        count: 1,
-        lines,
-        seed: 1,
-        skip_blank: false,
-    };
-    let targets = eligible(
-        &src.corpus,
-        &src.parsed,
-        0,
-        src.corpus.line_count() - 1,
-        &opts,
-    );
-    assert!(
-        !targets.is_empty(),
-        "no eligible target in {}",
-        corpus.display()
-    );
+    let opts = TargetOptions { count: 1, lines, seed: 1, skip_blank: false };
+    let targets = eligible(&src.corpus, &src.parsed, 0, src.corpus.line_count() - 1, &opts);
+    assert!(!targets.is_empty(), "no eligible target in {}", corpus.display());
     targets
 }
 
@@ -101,24 +82,12 @@ fn all_targets(corpus: &Path, lines: usize) -> Vec<Target> {
 fn score_cli(corpus: &Path, lines: usize, answers: &[(&Target, String)]) -> Vec<Counts> {
     let dir = tempfile::TempDir::new().unwrap();
     // A real targets file for its manifest, with these targets in it.
-    let mut file: Value = serde_json::from_str(&posrecall(&[
-        "targets",
-        s(corpus),
-        "--json",
-        "--count",
-        "1",
-        "--lines",
-        &lines.to_string(),
-    ]))
-    .unwrap();
-    file["targets"] =
-        serde_json::to_value(answers.iter().map(|(t, _)| *t).collect::<Vec<_>>()).unwrap();
+    let mut file: Value =
+        serde_json::from_str(&posrecall(&["targets", s(corpus), "--json", "--count", "1", "--lines", &lines.to_string()])).unwrap();
+    file["targets"] = serde_json::to_value(answers.iter().map(|(t, _)| *t).collect::<Vec<_>>()).unwrap();
     let tpath = dir.path().join("targets.json");
     std::fs::write(&tpath, file.to_string()).unwrap();
-    let responses: String = answers
-        .iter()
-        .map(|(t, r)| serde_json::json!({"name": t.name, "response": r}).to_string() + "\n")
-        .collect();
+    let responses: String = answers.iter().map(|(t, r)| serde_json::json!({"name": t.name, "response": r}).to_string() + "\n").collect();
     let rpath = dir.path().join("responses.jsonl");
     std::fs::write(&rpath, responses).unwrap();
     let out = dir.path().join("run.json");
@@ -153,23 +122,13 @@ type Case = fn(&[String]) -> Option<(String, Counts)>;
 /// Scores `case` on every target of `corpus` it applies to; returns them.
 fn check(corpus: &Path, lines: usize, case: Case, what: &str) -> Vec<Target> {
     let targets = all_targets(corpus, lines);
-    let built: Vec<(&Target, String, Counts)> = targets
-        .iter()
-        .filter_map(|t| case(&t.expected).map(|(answer, want)| (t, answer, want)))
-        .collect();
-    assert!(
-        !built.is_empty(),
-        "{what}: no target of {} has the blank lines this case needs",
-        corpus.display()
-    );
+    let built: Vec<(&Target, String, Counts)> =
+        targets.iter().filter_map(|t| case(&t.expected).map(|(answer, want)| (t, answer, want))).collect();
+    assert!(!built.is_empty(), "{what}: no target of {} has the blank lines this case needs", corpus.display());
     let answers: Vec<(&Target, String)> = built.iter().map(|(t, a, _)| (*t, a.clone())).collect();
     let got = score_cli(corpus, lines, &answers);
     for ((t, answer, want), got) in built.iter().zip(got) {
-        assert_eq!(
-            got, *want,
-            "{what}: `{}` (expected {:?}) answered {answer:?}",
-            t.name, t.expected
-        );
+        assert_eq!(got, *want, "{what}: `{}` (expected {:?}) answered {answer:?}", t.name, t.expected);
     }
     built.into_iter().map(|(t, _, _)| t.clone()).collect()
 }
@@ -205,18 +164,14 @@ fn prose_with_blanks(expected: &[String]) -> Option<(String, Counts)> {
 /// The expected lines verbatim; parsing drops the blank lines that end them.
 fn perfect(expected: &[String]) -> Option<(String, Counts)> {
     expected.iter().any(|l| is_blank(l)).then_some(())?;
-    Some((
-        expected.join("\n") + "\n",
-        Counts::perfect(expected.len(), closing_run(expected)),
-    ))
+    Some((expected.join("\n") + "\n", Counts::perfect(expected.len(), closing_run(expected))))
 }
 
 /// The expected lines up to and including the first blank line `k` that does
 /// not close the window; parsing drops it, so `k` lines are reproduced.
 fn prefix_before_a_blank(expected: &[String]) -> Option<(String, Counts)> {
     let lines = expected.len();
-    let k = (1..lines.saturating_sub(closing_run(expected)))
-        .find(|&k| is_blank(&expected[k]) && !is_blank(&expected[k - 1]))?;
+    let k = (1..lines.saturating_sub(closing_run(expected))).find(|&k| is_blank(&expected[k]) && !is_blank(&expected[k - 1]))?;
     let want = Counts {
         matched: k,
         missing: lines - k,
@@ -242,16 +197,9 @@ fn prefix_before_the_closing_run(expected: &[String]) -> Option<(String, Counts)
 /// the window): those are missing, but none truncated.
 fn blank_lines_dropped(expected: &[String]) -> Option<(String, Counts)> {
     let (lines, run) = (expected.len(), closing_run(expected));
-    let inner = expected[..lines - run]
-        .iter()
-        .filter(|l| is_blank(l))
-        .count();
+    let inner = expected[..lines - run].iter().filter(|l| is_blank(l)).count();
     (inner > 0 && run < lines).then_some(())?;
-    let solid: Vec<&str> = expected
-        .iter()
-        .filter(|l| !is_blank(l))
-        .map(String::as_str)
-        .collect();
+    let solid: Vec<&str> = expected.iter().filter(|l| !is_blank(l)).map(String::as_str).collect();
     let want = Counts {
         matched: lines - inner,
         missing: inner,
@@ -269,24 +217,12 @@ fn blank_lines_dropped(expected: &[String]) -> Option<(String, Counts)> {
 /// is neither matched nor hallucinated, and not shown.
 fn blank_lines_doubled(expected: &[String]) -> Option<(String, Counts)> {
     expected.iter().any(|l| is_blank(l)).then_some(())?;
-    let doubled: Vec<&str> = expected
-        .iter()
-        .flat_map(|l| {
-            if is_blank(l) {
-                vec![l.as_str(); 2]
-            } else {
-                vec![l.as_str()]
-            }
-        })
-        .collect();
+    let doubled: Vec<&str> = expected.iter().flat_map(|l| if is_blank(l) { vec![l.as_str(); 2] } else { vec![l.as_str()] }).collect();
     // Each second copy of a blank line before the closing run is ignored
     // (parsing drops the closing run's copies with the trailing whitespace).
     let run = closing_run(expected);
     let inner = expected[..expected.len() - run].iter().filter(|l| is_blank(l)).count();
-    let want = Counts {
-        ignored_blank: inner,
-        ..Counts::perfect(expected.len(), run)
-    };
+    let want = Counts { ignored_blank: inner, ..Counts::perfect(expected.len(), run) };
     Some((doubled.join("\n"), want))
 }
 
@@ -301,10 +237,7 @@ fn lodash_prose_with_blank_lines_scores_nothing() {
 fn lodash_perfect_answers_score_every_line() {
     let done = check(&lodash(), 20, perfect, "perfect answer");
     let has = |at: &dyn Fn(&[String]) -> bool| done.iter().any(|t| at(&t.expected));
-    assert!(
-        has(&|e| is_blank(&e[19])),
-        "no lodash target ends its window with a blank line"
-    );
+    assert!(has(&|e| is_blank(&e[19])), "no lodash target ends its window with a blank line");
     assert!(
         has(&|e| (1..19).any(|k| is_blank(&e[k]) && !is_blank(&e[k - 1]) && !is_blank(&e[k + 1]))),
         "no lodash target has a lone blank line inside its window"
@@ -313,22 +246,12 @@ fn lodash_perfect_answers_score_every_line() {
 
 #[test]
 fn lodash_prefix_stopped_before_a_blank_line_is_truncated() {
-    check(
-        &lodash(),
-        20,
-        prefix_before_a_blank,
-        "prefix stopped before a blank line",
-    );
+    check(&lodash(), 20, prefix_before_a_blank, "prefix stopped before a blank line");
 }
 
 #[test]
 fn lodash_prefix_stopped_before_the_closing_run_is_credited() {
-    check(
-        &lodash(),
-        20,
-        prefix_before_the_closing_run,
-        "prefix stopped before the closing run",
-    );
+    check(&lodash(), 20, prefix_before_the_closing_run, "prefix stopped before the closing run");
 }
 
 #[test]
@@ -352,17 +275,8 @@ fn lodash_skip_blank_ignores_blank_lines_in_answers() {
     let tpath = dir.path().join("targets.json");
     std::fs::write(&tpath, &targets).unwrap();
     for (answer_of, matched, hallucinated) in [
-        (
-            &(|e: &[String]| format!("\n{}\n", e.join("\n\n \n"))) as &dyn Fn(&[String]) -> String,
-            20,
-            0,
-        ),
-        (
-            &(|_: &[String]| "Some prose.\n\nMore prose.\n".to_string())
-                as &dyn Fn(&[String]) -> String,
-            0,
-            2,
-        ),
+        (&(|e: &[String]| format!("\n{}\n", e.join("\n\n \n"))) as &dyn Fn(&[String]) -> String, 20, 0),
+        (&(|_: &[String]| "Some prose.\n\nMore prose.\n".to_string()) as &dyn Fn(&[String]) -> String, 0, 2),
     ] {
         let responses: String = file["targets"]
             .as_array()
@@ -371,8 +285,7 @@ fn lodash_skip_blank_ignores_blank_lines_in_answers() {
             .map(|t| {
                 let expected: Vec<String> = serde_json::from_value(t["expected"].clone()).unwrap();
                 assert!(expected.iter().all(|l| !is_blank(l)), "{}", t["name"]);
-                serde_json::json!({"name": t["name"], "response": answer_of(&expected)}).to_string()
-                    + "\n"
+                serde_json::json!({"name": t["name"], "response": answer_of(&expected)}).to_string() + "\n"
             })
             .collect();
         let rpath = dir.path().join("responses.jsonl");
@@ -381,18 +294,8 @@ fn lodash_skip_blank_ignores_blank_lines_in_answers() {
         posrecall(&["score", s(&tpath), s(&rpath), "--out", s(&out), "--quiet"]);
         let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         for t in run["targets"].as_array().unwrap() {
-            assert_eq!(
-                (t["matched"].as_u64(), t["extra"].as_u64()),
-                (Some(matched), Some(0)),
-                "{}",
-                t["name"]
-            );
-            assert_eq!(
-                t["hallucinated"].as_u64(),
-                Some(hallucinated),
-                "{}",
-                t["name"]
-            );
+            assert_eq!((t["matched"].as_u64(), t["extra"].as_u64()), (Some(matched), Some(0)), "{}", t["name"]);
+            assert_eq!(t["hallucinated"].as_u64(), Some(hallucinated), "{}", t["name"]);
             assert_eq!(t["implied_blank"].as_u64(), Some(0), "{}", t["name"]);
         }
     }
@@ -406,12 +309,7 @@ const FIXTURE_LINES: usize = 6;
 fn fixture_has_blank_lines_at_every_position() {
     let targets = all_targets(&fixture(), FIXTURE_LINES);
     let expected = |name: &str| {
-        targets
-            .iter()
-            .find(|t| t.name == name)
-            .unwrap_or_else(|| panic!("`{name}` is not eligible in the fixture"))
-            .expected
-            .clone()
+        targets.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("`{name}` is not eligible in the fixture")).expected.clone()
     };
     assert!(is_blank(&expected("leading")[0]));
     assert!(is_blank(&expected("middle")[1]) && is_blank(&expected("middle")[4]));
@@ -422,36 +320,12 @@ fn fixture_has_blank_lines_at_every_position() {
 #[test]
 fn fixture_cases() {
     let cases: [(Case, &str, &[&str]); 6] = [
-        (
-            prose_with_blanks,
-            "prose with blank lines",
-            &["leading", "middle", "closing", "gapped"],
-        ),
-        (
-            perfect,
-            "perfect answer",
-            &["leading", "middle", "closing", "gapped"],
-        ),
-        (
-            prefix_before_a_blank,
-            "prefix stopped before a blank line",
-            &["leading", "middle", "gapped"],
-        ),
-        (
-            prefix_before_the_closing_run,
-            "prefix stopped before the closing run",
-            &["closing"],
-        ),
-        (
-            blank_lines_dropped,
-            "blank lines dropped",
-            &["leading", "middle", "gapped"],
-        ),
-        (
-            blank_lines_doubled,
-            "blank lines doubled",
-            &["leading", "middle", "closing", "gapped"],
-        ),
+        (prose_with_blanks, "prose with blank lines", &["leading", "middle", "closing", "gapped"]),
+        (perfect, "perfect answer", &["leading", "middle", "closing", "gapped"]),
+        (prefix_before_a_blank, "prefix stopped before a blank line", &["leading", "middle", "gapped"]),
+        (prefix_before_the_closing_run, "prefix stopped before the closing run", &["closing"]),
+        (blank_lines_dropped, "blank lines dropped", &["leading", "middle", "gapped"]),
+        (blank_lines_doubled, "blank lines doubled", &["leading", "middle", "closing", "gapped"]),
     ];
     for (case, what, names) in cases {
         let done = check(&fixture(), FIXTURE_LINES, case, what);
@@ -472,11 +346,9 @@ fn fixture_leading_blank_line_needs_a_matched_neighbour() {
         .iter()
         .find(|l| !is_blank(l) && !leading.expected.iter().any(|e| e.trim() == l.trim()))
         .expect("an extra-window line of its own");
-    for (answer, matched, extra, hallucinated) in [
-        (format!("\n{}", leading.expected[1]), 2, 0, 0),
-        ("\nprose\n".to_string(), 0, 0, 1),
-        (format!("\n{first_extra}"), 0, 1, 0),
-    ] {
+    for (answer, matched, extra, hallucinated) in
+        [(format!("\n{}", leading.expected[1]), 2, 0, 0), ("\nprose\n".to_string(), 0, 0, 1), (format!("\n{first_extra}"), 0, 1, 0)]
+    {
         let got = score_cli(&fixture(), FIXTURE_LINES, &[(leading, answer.clone())]);
         let got = (got[0].matched, got[0].extra, got[0].hallucinated);
         assert_eq!(got, (matched, extra, hallucinated), "answer {answer:?}");

@@ -14,7 +14,6 @@ use tempfile::TempDir;
 // Helpers
 // ---------------------------------------------------------------------------
 
-
 fn posrecall_env(args: &[&str], no_color: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_posrecall"));
     cmd.args(args).env_remove("CLICOLOR_FORCE").env_remove("NO_COLOR");
@@ -31,8 +30,6 @@ fn stdout(o: &Output) -> String {
 fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
 }
-
-
 
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
@@ -78,19 +75,13 @@ fn target_list(file: &Value) -> &Vec<Value> {
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .expect("an array of strings")
-        .iter()
-        .map(|l| l.as_str().expect("a string").to_string())
-        .collect()
+    v.as_array().expect("an array of strings").iter().map(|l| l.as_str().expect("a string").to_string()).collect()
 }
 
 /// Writes `{"name", "response"}` lines.
 fn write_responses(path: &Path, answers: &[(String, String)]) {
-    let text: String = answers
-        .iter()
-        .map(|(name, response)| serde_json::json!({"name": name, "response": response}).to_string() + "\n")
-        .collect();
+    let text: String =
+        answers.iter().map(|(name, response)| serde_json::json!({"name": name, "response": response}).to_string() + "\n").collect();
     std::fs::write(path, text).unwrap();
 }
 
@@ -110,10 +101,7 @@ fn score(dir: &Path, targets: &Value, answers: &[(String, String)], extra: &[&st
 
 /// Each target's expected lines, as plain text.
 fn perfect_answers(targets: &Value) -> Vec<(String, String)> {
-    target_list(targets)
-        .iter()
-        .map(|t| (t["name"].as_str().unwrap().to_string(), strings(&t["expected"]).join("\n")))
-        .collect()
+    target_list(targets).iter().map(|t| (t["name"].as_str().unwrap().to_string(), strings(&t["expected"]).join("\n"))).collect()
 }
 
 fn assert_all_pass(run: &Value, count: usize, lines: usize) {
@@ -221,9 +209,7 @@ fn emit_prompts_with_crop_lines_holds_only_the_kept_text() {
     let text = std::fs::read_to_string(&path).unwrap();
     let kept: String = text.split_inclusive('\n').skip(200).take(300).collect();
     let prompts = dir.path().join("prompts.jsonl");
-    ok(&posrecall(&[
-        "targets", s(&path), "--count", "3", "--skip-blank", "--crop-lines", "201:500", "--emit-prompts", s(&prompts),
-    ]));
+    ok(&posrecall(&["targets", s(&path), "--count", "3", "--skip-blank", "--crop-lines", "201:500", "--emit-prompts", s(&prompts)]));
     let jsonl = std::fs::read_to_string(&prompts).unwrap();
     assert_eq!(jsonl.lines().count(), 3);
     for l in jsonl.lines() {
@@ -270,8 +256,20 @@ fn run_file_has_the_documented_keys() {
     assert_eq!(list.len(), 5);
     for (t, want) in list.iter().zip(target_list(&targets)) {
         for key in [
-            "name", "line", "byte_offset", "token_offset", "depth", "expected", "response", "lines", "matched",
-            "missing", "truncated", "hallucinated", "extra", "pass",
+            "name",
+            "line",
+            "byte_offset",
+            "token_offset",
+            "depth",
+            "expected",
+            "response",
+            "lines",
+            "matched",
+            "missing",
+            "truncated",
+            "hallucinated",
+            "extra",
+            "pass",
         ] {
             assert!(t.get(key).is_some(), "targets[].{key} missing in {t}");
         }

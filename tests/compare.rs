@@ -35,9 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/compare")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare").join(name)
 }
 
 fn load(name: &str) -> RunFile {
@@ -45,11 +43,7 @@ fn load(name: &str) -> RunFile {
 }
 
 fn posrecall(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_posrecall"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_posrecall")).args(args).env("NO_COLOR", "1").output().unwrap()
 }
 
 fn compare_files(a: &str, b: &str, extra: &[&str]) -> Output {
@@ -60,21 +54,14 @@ fn compare_files(a: &str, b: &str, extra: &[&str]) -> Output {
 }
 
 fn close(actual: f64, expected: f64) {
-    assert!(
-        (actual - expected).abs() <= 1e-6,
-        "{actual} != {expected} (tolerance 1e-6)"
-    );
+    assert!((actual - expected).abs() <= 1e-6, "{actual} != {expected} (tolerance 1e-6)");
 }
 
 /// The one stderr line of a failed command.
 fn error_line(o: &Output) -> String {
     assert!(!o.status.success(), "expected failure, got success");
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        o.stdout.is_empty(),
-        "stdout: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
+    assert!(o.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&o.stdout));
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
     assert!(err.starts_with("posrecall: error: "), "{err}");
@@ -83,23 +70,11 @@ fn error_line(o: &Output) -> String {
 
 #[test]
 fn fixtures_are_run_files() {
-    for name in [
-        "a.json",
-        "b.json",
-        "c.json",
-        "d.json",
-        "lines6.json",
-        "other_targets.json",
-    ] {
+    for name in ["a.json", "b.json", "c.json", "d.json", "lines6.json", "other_targets.json"] {
         let run = load(name);
         assert_eq!(run.targets.len(), 16, "{name}");
         for t in &run.targets {
-            assert_eq!(
-                t.score.pass,
-                t.score.matched >= run.manifest.params.pass,
-                "{name} {}",
-                t.name
-            );
+            assert_eq!(t.score.pass, t.score.matched >= run.manifest.params.pass, "{name} {}", t.name);
         }
     }
     assert!(RunFile::load(&fixture("not_a_run.json")).is_err());
@@ -230,17 +205,10 @@ fn a_against_b_numbers() {
     close(c.b.top1_share_mean.unwrap(), 0.625);
     // Rows by depth: baseRange (0.68) comes before toNumber (0.70), unlike the files.
     let names: Vec<&str> = c.targets.iter().map(|r| r.name.as_str()).collect();
-    let (r, t) = (
-        names.iter().position(|n| *n == "baseRange").unwrap(),
-        names.iter().position(|n| *n == "toNumber").unwrap(),
-    );
+    let (r, t) = (names.iter().position(|n| *n == "baseRange").unwrap(), names.iter().position(|n| *n == "toNumber").unwrap());
     assert!(r < t, "{names:?}");
     assert!(c.targets.windows(2).all(|w| w[0].depth <= w[1].depth));
-    let flips: Vec<(&str, Flip)> = c
-        .targets
-        .iter()
-        .filter_map(|r| r.flip.map(|f| (r.name.as_str(), f)))
-        .collect();
+    let flips: Vec<(&str, Flip)> = c.targets.iter().filter_map(|r| r.flip.map(|f| (r.name.as_str(), f))).collect();
     assert_eq!(
         flips,
         [
@@ -291,20 +259,13 @@ fn text_output() {
     has("n = 12 (4 zero differences dropped), W+ = 61.5, W− = 16.5, p = 0.082");
     has("n = 13 (3 zero differences dropped), W+ = 72, W− = 19, p = 0.0642");
     has("power: 49 targets give 80% power");
-    has(
-        "verdict: B passes 4 more targets (12/16 vs 8/16), but with 6 flips (1 toward A, 5 toward B) \
+    has("verdict: B passes 4 more targets (12/16 vs 8/16), but with 6 flips (1 toward A, 5 toward B) \
          the difference is not significant (exact McNemar p = 0.219, α = 0.05); about 49 targets \
-         would give 80% power to detect a difference of this size.",
-    );
+         would give 80% power to detect a difference of this size.");
     has("B matches 18 more lines in total");
     has("Teacher-forced top-1 share: B higher (A 0.574, B 0.625, mean over 16 targets)");
     // The per-target table: flip markers on the right rows, rows by depth.
-    let row = |name: &str| {
-        text.lines()
-            .find(|l| l.starts_with(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("no row {name}"))
-            .to_string()
-    };
+    let row = |name: &str| text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("no row {name}")).to_string();
     assert!(row("baseMerge").ends_with("A only"), "{}", row("baseMerge"));
     assert!(row("arrayEach").ends_with("B only"), "{}", row("arrayEach"));
     assert!(!row("baseFlatten").contains("only"));
@@ -361,12 +322,7 @@ fn json_output() {
     let each = rows.iter().find(|r| r["name"] == "arrayEach").unwrap();
     assert_eq!(each["flip"], "b_only");
     assert!(rows.iter().find(|r| r["name"] == "baseFlatten").unwrap()["flip"].is_null());
-    assert!(
-        v["verdict"]
-            .as_str()
-            .unwrap()
-            .starts_with("B passes 4 more targets")
-    );
+    assert!(v["verdict"].as_str().unwrap().starts_with("B passes 4 more targets"));
 
     let o = compare_files("c.json", "d.json", &["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -389,12 +345,7 @@ fn same_run_twice() {
     let o = compare_files("a.json", "a.json", &[]);
     assert!(o.status.success());
     let text = String::from_utf8(o.stdout).unwrap();
-    assert!(
-        text.contains(
-            "verdict: A and B pass exactly the same targets (8/16); there are no flips to test."
-        ),
-        "{text}"
-    );
+    assert!(text.contains("verdict: A and B pass exactly the same targets (8/16); there are no flips to test."), "{text}");
 }
 
 #[test]
@@ -414,10 +365,7 @@ fn refuses_different_targets() {
 #[test]
 fn not_a_run_file_is_one_error_line() {
     let err = error_line(&compare_files("a.json", "not_a_run.json", &[]));
-    assert!(
-        err.contains("not_a_run.json is not a posrecall run file"),
-        "{err}"
-    );
+    assert!(err.contains("not_a_run.json is not a posrecall run file"), "{err}");
     let err = error_line(&compare_files("no_such_file.json", "a.json", &[]));
     assert!(err.contains("no_such_file.json"), "{err}");
 }
@@ -427,13 +375,8 @@ fn refuses_other_differences() {
     let a = load("a.json");
     let p = fixture("a.json");
     let refused = |b: RunFile, what: &str| {
-        let e = compare(&a, &p, &b, &fixture("b.json"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("cannot compare") && e.contains(what),
-            "{what}: {e}"
-        );
+        let e = compare(&a, &p, &b, &fixture("b.json")).unwrap_err().to_string();
+        assert!(e.contains("cannot compare") && e.contains(what), "{what}: {e}");
         assert_eq!(e.lines().count(), 1);
     };
     let mut b = load("b.json");
@@ -522,9 +465,7 @@ mod reference {
             let mut rows: Vec<Vec<u128>> = vec![vec![1]];
             for n in 1..=MAX_N {
                 let prev = &rows[n - 1];
-                let row = (0..=n)
-                    .map(|k| if k == 0 || k == n { 1 } else { prev[k - 1] + prev[k] })
-                    .collect();
+                let row = (0..=n).map(|k| if k == 0 || k == n { 1 } else { prev[k - 1] + prev[k] }).collect();
                 rows.push(row);
             }
             rows
@@ -584,11 +525,7 @@ mod reference {
         let mut total = 0.0;
         for d in 0..=n {
             for b in (0..=d).filter(|&b| rejects(b, d - b)) {
-                total += choose(n, d) as f64
-                    * choose(d, b) as f64
-                    * p10.powi(b as i32)
-                    * p01.powi((d - b) as i32)
-                    * q.powi((n - d) as i32);
+                total += choose(n, d) as f64 * choose(d, b) as f64 * p10.powi(b as i32) * p01.powi((d - b) as i32) * q.powi((n - d) as i32);
             }
         }
         total
@@ -622,9 +559,7 @@ fn check_against_reference(cited: &Cited) {
     if let Some(top1) = &cited.wilcoxon_top1 {
         // top1_share has at most two decimals in the fixtures: in hundredths
         // the differences are integers, so zeros and ties are exact.
-        let hundredths = |t: &posrecall::run::TargetResult| {
-            (t.forced.as_ref().unwrap().top1_share * 100.0).round() as i64
-        };
+        let hundredths = |t: &posrecall::run::TargetResult| (t.forced.as_ref().unwrap().top1_share * 100.0).round() as i64;
         let d: Vec<i64> = pairs.iter().map(|(x, y)| hundredths(y) - hundredths(x)).collect();
         let got = reference::wilcoxon(&d);
         let want = doubled(top1);

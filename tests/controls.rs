@@ -3,19 +3,14 @@
 use crate::common;
 
 use common::*;
-use posrecall::corpus::{JavaScript, Language};
 use posrecall::corpus::rename::rename;
+use posrecall::corpus::{JavaScript, Language};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::process::Command;
 
 fn identifiers(text: &str) -> HashSet<String> {
-    JavaScript
-        .identifier_spans(text, &|_| true)
-        .unwrap()
-        .into_iter()
-        .map(|(a, b)| text[a..b].to_string())
-        .collect()
+    JavaScript.identifier_spans(text, &|_| true).unwrap().into_iter().map(|(a, b)| text[a..b].to_string()).collect()
 }
 
 fn check_rename(path: &std::path::Path) {
@@ -207,10 +202,7 @@ fn closed_book_answers_are_made_without_the_file_and_add_up() {
     let s = &r["summary"]["closed_book"];
     assert_eq!(s["context_matched"].as_i64().unwrap(), total_ctx);
     assert_eq!(s["matched"].as_u64().unwrap(), total_cb);
-    assert_eq!(
-        s["context_matched"].as_i64().unwrap(),
-        r["summary"]["matched"].as_i64().unwrap() - total_cb as i64
-    );
+    assert_eq!(s["context_matched"].as_i64().unwrap(), r["summary"]["matched"].as_i64().unwrap() - total_cb as i64);
 
     // Reports show both: with the file and without it.
     let report = |format: &str| -> String {

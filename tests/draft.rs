@@ -53,7 +53,10 @@ fn assert_exact(run: &Value) -> usize {
         assert!(
             gap < NEAR_TIE,
             "{}: the drafted answer parts from the undrafted one after {} tokens, where the logit gap was {gap} (not a near tie)\ndrafted: {:?}\nundrafted: {:?}",
-            t["name"], c["common_tokens"], t["response"], c["response"]
+            t["name"],
+            c["common_tokens"],
+            t["response"],
+            c["response"]
         );
     }
     let e = &run["summary"]["undrafted"];
@@ -135,7 +138,11 @@ fn lookup_drafts_from_the_file(cache: &std::path::Path, undrafted: &[Value]) {
 #[test]
 fn without_drafts_every_step_is_one_token() {
     let _serial = serial();
-    let none = bench_on(&smollm2(), &fixture("dense.js"), &["--crop-lines", "1:100", "--count", "4", "--lines", "6", "--kv", "f16", "--max-new-tokens", "48", "--draft", "none"]);
+    let none = bench_on(
+        &smollm2(),
+        &fixture("dense.js"),
+        &["--crop-lines", "1:100", "--count", "4", "--lines", "6", "--kv", "f16", "--max-new-tokens", "48", "--draft", "none"],
+    );
     assert_eq!(none["manifest"]["params"]["draft"], "none");
     assert!(none["manifest"]["params"]["draft_max"].is_null());
     let d = &none["summary"]["draft"];
@@ -155,7 +162,11 @@ fn a_model_that_does_not_recall_answers_as_without_drafts() {
     let _serial = serial();
     // SmolLM2 recalls little of lodash: drafts are mostly rejected. 48
     // tokens an answer: it rambles to its budget otherwise.
-    let run = bench_on(&smollm2(), &fixture("dense.js"), &["--crop-lines", "1:100", "--count", "4", "--lines", "6", "--kv", "f16", "--max-new-tokens", "48", "--check-draft"]);
+    let run = bench_on(
+        &smollm2(),
+        &fixture("dense.js"),
+        &["--crop-lines", "1:100", "--count", "4", "--lines", "6", "--kv", "f16", "--max-new-tokens", "48", "--check-draft"],
+    );
     assert_exact(&run);
     let d = &run["summary"]["draft"];
     assert!(d["proposed"].as_u64().unwrap() > 0, "{d}");
@@ -195,7 +206,10 @@ fn parallel_answers_are_drafted_too() {
     // Four sequences at once, each verifying its own drafts in its part of
     // every step; the sequential check answers one token per step, so a
     // difference is the batch's arithmetic, at a near tie.
-    let run = bench(&qwen_coder(), &["--crop-lines", "700:850", "--count", "4", "--lines", "8", "--kv", "f16", "--parallel", "4", "--check-sequential"]);
+    let run = bench(
+        &qwen_coder(),
+        &["--crop-lines", "700:850", "--count", "4", "--lines", "8", "--kv", "f16", "--parallel", "4", "--check-sequential"],
+    );
     assert_eq!(run["manifest"]["params"]["decode_mode"], "parallel");
     assert_eq!(run["manifest"]["params"]["draft"], "truth");
     let d = &run["summary"]["draft"];
@@ -229,11 +243,8 @@ fn bad_draft_settings_are_one_line_errors() {
     // models.toml's keys, named with the file.
     for (line, needle) in [("draft = \"sometimes\"", "params.draft"), ("draft_max = 0", "params.draft_max")] {
         let toml = dir.path().join("models.toml");
-        std::fs::write(
-            &toml,
-            format!("[params]\n{line}\n\n[[model]]\nname = \"m\"\npath = \"{}\"\nkv = [\"f16\"]\n", model.display()),
-        )
-        .unwrap();
+        std::fs::write(&toml, format!("[params]\n{line}\n\n[[model]]\nname = \"m\"\npath = \"{}\"\nkv = [\"f16\"]\n", model.display()))
+            .unwrap();
         let o = posrecall(&["matrix", s(&toml), "--list"]);
         assert!(!o.status.success(), "{line} was accepted");
         let err = String::from_utf8_lossy(&o.stderr);

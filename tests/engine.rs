@@ -4,12 +4,12 @@
 use crate::common;
 
 use common::*;
-use posrecall::settings::KvType;
-use posrecall::prompt::Probe;
 use posrecall::bench::{Plan, plan};
 use posrecall::corpus::Source;
 use posrecall::engine::model::{self, Model};
+use posrecall::prompt::Probe;
 use posrecall::prompt::ProbeKind as Kind;
+use posrecall::settings::KvType;
 
 fn bos_count(model: &Model, tokens: &[llama_cpp_2::token::LlamaToken]) -> usize {
     let bos = model.model.vocab().bos();
@@ -63,7 +63,6 @@ fn smollm2_chat_prompt_fidelity() {
     assert_fidelity(&m, &p, 10);
 }
 
-
 #[test]
 fn gemma3_base_model_gets_the_completion_probe_with_exact_tokens() {
     let _g = serial();
@@ -99,21 +98,13 @@ fn smollm2_restore_equals_fresh_context_f16_and_q8_0() {
 fn gemma3_sliding_window_restore_equals_fresh_context() {
     let _g = serial();
     let m = model::load(&gemma3(), gpu_layers()).unwrap();
-    let window: usize = m
-        .model
-        .meta_val_str("gemma3.attention.sliding_window")
-        .expect("Gemma 3 declares its sliding window")
-        .parse()
-        .unwrap();
+    let window: usize =
+        m.model.meta_val_str("gemma3.attention.sliding_window").expect("Gemma 3 declares its sliding window").parse().unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
     // Lines 1..200: 1,681 tokens, over three windows of 512. Two targets:
     // each costs a fresh context's prefill.
     let p = plan(&m, &src, &plan_options(target_spec(2, 10, Some((1, 200))), 24, Probe::Auto)).unwrap();
-    assert!(
-        p.prefix_tokens.len() >= 3 * window,
-        "prefix of {} tokens must be several sliding windows of {window}",
-        p.prefix_tokens.len()
-    );
+    assert!(p.prefix_tokens.len() >= 3 * window, "prefix of {} tokens must be several sliding windows of {window}", p.prefix_tokens.len());
     // The lean snapshot is the sliding-window layers' part (their window's
     // cells), smaller than the full one, which adds every prefix cell of the
     // global layers.

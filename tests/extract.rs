@@ -7,9 +7,7 @@ use posrecall::targets::{Target, TargetOptions, eligible, select};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/extract")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/extract").join(name)
 }
 
 fn open(name: &str) -> Source {
@@ -17,12 +15,7 @@ fn open(name: &str) -> Source {
 }
 
 fn opts(lines: usize, skip_blank: bool) -> TargetOptions {
-    TargetOptions {
-        count: 1,
-        lines,
-        seed: 1,
-        skip_blank,
-    }
+    TargetOptions { count: 1, lines, seed: 1, skip_blank }
 }
 
 /// Every eligible target of the whole file.
@@ -36,10 +29,7 @@ fn names(targets: &[Target]) -> Vec<&str> {
 }
 
 fn target<'a>(targets: &'a [Target], name: &str) -> &'a Target {
-    targets
-        .iter()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("`{name}` is not among the targets {:?}", names(targets)))
+    targets.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("`{name}` is not among the targets {:?}", names(targets)))
 }
 
 /// The file's lines read independently of the library: split at `\n`, one
@@ -47,9 +37,7 @@ fn target<'a>(targets: &'a [Target], name: &str) -> &'a Target {
 fn file_lines(src: &Source) -> Vec<String> {
     let text = &src.corpus.text;
     let text = text.strip_suffix('\n').unwrap_or(text);
-    text.split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
-        .collect()
+    text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l).to_string()).collect()
 }
 
 /// 0-based index of the line that holds the opening brace: the declaration
@@ -60,12 +48,7 @@ fn brace_line(t: &Target) -> usize {
 
 /// The ground truth computed by hand: the LINES counted lines after the brace line.
 fn lines_after_brace(src: &Source, t: &Target, lines: usize, skip_blank: bool) -> Vec<String> {
-    file_lines(src)
-        .into_iter()
-        .skip(brace_line(t) + 1)
-        .filter(|l| !skip_blank || !l.trim().is_empty())
-        .take(lines)
-        .collect()
+    file_lines(src).into_iter().skip(brace_line(t) + 1).filter(|l| !skip_blank || !l.trim().is_empty()).take(lines).collect()
 }
 
 fn assert_ground_truth(src: &Source, targets: &[Target], lines: usize, skip_blank: bool) {
@@ -141,21 +124,17 @@ fn header_is_the_declaration_through_the_opening_brace() {
         for t in all_targets(&src, 20, false) {
             assert!(t.header.ends_with('{'), "{name}/{}: header {:?}", t.name, t.header);
             let from_file = lines[t.line - 1..=brace_line(&t)].join("\n");
-            assert!(
-                from_file.starts_with(&t.header),
-                "{name}/{}: header {:?} is not the start of {:?}",
-                t.name,
-                t.header,
-                from_file
-            );
+            assert!(from_file.starts_with(&t.header), "{name}/{}: header {:?} is not the start of {:?}", t.name, t.header, from_file);
             // The header starts on the declaration's line, ends at the brace,
             // and the byte offset points at the declaration inside it.
             let start = src.corpus.line_start(t.line - 1);
             assert_eq!(&src.corpus.text[start..start + t.header.len()], t.header);
             assert!(t.byte_offset >= start && t.byte_offset < start + t.header.len());
-            assert!(src.corpus.text[t.byte_offset..].starts_with("function")
-                || src.corpus.text[t.byte_offset..].starts_with("async function"),
-                "{name}/{}: byte_offset does not point at the declaration", t.name);
+            assert!(
+                src.corpus.text[t.byte_offset..].starts_with("function") || src.corpus.text[t.byte_offset..].starts_with("async function"),
+                "{name}/{}: byte_offset does not point at the declaration",
+                t.name
+            );
         }
     }
 }

@@ -5,13 +5,13 @@ use crate::common;
 
 use common::*;
 use llama_cpp_2::token::LlamaToken;
-use posrecall::settings::KvType;
-use posrecall::prompt::Probe;
 use posrecall::bench::plan;
 use posrecall::corpus::Source;
 use posrecall::engine::model;
 use posrecall::engine::session::Session;
 use posrecall::forced::NEAR_TIE_EPS;
+use posrecall::prompt::Probe;
+use posrecall::settings::KvType;
 use serde_json::Value;
 use std::process::Command;
 
@@ -98,10 +98,8 @@ fn lines_in_the_context_score_clearly_higher_than_lines_not_in_it() {
     let p = plan(&m, &src, &plan_options(target_spec(4, 8, Some((1, keep))), 16, Probe::Completion)).unwrap();
     let n_lines = src.corpus.line_count();
     let opts = target_spec(4, 8, None).options();
-    let unseen: Vec<_> = posrecall::targets::eligible(&src.corpus, &src.parsed, 0, n_lines - 1, &opts)
-        .into_iter()
-        .filter(|t| t.line > keep)
-        .collect();
+    let unseen: Vec<_> =
+        posrecall::targets::eligible(&src.corpus, &src.parsed, 0, n_lines - 1, &opts).into_iter().filter(|t| t.line > keep).collect();
     assert!(unseen.len() >= p.targets.len());
     let mut s = Session::new(&m, &context(p.n_ctx, KvType::F16, false)).unwrap();
     s.prefill(&p.prefix_tokens, |_| {}).unwrap();
@@ -147,9 +145,7 @@ fn forced_metrics_are_deterministic_and_see_the_kv_type() {
     let b = forced_run("f16", &dir.path().join("b.json"));
     let c = forced_run("q4_0", &dir.path().join("c.json"));
     assert_eq!(a["manifest"]["params"]["decode_mode"], "forced-only");
-    let forced = |r: &Value| -> Vec<Value> {
-        r["targets"].as_array().unwrap().iter().map(|t| t["forced"].clone()).collect()
-    };
+    let forced = |r: &Value| -> Vec<Value> { r["targets"].as_array().unwrap().iter().map(|t| t["forced"].clone()).collect() };
     assert_eq!(forced(&a), forced(&b), "two identical runs must give identical forced metrics");
     // The summary is the mean of the targets' shares, and SmolLM2 copies most
     // tokens of lines that are in its context (docs/METHOD.md §4b measured

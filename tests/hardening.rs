@@ -135,12 +135,7 @@ fn a_full_stdout_is_an_error_not_a_panic() {
         vec!["report", s(&run)],
         vec!["compare", s(&run), s(&run)],
     ] {
-        let o = Command::new(common::bin())
-            .args(&args)
-            .env("NO_COLOR", "1")
-            .stdout(full.try_clone().unwrap())
-            .output()
-            .unwrap();
+        let o = Command::new(common::bin()).args(&args).env("NO_COLOR", "1").stdout(full.try_clone().unwrap()).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
@@ -431,7 +426,17 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
             cases.push(vec!["targets", dense, flag, n]);
         }
     }
-    for flag in ["--threads", "--ctx", "--max-new-tokens", "--max-prefix-tokens", "--parallel", "--fixed-tokens", "--gpu-layers", "--reference-top-k", "--think-budget"] {
+    for flag in [
+        "--threads",
+        "--ctx",
+        "--max-new-tokens",
+        "--max-prefix-tokens",
+        "--parallel",
+        "--fixed-tokens",
+        "--gpu-layers",
+        "--reference-top-k",
+        "--think-budget",
+    ] {
         for n in numbers {
             cases.push(vec!["bench", missing, flag, n]);
         }
@@ -509,7 +514,8 @@ fn runaway_templates_and_fifos_stop_with_one_line() {
     }
     let sweep = dir.path().join("models.toml");
     std::fs::write(dir.path().join("never-loaded.gguf"), b"GGUF").unwrap();
-    std::fs::write(&sweep, format!("[[model]]\nname = \"m\"\npath = \"{m}\"\nkv = [\"f16\"]\nchat_template = \"endless.jinja\"\n")).unwrap();
+    std::fs::write(&sweep, format!("[[model]]\nname = \"m\"\npath = \"{m}\"\nkv = [\"f16\"]\nchat_template = \"endless.jinja\"\n"))
+        .unwrap();
     refused(&posrecall(&["matrix", s(&sweep), "--list"]), "ran more than 2000000 steps");
 }
 
@@ -556,12 +562,7 @@ fn every_subcommand_refuses_hostile_arguments() {
     let out = TempDir::new().unwrap();
     for args in &cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = Command::new(common::bin())
-            .args(&args)
-            .current_dir(out.path())
-            .env("NO_COLOR", "1")
-            .output()
-            .unwrap();
+        let o = Command::new(common::bin()).args(&args).current_dir(out.path()).env("NO_COLOR", "1").output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         let code = o.status.code();
         assert!(!err.contains("panicked"), "{args:?}: {err}");
@@ -690,7 +691,10 @@ fn bench_outputs_never_overwrite_inputs_or_each_other() {
         (vec!["--out".into(), path("t.jinja"), "--chat-template".into(), path("t.jinja")], "--out: "),
         (vec!["--out".into(), path("x.json"), "--save-reference".into(), path("x.json")], "--save-reference: "),
         (vec!["--out".into(), path("s.ref.sha256"), "--save-reference".into(), path("s.ref")], "--save-reference (its .sha256): "),
-        (vec!["--save-reference".into(), path("ref"), "--reference".into(), path("ref"), "--kv".into(), "f16".into()], "--save-reference: "),
+        (
+            vec!["--save-reference".into(), path("ref"), "--reference".into(), path("ref"), "--kv".into(), "f16".into()],
+            "--save-reference: ",
+        ),
     ];
     let before = snapshot(dir.path());
     for (extra, needle) in &cases {
@@ -730,15 +734,19 @@ fn hand_edited_run_files_are_checked_not_trusted() {
     let cases: Vec<(PathBuf, &str)> = vec![
         (edit("passes.json", &|v| v["summary"]["passes"] = 99.into()), "is not the sum of its targets"),
         (edit("quarter.json", &|v| v["summary"]["by_quarter"][0]["matched"] = 999.into()), "depth quarters"),
-        (edit("twice.json", &|v| {
-            let first = v["targets"][0].clone();
-            v["targets"].as_array_mut().unwrap().push(first);
-        }), "is listed twice"),
+        (
+            edit("twice.json", &|v| {
+                let first = v["targets"][0].clone();
+                v["targets"].as_array_mut().unwrap().push(first);
+            }),
+            "is listed twice",
+        ),
         (edit("depth.json", &|v| v["targets"][0]["depth"] = 1.5.into()), "outside [0, 1]"),
         (edit("empty.json", &|v| v["targets"] = serde_json::json!([])), "holds no target"),
-        (edit("rungs.json", &|v| {
-            v["ladder"] = serde_json::json!({"effective_at": 0.5, "effective_length": null, "rungs": []})
-        }), "no lengths"),
+        (
+            edit("rungs.json", &|v| v["ladder"] = serde_json::json!({"effective_at": 0.5, "effective_length": null, "rungs": []})),
+            "no lengths",
+        ),
     ];
     for (path, needle) in &cases {
         for format in ["table", "html"] {
@@ -784,7 +792,23 @@ fn a_model_with_nan_logits_stops_the_run_and_writes_no_file() {
     }
     std::fs::write(&broken, &bytes).unwrap();
     let (out, dense) = (dir.path().join("run.json"), fixture("dense.js"));
-    let args = ["bench", s(&broken), "--corpus", s(&dense), "--crop-lines", "1:60", "--count", "1", "--lines", "4", "--max-new-tokens", "4", "--quiet", "--out", s(&out)];
+    let args = [
+        "bench",
+        s(&broken),
+        "--corpus",
+        s(&dense),
+        "--crop-lines",
+        "1:60",
+        "--count",
+        "1",
+        "--lines",
+        "4",
+        "--max-new-tokens",
+        "4",
+        "--quiet",
+        "--out",
+        s(&out),
+    ];
     let err = refused(&posrecall(&args), "are not finite");
     assert!(err.contains("forced token 0"), "{err}");
     assert!(!out.exists(), "a run file was written");
@@ -795,7 +819,8 @@ fn many_files(root: &Path, n: usize) {
     for i in 0..n {
         let dir = root.join(format!("d{:03}", i / 100));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(format!("f{i:05}.js")), format!("function f{i}(x) {{\n  x = x + 1;\n  x = x * 2;\n  return x;\n}}\n")).unwrap();
+        std::fs::write(dir.join(format!("f{i:05}.js")), format!("function f{i}(x) {{\n  x = x + 1;\n  x = x * 2;\n  return x;\n}}\n"))
+            .unwrap();
     }
 }
 
@@ -861,7 +886,10 @@ fn a_huge_answer_is_scored_in_bounded_memory() {
     let o = Command::new("sh").arg("-c").arg(&script).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains(&format!("note: `{}`: the first 4000 lines of its answer were scored; the 1796000 after them", names[0])), "{err}");
+    assert!(
+        err.contains(&format!("note: `{}`: the first 4000 lines of its answer were scored; the 1796000 after them", names[0])),
+        "{err}"
+    );
     let run = common::read(&out);
     assert_eq!(run["targets"][0]["unread_lines"], 1_796_000, "{}", run["targets"][0]);
 }
@@ -877,7 +905,8 @@ fn a_template_that_renders_the_message_twice_is_refused() {
     let (model, dense, out) = (smollm2(), fixture("dense.js"), dir.path().join("run.json"));
     let prompt = posrecall(&["prompt", s(&model), "--corpus", s(&dense), "--target", "memoizeLast", "--chat-template", s(&twice)]);
     refused(&prompt, "renders the user message more than once");
-    let bench = posrecall(&["bench", s(&model), "--corpus", s(&dense), "--count", "1", "--chat-template", s(&twice), "-q", "--out", s(&out)]);
+    let bench =
+        posrecall(&["bench", s(&model), "--corpus", s(&dense), "--count", "1", "--chat-template", s(&twice), "-q", "--out", s(&out)]);
     refused(&bench, "renders the user message more than once");
     assert!(!out.exists());
 }
@@ -924,7 +953,23 @@ fn flags_that_cannot_take_effect_are_refused() {
 #[test]
 fn an_offload_without_a_gpu_is_noted() {
     let (dense, model) = (fixture("dense.js"), smollm2());
-    let args = ["bench", s(&model), "--corpus", s(&dense), "--crop-lines", "1:60", "--count", "1", "--lines", "2", "--max-new-tokens", "4", "--quiet", "--gpu-layers", "99"];
+    let args = [
+        "bench",
+        s(&model),
+        "--corpus",
+        s(&dense),
+        "--crop-lines",
+        "1:60",
+        "--count",
+        "1",
+        "--lines",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--quiet",
+        "--gpu-layers",
+        "99",
+    ];
     let o = posrecall(&args);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{err}");

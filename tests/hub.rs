@@ -93,7 +93,8 @@ fn split_first_part() -> PathBuf {
 fn serve(files: Arc<Vec<File>>) -> Hub {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let (seen, behaviour, stop) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Behaviour::default())), Arc::new(AtomicBool::new(false)));
+    let (seen, behaviour, stop) =
+        (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Behaviour::default())), Arc::new(AtomicBool::new(false)));
     let (s, b, st) = (seen.clone(), behaviour.clone(), stop.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
@@ -152,7 +153,13 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
         }
         let siblings: Vec<String> = std::iter::once("{\"rfilename\":\"README.md\",\"size\":5}".to_string())
             .chain(files.iter().map(|f| {
-                format!("{{\"rfilename\":\"{}\",\"size\":{},\"lfs\":{{\"sha256\":\"{}\",\"size\":{}}}}}", f.name, f.bytes.len(), f.sha256, f.bytes.len())
+                format!(
+                    "{{\"rfilename\":\"{}\",\"size\":{},\"lfs\":{{\"sha256\":\"{}\",\"size\":{}}}}}",
+                    f.name,
+                    f.bytes.len(),
+                    f.sha256,
+                    f.bytes.len()
+                )
             }))
             .collect();
         let body = format!("{{\"id\":\"{REPO}\",\"sha\":\"{COMMIT}\",\"siblings\":[{}]}}", siblings.join(","));
@@ -230,7 +237,24 @@ fn a_reference_downloads_into_the_hub_cache_and_is_recorded() {
     let reference = format!("{REPO}/{WHOLE}");
     // A small forced-only run: what is checked is where the model came from.
     let dense = fixture("dense.js");
-    let args = ["bench", &reference, "--corpus", s(&dense), "--crop-lines", "1:100", "--forced-only", "--count", "2", "--lines", "6", "--kv", "f16", "-q", "-o", s(&run)];
+    let args = [
+        "bench",
+        &reference,
+        "--corpus",
+        s(&dense),
+        "--crop-lines",
+        "1:100",
+        "--forced-only",
+        "--count",
+        "2",
+        "--lines",
+        "6",
+        "--kv",
+        "f16",
+        "-q",
+        "-o",
+        s(&run),
+    ];
     ok(&with_hub(&args, &hub.url, cache.path(), &[]));
     // It asked for the file list at the revision, then the file.
     let paths: Vec<String> = hub.seen.lock().unwrap().iter().map(|r| r.path.clone()).collect();
@@ -287,10 +311,7 @@ fn a_cut_download_resumes_where_it_stopped() {
 
     assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
     let seen = hub.seen.lock().unwrap().clone();
-    assert!(
-        seen.iter().any(|r| r.range.as_deref() == Some(&format!("bytes={kept}-"))),
-        "no request resumed at byte {kept}: {seen:?}"
-    );
+    assert!(seen.iter().any(|r| r.range.as_deref() == Some(&format!("bytes={kept}-"))), "no request resumed at byte {kept}: {seen:?}");
     assert_eq!(hex(&std::fs::read(snapshot(cache.path()).join(WHOLE)).unwrap()), files[0].sha256);
     assert!(!part.exists());
 }
@@ -303,7 +324,11 @@ fn a_gated_repository_needs_a_token_that_is_never_shown() {
     let out = tempfile::tempdir().unwrap();
     let reference = format!("{REPO}/{WHOLE}");
     let o = with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]);
-    assert_clean_failure(&o, out.path(), "answered 401 (unauthorized): the repository is gated or private, or does not exist; set HF_TOKEN");
+    assert_clean_failure(
+        &o,
+        out.path(),
+        "answered 401 (unauthorized): the repository is gated or private, or does not exist; set HF_TOKEN",
+    );
     let o = with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[("HF_TOKEN", "hf_wrong")]);
     assert_clean_failure(&o, out.path(), "refused the token");
     assert!(!String::from_utf8_lossy(&o.stderr).contains("hf_wrong"));

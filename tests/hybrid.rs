@@ -12,10 +12,10 @@ use crate::common;
 use common::*;
 use posrecall::bench::plan;
 use posrecall::corpus::Source;
-use posrecall::settings::KvType;
 use posrecall::engine::model;
 use posrecall::engine::session::Session;
 use posrecall::prompt::Probe;
+use posrecall::settings::KvType;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -117,7 +117,8 @@ fn hybrid_bench_is_deterministic_caches_the_prefix_and_falls_back_from_parallel(
         let (full, _) = bench(&path, &["--restore", "full"], &dir.path().join("full.json"));
         assert_eq!(full["manifest"]["runtime"]["restore"], "full", "{name}");
         assert_eq!(reference, answers(&full), "{name}: full and lean restores answer differently");
-        let (lean_bytes, full_bytes) = (first["timings"]["snapshot_bytes"].as_u64().unwrap(), full["timings"]["snapshot_bytes"].as_u64().unwrap());
+        let (lean_bytes, full_bytes) =
+            (first["timings"]["snapshot_bytes"].as_u64().unwrap(), full["timings"]["snapshot_bytes"].as_u64().unwrap());
         assert!(lean_bytes > 0 && lean_bytes * 10 < full_bytes, "{name}: lean {lean_bytes} bytes, full {full_bytes}");
 
         let (par, err) = bench(&path, &["--parallel", "3"], &dir.path().join("parallel.json"));

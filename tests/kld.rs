@@ -223,7 +223,20 @@ fn the_file_in_context_raises_the_forced_pass_on_invented_code() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     // Lines 1..100 (about 2,100 tokens) hold 4 functions of 8 lines.
-    let args = ["--count", "4", "--lines", "8", "--crop-lines", "1:100", "--forced-only", "--closed-book", "--kv", "f16", "--out", out.to_str().unwrap()];
+    let args = [
+        "--count",
+        "4",
+        "--lines",
+        "8",
+        "--crop-lines",
+        "1:100",
+        "--forced-only",
+        "--closed-book",
+        "--kv",
+        "f16",
+        "--out",
+        out.to_str().unwrap(),
+    ];
     ok(&bench(&smollm2(), "distinct.js", &args));
     let r = read(&out);
     let mut gains = Vec::new();

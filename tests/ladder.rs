@@ -165,7 +165,10 @@ fn one_prefill_serves_every_length_and_each_answers_as_a_plain_run() {
     let page = dir.path().join("ladder.html");
     ok(&posrecall(&["report", s(&run_path), "--format", "html", "-o", s(&page)]));
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains(&format!("effective length (pass rate ≥ 0.50 at every length up to it) {label}<")), "no effective length {label} in the report");
+    assert!(
+        html.contains(&format!("effective length (pass rate ≥ 0.50 at every length up to it) {label}<")),
+        "no effective length {label} in the report"
+    );
 
     // Each window answers exactly as a plain run of that window does.
     for (i, r) in rungs(&run).iter().enumerate() {
@@ -411,7 +414,8 @@ fn matrix_runs_a_ladder_from_params_lengths() {
     )
     .unwrap();
     ok(&posrecall(&["matrix", s(&sweep), "--out-dir", s(&runs), "--quiet"]));
-    let files: Vec<_> = std::fs::read_dir(&runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
+    let files: Vec<_> =
+        std::fs::read_dir(&runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
     assert_eq!(files.len(), 1, "{files:?}");
     let run = read(&files[0]);
     assert_eq!(run["ladder"]["effective_at"].as_f64(), Some(0.25));

@@ -291,10 +291,7 @@ fn folder_flags_on_the_command_line() {
 /// fails here until the README says so too.
 #[test]
 fn default_corpora_hold_enough_targets() {
-    let readme = [
-        ("javascript", 41), ("typescript", 55), ("python", 37), ("rust", 54),
-        ("go", 39), ("c", 47), ("cpp", 26), ("java", 56),
-    ];
+    let readme = [("javascript", 41), ("typescript", 55), ("python", 37), ("rust", 54), ("go", 39), ("c", 47), ("cpp", 26), ("java", 56)];
     // Every default corpus is in the table: the others' languages, and
     // javascript's lodash, which is the default of defaults.
     let mut defaults: Vec<&str> = posrecall::fsutil::DEFAULT_CORPORA.iter().map(|(l, _)| *l).chain(["javascript"]).collect();
@@ -474,7 +471,8 @@ fn java_targets_agree_with_java_parser() {
 /// version, and their includes are there.
 fn llama_cpp_sources() -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/llama-tool");
-    let o = std::process::Command::new(&script).arg("--sources").output().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let o =
+        std::process::Command::new(&script).arg("--sources").output().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let p = PathBuf::from(String::from_utf8(o.stdout).unwrap().trim());
     assert!(p.join("ggml/src/ggml.c").is_file(), "{} holds no ggml/src/ggml.c", p.display());
@@ -494,8 +492,14 @@ fn c_and_cpp_targets_agree_with_libclang() {
     for (language, within) in [("c", "ggml/src/ggml.c"), ("cpp", "src/llama-vocab.cpp")] {
         let corpus = fetched(language);
         let copy = llama.join(within);
-        assert!(std::fs::read(&corpus).unwrap() == std::fs::read(&copy).unwrap(), "{} differs from the crate's {}", corpus.display(), copy.display());
-        let args: Vec<&std::ffi::OsStr> = [copy.as_os_str(), "20".as_ref()].into_iter().chain(includes.iter().map(|i| i.as_ref())).collect();
+        assert!(
+            std::fs::read(&corpus).unwrap() == std::fs::read(&copy).unwrap(),
+            "{} differs from the crate's {}",
+            corpus.display(),
+            copy.display()
+        );
+        let args: Vec<&std::ffi::OsStr> =
+            [copy.as_os_str(), "20".as_ref()].into_iter().chain(includes.iter().map(|i| i.as_ref())).collect();
         let theirs: Vec<Listed> = script_lines("bash", "c-targets", &args).iter().map(listed).collect();
         assert_eq!(our_targets(&corpus, 20), theirs, "{}", corpus.display());
     }
@@ -573,9 +577,8 @@ fn rust_targets_by_syn(text: &str, lines: usize) -> Vec<Listed> {
     let file = syn::parse_file(text).expect("the corpus parses as Rust");
     let mut v = SynFns { scope: Vec::new(), found: Vec::new() };
     syn::visit::Visit::visit_file(&mut v, &file);
-    let count = |pick: fn(&(String, String, usize, usize, usize)) -> &String, key: &String| {
-        v.found.iter().filter(|f| pick(f) == key).count()
-    };
+    let count =
+        |pick: fn(&(String, String, usize, usize, usize)) -> &String, key: &String| v.found.iter().filter(|f| pick(f) == key).count();
     let text_lines: Vec<&str> = text.split('\n').collect();
     let mut out: Vec<Listed> = v
         .found
@@ -623,7 +626,17 @@ fn renaming_works_in_every_language() {
 
 #[test]
 fn every_language_is_named_and_known_by_extension() {
-    for (name, ext) in [("javascript", "js"), ("typescript", "ts"), ("tsx", "tsx"), ("python", "py"), ("rust", "rs"), ("go", "go"), ("c", "h"), ("cpp", "hpp"), ("java", "java")] {
+    for (name, ext) in [
+        ("javascript", "js"),
+        ("typescript", "ts"),
+        ("tsx", "tsx"),
+        ("python", "py"),
+        ("rust", "rs"),
+        ("go", "go"),
+        ("c", "h"),
+        ("cpp", "hpp"),
+        ("java", "java"),
+    ] {
         let l = posrecall::corpus::language_named(name).unwrap();
         assert_eq!(l.name(), name);
         assert_eq!(posrecall::corpus::language_for(Path::new(&format!("x.{ext}"))).unwrap().name(), name);
@@ -642,7 +655,13 @@ const CODE_MODEL_WINDOWS: &[(&str, &str, &str, &str, &str)] = &[
     ("rust", "2270:2375", "2", "visit_pre", "    fn visit_pre(&mut self, ast: &Ast) -> Result<()> {"),
     ("go", "450:582", "2", "parseIdentList", "func (p *parser) parseIdentList() (list []*ast.Ident) {"),
     ("c", "2542:2643", "2", "ggml_repeat_back", "        struct ggml_tensor  * b) {"),
-    ("cpp", "19:126", "2", "llm_tokenizer_spm_session::tokenize", "    void tokenize(const std::string & text, std::vector<llama_token> & output) {"),
+    (
+        "cpp",
+        "19:126",
+        "2",
+        "llm_tokenizer_spm_session::tokenize",
+        "    void tokenize(const std::string & text, std::vector<llama_token> & output) {",
+    ),
     ("typescript", "2468:2621", "3", "warnAboutUntrackedRead_", "    warnAboutUntrackedRead_() {"),
     ("java", "810:925", "2", "registerAllPlugins", "    private void registerAllPlugins() {"),
 ];
@@ -685,7 +704,9 @@ fn a_code_model_recalls_a_function_of_every_languages_default_corpus() {
         let listed = listed.unwrap_or_else(|| panic!("{language}: `targets` does not list {name} in lines {lines}")).clone();
 
         let out = dir.path().join(format!("{language}.json"));
-        let args = [&["bench", s(&model), "--kv", "f16", "--no-forced", "--threads", "2", "--only", name, "--quiet", "--out", s(&out)][..], &pick].concat();
+        let args =
+            [&["bench", s(&model), "--kv", "f16", "--no-forced", "--threads", "2", "--only", name, "--quiet", "--out", s(&out)][..], &pick]
+                .concat();
         ok(&posrecall(&args));
         let run = common::read(&out);
         assert_eq!(run["manifest"]["corpus"]["language"], language);
@@ -694,17 +715,28 @@ fn a_code_model_recalls_a_function_of_every_languages_default_corpus() {
         assert_eq!((&t["name"], &t["line"]), (&listed["name"], &listed["line"]), "{language}");
         let expected: Vec<&str> = t["expected"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
         assert_eq!(expected.len(), 8, "{language}");
-        assert!(follows_in_source(&corpus, opening, &expected), "{language}: {name}'s expected lines are not the 8 after `{opening}` in the source: {expected:#?}");
+        assert!(
+            follows_in_source(&corpus, opening, &expected),
+            "{language}: {name}'s expected lines are not the 8 after `{opening}` in the source: {expected:#?}"
+        );
         let (matched, missing) = (t["matched"].as_u64().unwrap(), t["missing"].as_u64().unwrap());
         assert_eq!(matched + missing, 8, "{language}: {t}");
         // Measured 8 of 8; one line of room for another CPU's arithmetic.
-        assert!(matched >= 7 && t["pass"] == true, "{language}: {name} answered with {matched} of 8 lines matched:\n{}", t["response"].as_str().unwrap());
+        assert!(
+            matched >= 7 && t["pass"] == true,
+            "{language}: {name} answered with {matched} of 8 lines matched:\n{}",
+            t["response"].as_str().unwrap()
+        );
 
         // The completion probe: the question in the language's comment, then the header.
         let comment = if language == "python" { "#" } else { "//" };
         let shown = ok(&posrecall(&[&["prompt", s(&model), "--probe", "completion", "--target", name][..], &pick].concat()));
         assert!(shown.contains(&format!("\n{comment} The function `{name}` from above, repeated verbatim:\n")), "{language}: {shown:.300}");
-        assert!(shown.ends_with(&format!("\n{opening}\n")), "{language}: the prompt should end with the header: {:?}", &shown[shown.len().saturating_sub(300)..]);
+        assert!(
+            shown.ends_with(&format!("\n{opening}\n")),
+            "{language}: the prompt should end with the header: {:?}",
+            &shown[shown.len().saturating_sub(300)..]
+        );
     }
 }
 

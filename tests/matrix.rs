@@ -14,12 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Environment variables a scheduler may have set around the test itself.
-const SCHEDULER_VARS: &[&str] = &[
-    "SLURM_ARRAY_TASK_ID",
-    "SLURM_ARRAY_TASK_MIN",
-    "SLURM_ARRAY_TASK_COUNT",
-    "JOB_COMPLETION_INDEX",
-];
+const SCHEDULER_VARS: &[&str] = &["SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT", "JOB_COMPLETION_INDEX"];
 
 fn matrix_cmd(toml: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(bin());
@@ -29,7 +24,6 @@ fn matrix_cmd(toml: &Path, extra: &[&str]) -> Command {
     }
     cmd
 }
-
 
 /// A TOML basic string holding `p`.
 fn toml_path(p: &Path) -> String {
@@ -74,21 +68,11 @@ probe = "completion"
     p
 }
 
-const RUNS: [&str; 4] = [
-    "gemma3__f16-f16",
-    "gemma3__q8_0-q8_0",
-    "smollm2__f16-f16",
-    "smollm2__q8_0-q8_0",
-];
-
+const RUNS: [&str; 4] = ["gemma3__f16-f16", "gemma3__q8_0-q8_0", "smollm2__f16-f16", "smollm2__q8_0-q8_0"];
 
 /// The run files (names not starting with `.`) in `dir`.
 fn run_files(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.'))
-        .collect()
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| !n.starts_with('.')).collect()
 }
 
 /// Every entry of `dir`, dot-files too: a temporary file a writer left
@@ -152,12 +136,7 @@ fn target_list(run: &Value) -> Vec<(String, u64, Value)> {
 }
 
 fn answers(run: &Value) -> Vec<(Value, Value)> {
-    run["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| (t["response"].clone(), t["matched"].clone()))
-        .collect()
+    run["targets"].as_array().unwrap().iter().map(|t| (t["response"].clone(), t["matched"].clone())).collect()
 }
 
 fn stamp(p: &Path) -> (Vec<u8>, SystemTime) {
@@ -195,11 +174,8 @@ fn assert_every_run_shares_the_targets(full: &Path) -> BTreeMap<&'static str, Va
 /// file is written; returns the run files it finished. Anything else it left
 /// can only be the temporary file of a run it was writing.
 fn sweep_killed_after_its_first_run(toml: &Path, out: &Path) -> BTreeSet<String> {
-    let mut child = matrix_cmd(toml, &["--out-dir", out.to_str().unwrap(), "--quiet"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child =
+        matrix_cmd(toml, &["--out-dir", out.to_str().unwrap(), "--quiet"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(300);
     while run_files(out).is_empty() {
         assert!(child.try_wait().unwrap().is_none(), "the sweep ended before its first run file appeared");
@@ -241,8 +217,7 @@ fn a_sweep_runs_every_combination_on_the_same_targets_and_resumes_after_a_kill()
     let out = dir.path().join("resumed");
     std::fs::create_dir(&out).unwrap();
     let finished = sweep_killed_after_its_first_run(&toml, &out);
-    let before: BTreeMap<String, (Vec<u8>, SystemTime)> =
-        finished.iter().map(|f| (f.clone(), stamp(&out.join(f)))).collect();
+    let before: BTreeMap<String, (Vec<u8>, SystemTime)> = finished.iter().map(|f| (f.clone(), stamp(&out.join(f)))).collect();
     // A temporary file an earlier kill left mid-write (whatever its pid) is
     // this shard's to remove; a dot-file of someone else is not.
     std::fs::write(out.join(format!(".{}.json.tmp-4194000-x1Yz9q", RUNS[3])), "{\"half\": ").unwrap();
@@ -318,8 +293,7 @@ kv = ["q8_0", "f32"]
     toml
 }
 
-const SEVEN_RUNS: [&str; 7] =
-    ["a__f16-f16", "a__q8_0-f16", "a__q8_0-q8_0", "b__f16-f16", "b__q4_0-q4_0", "c__f32-f32", "c__q8_0-q8_0"];
+const SEVEN_RUNS: [&str; 7] = ["a__f16-f16", "a__q8_0-f16", "a__q8_0-q8_0", "b__f16-f16", "b__q4_0-q4_0", "c__f32-f32", "c__q8_0-q8_0"];
 
 #[test]
 fn shards_cover_every_run_exactly_once_and_scheduler_variables_pick_the_same_slices() {
@@ -334,20 +308,12 @@ fn shards_cover_every_run_exactly_once_and_scheduler_variables_pick_the_same_sli
             // Slurm: --array=3-(3+n-1), K and N from the environment.
             let id = (3 + k - 1).to_string();
             let count = n.to_string();
-            let slurm = [
-                ("SLURM_ARRAY_TASK_ID", id.as_str()),
-                ("SLURM_ARRAY_TASK_MIN", "3"),
-                ("SLURM_ARRAY_TASK_COUNT", count.as_str()),
-            ];
+            let slurm = [("SLURM_ARRAY_TASK_ID", id.as_str()), ("SLURM_ARRAY_TASK_MIN", "3"), ("SLURM_ARRAY_TASK_COUNT", count.as_str())];
             assert_eq!(list(&toml, &["--shard", "auto"], &slurm), part, "slurm {k}/{n}");
             assert_eq!(list(&toml, &["--shard", &count], &slurm), part, "slurm --shard N {k}/{n}");
             // Kubernetes Indexed Job: JOB_COMPLETION_INDEX is K - 1.
             let index = (k - 1).to_string();
-            assert_eq!(
-                list(&toml, &["--shard", &count], &[("JOB_COMPLETION_INDEX", index.as_str())]),
-                part,
-                "indexed job {k}/{n}"
-            );
+            assert_eq!(list(&toml, &["--shard", &count], &[("JOB_COMPLETION_INDEX", index.as_str())]), part, "indexed job {k}/{n}");
             seen.extend(part);
         }
         seen.sort();
@@ -491,11 +457,7 @@ fn bad_sweep_files_fail_with_one_error_line() {
     assert_one_error_line(&o, "does not exist");
     assert!(String::from_utf8_lossy(&o.stderr).contains("model `m`"), "{o:?}");
 
-    let o = run(
-        "unset.toml",
-        &good.replace(&toml_path(&smollm2()), "\"${POSRECALL_TEST_UNSET_VARIABLE}/m.gguf\""),
-        &[],
-    );
+    let o = run("unset.toml", &good.replace(&toml_path(&smollm2()), "\"${POSRECALL_TEST_UNSET_VARIABLE}/m.gguf\""), &[]);
     assert_one_error_line(&o, "POSRECALL_TEST_UNSET_VARIABLE");
 
     let o = run("kv.toml", &good.replace("[\"f16\"]", "[\"q7\"]"), &[]);

@@ -19,8 +19,6 @@ fn bench(extra: &[&str], out: Option<&Path>) -> Output {
     cmd.env("NO_COLOR", "1").output().unwrap()
 }
 
-
-
 #[test]
 fn parallel_answers_every_target_and_records_the_equivalence() {
     let _g = serial();
@@ -142,12 +140,7 @@ fn an_n_that_does_not_fit_names_the_largest_that_does() {
     assert_clean_failure(&o, dir.path(), "--parallel 6");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--kv-memory"), "{err}");
-    let largest: usize = err
-        .trim()
-        .rsplit(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no N at the end of: {err}"));
+    let largest: usize = err.trim().rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no N at the end of: {err}"));
     assert!((2..6).contains(&largest), "{err}");
 
     // One more than the largest does not fit: the same refusal, naming the same N.
@@ -159,10 +152,7 @@ fn an_n_that_does_not_fit_names_the_largest_that_does() {
     // The N it names does fit the same limit, and runs.
     let n = largest.to_string();
     let out = dir.path().join("fits.json");
-    ok(&bench(
-        &["--kv", "f16", "--max-new-tokens", "200", "--parallel", &n, "--kv-memory", "50MiB", "--no-forced"],
-        Some(&out),
-    ));
+    ok(&bench(&["--kv", "f16", "--max-new-tokens", "200", "--parallel", &n, "--kv-memory", "50MiB", "--no-forced"], Some(&out)));
     assert_eq!(read(&out)["manifest"]["params"]["parallel"], largest);
 
     // llama.cpp's own limit on sequences is named too.

@@ -55,7 +55,21 @@ fn the_prefix_is_the_same_for_every_question() {
     // only what follows it (the question) differs.
     let prompt = |target: &str| {
         let (corpus, model) = (lodash(), qwen_coder());
-        let args = ["prompt", s(&model), "--corpus", s(&corpus), "--target", target, "--full", "--crop-lines", "700:850", "--count", "4", "--lines", "8"];
+        let args = [
+            "prompt",
+            s(&model),
+            "--corpus",
+            s(&corpus),
+            "--target",
+            target,
+            "--full",
+            "--crop-lines",
+            "700:850",
+            "--count",
+            "4",
+            "--lines",
+            "8",
+        ];
         ok(&posrecall(&args))
     };
     let (a, b) = (prompt("arraySome"), prompt("baseFindKey"));

@@ -33,7 +33,6 @@ fn run(args: &[&str]) -> String {
     ok(&posrecall(args))
 }
 
-
 fn default_targets(corpus: &Path) -> Value {
     serde_json::from_str(&run(&["targets", s(corpus), "--json"])).expect("targets --json prints JSON")
 }

@@ -45,22 +45,10 @@ fn runs() -> &'static Runs {
         let o = Command::new(bin())
             .arg("targets")
             .arg(fixture("dense.js"))
-            .args([
-                "--crop-lines",
-                "1:150",
-                "--count",
-                "2",
-                "--lines",
-                "6",
-                "--json",
-            ])
+            .args(["--crop-lines", "1:150", "--count", "2", "--lines", "6", "--json"])
             .output()
             .unwrap();
-        assert!(
-            o.status.success(),
-            "targets: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert!(o.status.success(), "targets: {}", String::from_utf8_lossy(&o.stderr));
         std::fs::write(&targets, &o.stdout).unwrap();
         let t: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let answers: String = t["targets"]
@@ -68,93 +56,39 @@ fn runs() -> &'static Runs {
             .unwrap()
             .iter()
             .map(|t| {
-                let lines: Vec<&str> = t["expected"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .take(3)
-                    .map(|l| l.as_str().unwrap())
-                    .collect();
-                format!(
-                    "{}\n",
-                    serde_json::json!({"name": t["name"], "response": lines.join("\n")})
-                )
+                let lines: Vec<&str> = t["expected"].as_array().unwrap().iter().take(3).map(|l| l.as_str().unwrap()).collect();
+                format!("{}\n", serde_json::json!({"name": t["name"], "response": lines.join("\n")}))
             })
             .collect();
         let responses = dir.join("responses6.jsonl");
         std::fs::write(&responses, answers).unwrap();
         let c = dir.join("C.json");
-        let o = Command::new(bin())
-            .arg("score")
-            .arg(&targets)
-            .arg(&responses)
-            .arg("--out")
-            .arg(&c)
-            .arg("--quiet")
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "score: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        Runs {
-            dir,
-            a,
-            b,
-            c,
-            targets,
-        }
+        let o = Command::new(bin()).arg("score").arg(&targets).arg(&responses).arg("--out").arg(&c).arg("--quiet").output().unwrap();
+        assert!(o.status.success(), "score: {}", String::from_utf8_lossy(&o.stderr));
+        Runs { dir, a, b, c, targets }
     })
 }
 
 fn bench(out: &Path, kv: &str, html: Option<&Path>) {
     let mut cmd = Command::new(bin());
-    cmd.arg("bench")
-        .arg(smollm2())
-        .arg("--corpus")
-        .arg(fixture("dense.js"));
-    cmd.args([
-        "--count",
-        "4",
-        "--lines",
-        "8",
-        "--crop-lines",
-        "1:150",
-        "--max-new-tokens",
-        "40",
-    ]);
-    cmd.args(["--threads", "2", "--quiet", "--kv", kv])
-        .arg("--out")
-        .arg(out);
+    cmd.arg("bench").arg(smollm2()).arg("--corpus").arg(fixture("dense.js"));
+    cmd.args(["--count", "4", "--lines", "8", "--crop-lines", "1:150", "--max-new-tokens", "40"]);
+    cmd.args(["--threads", "2", "--quiet", "--kv", kv]).arg("--out").arg(out);
     if let Some(h) = html {
         cmd.arg("--html").arg(h);
     }
     let o = cmd.env("NO_COLOR", "1").output().unwrap();
-    assert!(
-        o.status.success(),
-        "bench failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "bench failed: {}", String::from_utf8_lossy(&o.stderr));
 }
 
 fn report<S: AsRef<OsStr>>(args: &[S]) -> Output {
-    Command::new(bin())
-        .arg("report")
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
+    Command::new(bin()).arg("report").args(args).env("NO_COLOR", "1").output().unwrap()
 }
 
 /// Runs `report` and returns its stdout, failing on a non-zero exit.
 fn report_ok<S: AsRef<OsStr>>(args: &[S]) -> String {
     let o = report(args);
-    assert!(
-        o.status.success(),
-        "report failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "report failed: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -171,14 +105,7 @@ fn html_shows_every_line_of_every_target_offline() {
     let r = runs();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report.html");
-    let o = report(&[
-        s(&r.a),
-        s(&r.b),
-        OsStr::new("--format"),
-        OsStr::new("html"),
-        OsStr::new("-o"),
-        s(&out),
-    ]);
+    let o = report(&[s(&r.a), s(&r.b), OsStr::new("--format"), OsStr::new("html"), OsStr::new("-o"), s(&out)]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(o.stdout.is_empty(), "-o writes the file, not stdout");
     let html = std::fs::read_to_string(&out).unwrap();
@@ -189,22 +116,14 @@ fn html_shows_every_line_of_every_target_offline() {
         for t in &run.targets {
             assert!(html.contains(&t.name), "{} not in the page", t.name);
             // The diff container of this run and target, up to its end.
-            let open = format!(
-                "<pre class=\"diff\" data-run=\"{i}\" data-target=\"{}\">",
-                t.name
-            );
+            let open = format!("<pre class=\"diff\" data-run=\"{i}\" data-target=\"{}\">", t.name);
             assert_eq!(html.matches(&open).count(), 1, "{open}");
             let body = &html[html.find(&open).unwrap() + open.len()..];
             let body = &body[..body.find("</pre>").unwrap()];
             let count = |class: &str| body.matches(&format!("class=\"l l-{class}\"")).count();
             assert_eq!(count("matched"), t.score.matched, "run {i} {} matched", t.name);
             assert_eq!(count("missing"), t.score.missing, "run {i} {} missing", t.name);
-            assert_eq!(
-                count("hallucinated"),
-                t.score.hallucinated,
-                "run {i} {} hallucinated",
-                t.name
-            );
+            assert_eq!(count("hallucinated"), t.score.hallucinated, "run {i} {} hallucinated", t.name);
             assert_eq!(count("extra"), t.score.extra, "run {i} {} extra", t.name);
             assert_eq!(body.matches("class=\"l l-").count(), t.score.lines.len());
             // Collapsible per target: this diff sits in the target's own
@@ -231,25 +150,17 @@ fn html_shows_every_line_of_every_target_offline() {
         for (at, _) in lower.match_indices(attr) {
             let value = lower[at + attr.len()..].trim_start_matches(['"', '\'']);
             assert!(
-                !(value.starts_with("http:")
-                    || value.starts_with("https:")
-                    || value.starts_with("//")),
+                !(value.starts_with("http:") || value.starts_with("https:") || value.starts_with("//")),
                 "external reference: {}",
                 &html[at..(at + 80).min(html.len())]
             );
         }
     }
-    assert!(
-        !lower.contains("@import") && !lower.contains("url("),
-        "CSS loads something"
-    );
+    assert!(!lower.contains("@import") && !lower.contains("url("), "CSS loads something");
 
     // bench --html wrote the same page for its single run as report does.
     let single = report_ok(&[s(&r.a), OsStr::new("--format"), OsStr::new("html")]);
-    assert_eq!(
-        std::fs::read_to_string(r.dir.join("A.html")).unwrap(),
-        single
-    );
+    assert_eq!(std::fs::read_to_string(r.dir.join("A.html")).unwrap(), single);
 }
 
 /// The `<details class="target">` element whose summary names the target
@@ -269,24 +180,14 @@ fn details_of<'a>(html: &'a str, name: &str, line: usize) -> &'a str {
 #[test]
 fn csv_parses_back_to_the_run_files() {
     let r = runs();
-    let text = report_ok(&[
-        s(&r.a),
-        s(&r.b),
-        s(&r.a),
-        OsStr::new("--format"),
-        OsStr::new("csv"),
-    ]);
+    let text = report_ok(&[s(&r.a), s(&r.b), s(&r.a), OsStr::new("--format"), OsStr::new("csv")]);
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let rows: Vec<HashMap<String, String>> = reader.deserialize().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 3, "one row per run, in the order given");
     for (row, path) in rows.iter().zip([&r.a, &r.b, &r.a]) {
         let run = load(path);
         let t = &run.summary.total;
-        let num = |k: &str| {
-            row[k]
-                .parse::<usize>()
-                .unwrap_or_else(|_| panic!("{k}: {}", row[k]))
-        };
+        let num = |k: &str| row[k].parse::<usize>().unwrap_or_else(|_| panic!("{k}: {}", row[k]));
         assert_eq!(num("passes"), t.passes);
         assert_eq!(num("count"), t.count);
         assert_eq!(num("matched"), t.matched);
@@ -304,21 +205,12 @@ fn csv_parses_back_to_the_run_files() {
         let tm = run.timings.as_ref().unwrap();
         let speed: f64 = row["prefill_tok_s"].parse().unwrap();
         let expect = tm.prefill_tokens as f64 / tm.prefill_ms * 1000.0;
-        assert!(
-            (speed - expect).abs() <= 1e-9 * expect,
-            "{speed} vs {expect}"
-        );
+        assert!((speed - expect).abs() <= 1e-9 * expect, "{speed} vs {expect}");
         // The teacher-forced means, as in summary.forced.
-        let forced = run
-            .summary
-            .forced
-            .as_ref()
-            .expect("bench runs have forced metrics");
-        for (k, want) in [
-            ("top1_share", forced.top1_share),
-            ("mean_logprob", forced.mean_logprob),
-            ("lines_exact_share", forced.lines_exact_share),
-        ] {
+        let forced = run.summary.forced.as_ref().expect("bench runs have forced metrics");
+        for (k, want) in
+            [("top1_share", forced.top1_share), ("mean_logprob", forced.mean_logprob), ("lines_exact_share", forced.lines_exact_share)]
+        {
             let got: f64 = row[k].parse().unwrap_or_else(|_| panic!("{k}: {}", row[k]));
             assert!((got - want).abs() <= 1e-12, "{k}: {got} vs {want}");
         }
@@ -333,40 +225,18 @@ fn csv_parses_back_to_the_run_files() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["model"], "external (dense.js)");
     assert!(load(&r.c).summary.forced.is_none());
-    for k in [
-        "build",
-        "quant",
-        "kv_k",
-        "kv_v",
-        "prefill_tok_s",
-        "top1_share",
-        "mean_logprob",
-        "lines_exact_share",
-    ] {
+    for k in ["build", "quant", "kv_k", "kv_v", "prefill_tok_s", "top1_share", "mean_logprob", "lines_exact_share"] {
         assert_eq!(rows[0][k], "", "{k}");
     }
     // One header row, the same columns with and without forced metrics.
     let header = |text: &str| text.lines().next().unwrap().to_string();
-    assert_eq!(
-        header(&text),
-        header(&report_ok(&[
-            s(&r.a),
-            OsStr::new("--format"),
-            OsStr::new("csv")
-        ]))
-    );
-    assert_eq!(
-        rows[0]["matched"].parse::<usize>().unwrap(),
-        load(&r.c).summary.total.matched
-    );
+    assert_eq!(header(&text), header(&report_ok(&[s(&r.a), OsStr::new("--format"), OsStr::new("csv")])));
+    assert_eq!(rows[0]["matched"].parse::<usize>().unwrap(), load(&r.c).summary.total.matched);
 }
 
 /// The rows of the first Markdown table in `md`.
 fn first_md_table(md: &str) -> Vec<&str> {
-    md.lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .collect()
+    md.lines().skip_while(|l| !l.starts_with('|')).take_while(|l| l.starts_with('|')).collect()
 }
 
 #[test]
@@ -377,23 +247,13 @@ fn markdown_has_one_row_per_run() {
         args.extend([OsStr::new("--format"), OsStr::new("md")]);
         let md = report_ok(&args);
         let table = first_md_table(&md);
-        assert_eq!(
-            table.len(),
-            2 + inputs.len(),
-            "header, rule, one row per run:\n{md}"
-        );
+        assert_eq!(table.len(), 2 + inputs.len(), "header, rule, one row per run:\n{md}");
         assert!(table[1].starts_with("|---"), "{md}");
         for (row, path) in table[2..].iter().zip(&inputs) {
             let run = load(path);
             let t = &run.summary.total;
-            assert!(
-                row.contains(&format!("| {}/{} |", t.passes, t.count)),
-                "{row}"
-            );
-            assert!(
-                row.contains(run.manifest.context.as_ref().unwrap().type_k.as_str()),
-                "{row}"
-            );
+            assert!(row.contains(&format!("| {}/{} |", t.passes, t.count)), "{row}");
+            assert!(row.contains(run.manifest.context.as_ref().unwrap().type_k.as_str()), "{row}");
         }
         assert_eq!(md.contains("### Per target"), inputs.len() > 1, "{md}");
     }
@@ -414,27 +274,15 @@ fn a_folder_reports_like_its_files_in_name_order() {
     std::fs::copy(&r.targets, runs_dir.join("targets.json")).unwrap();
     for format in ["table", "md", "csv", "json", "html"] {
         let from_dir = report_ok(&[s(&runs_dir), OsStr::new("--format"), OsStr::new(format)]);
-        let from_files = report_ok(&[
-            s(&runs_dir.join("A.json")),
-            s(&runs_dir.join("B.json")),
-            OsStr::new("--format"),
-            OsStr::new(format),
-        ]);
+        let from_files = report_ok(&[s(&runs_dir.join("A.json")), s(&runs_dir.join("B.json")), OsStr::new("--format"), OsStr::new(format)]);
         assert_eq!(from_dir, from_files, "--format {format}");
     }
     let csv = report_ok(&[s(&runs_dir), OsStr::new("--format"), OsStr::new("csv")]);
-    let labels: Vec<&str> = csv
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').next().unwrap())
-        .collect();
+    let labels: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').next().unwrap()).collect();
     assert_eq!(labels, ["A", "B"]);
     // --diff too, and a folder mixed with a file.
     let mixed = report_ok(&[s(&runs_dir), s(&r.a), OsStr::new("--diff")]);
-    let headings = mixed
-        .lines()
-        .filter(|l| l.starts_with("== ") && l.ends_with(" =="))
-        .count();
+    let headings = mixed.lines().filter(|l| l.starts_with("== ") && l.ends_with(" ==")).count();
     assert_eq!(headings, 3, "{mixed}");
 }
 
@@ -447,23 +295,14 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
     assert!(table.contains("Pass rate by depth quarter"), "{table}");
     let mark = |t: &posrecall::run::TargetResult| {
         let f = t.forced.as_ref().expect("bench runs have forced metrics");
-        format!(
-            "{} {} · {:.2}",
-            t.score.matched,
-            if t.score.pass { "✓" } else { "✗" },
-            f.top1_share
-        )
+        format!("{} {} · {:.2}", t.score.matched, if t.score.pass { "✓" } else { "✗" }, f.top1_share)
     };
     for (ta, tb) in ra.targets.iter().zip(&rb.targets) {
         let line = table
             .lines()
             .find(|l| l.starts_with(&format!("{} ", ta.name)))
             .unwrap_or_else(|| panic!("no grid row for {}:\n{table}", ta.name));
-        let cells: Vec<&str> = line
-            .split("  ")
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .collect();
+        let cells: Vec<&str> = line.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
         assert_eq!(cells.len(), 5, "{line}");
         assert_eq!(cells[0], ta.name);
         assert_eq!(cells[1], ta.line.to_string());
@@ -474,15 +313,9 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
     let positions: Vec<usize> = {
         let mut by_depth = ra.targets.clone();
         by_depth.sort_by(|x, y| x.depth.total_cmp(&y.depth));
-        by_depth
-            .iter()
-            .map(|t| table.find(&format!("\n{} ", t.name)).unwrap())
-            .collect()
+        by_depth.iter().map(|t| table.find(&format!("\n{} ", t.name)).unwrap()).collect()
     };
-    assert!(
-        positions.windows(2).all(|w| w[0] < w[1]),
-        "grid not by depth"
-    );
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "grid not by depth");
     // Pass rate by depth quarter: every quarter and every run, computed from
     // the targets' depths; as many cells must have been checked as the run
     // files' summaries say hold targets (not one skipped as empty).
@@ -491,11 +324,7 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
     // The same in Markdown; one run has none.
     let md = report_ok(&[s(&r.a), s(&r.b), OsStr::new("--format"), OsStr::new("md")]);
     for t in &ra.targets {
-        assert!(
-            md.lines()
-                .any(|l| l.starts_with(&format!("| {} |", t.name))),
-            "{md}"
-        );
+        assert!(md.lines().any(|l| l.starts_with(&format!("| {} |", t.name))), "{md}");
     }
     let one = report_ok(&[s(&r.a)]);
     assert!(!one.contains("Per target"), "{one}");
@@ -518,11 +347,7 @@ fn marker(status: LineStatus) -> char {
 fn diff_block<'a>(section: &'a str, t: &TargetResult) -> Vec<&'a str> {
     let verdict = if t.score.pass { "PASS" } else { "FAIL" };
     let heading = format!("{verdict} {} ", t.name);
-    let blocks: Vec<&str> = section
-        .split("\n\n")
-        .map(|b| b.trim_start_matches('\n'))
-        .filter(|b| b.starts_with(&heading))
-        .collect();
+    let blocks: Vec<&str> = section.split("\n\n").map(|b| b.trim_start_matches('\n')).filter(|b| b.starts_with(&heading)).collect();
     assert_eq!(blocks.len(), 1, "one block headed {heading:?} in\n{section}");
     blocks[0].lines().collect()
 }
@@ -549,16 +374,12 @@ fn check_diff_section(section: &str, run: &RunFile) {
         let mut body = &block[1..];
         if let Some(f) = &t.forced {
             let top1 = format!("top-1 {:.3}", f.top1_share);
-            assert!(
-                body[0].starts_with("  teacher-forced: ") && body[0].contains(&top1),
-                "{}: {:?}",
-                t.name,
-                body[0]
-            );
+            assert!(body[0].starts_with("  teacher-forced: ") && body[0].contains(&top1), "{}: {:?}", t.name, body[0]);
             body = &body[1..];
         }
         let expected: Vec<String> = t
-            .score.lines
+            .score
+            .lines
             .iter()
             .map(|l| {
                 assert!(l.text.chars().count() <= 160, "a line the terminal would clip");
@@ -613,9 +434,7 @@ fn quarters_from_targets(run: &RunFile) -> [(usize, usize); 4] {
 
 /// How many (quarter, run) pairs hold targets, as the run files' summaries say.
 fn nonempty_quarters(runs: &[&RunFile]) -> usize {
-    runs.iter()
-        .map(|r| r.summary.by_quarter.iter().filter(|q| q.count > 0).count())
-        .sum()
+    runs.iter().map(|r| r.summary.by_quarter.iter().filter(|q| q.count > 0).count()).sum()
 }
 
 /// Checks the rows of a pass-rate-by-quarter table (cells as text, no header)
@@ -653,13 +472,7 @@ fn text_table_after(out: &str, caption: &str) -> Vec<Vec<String>> {
         .lines()
         .skip(3)
         .take_while(|l| !l.trim().is_empty())
-        .map(|l| {
-            l.split("  ")
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .map(String::from)
-                .collect()
-        })
+        .map(|l| l.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect())
         .collect()
 }
 
@@ -668,10 +481,7 @@ fn quarters_of_fixture_runs_and_empty_quarters() {
     // The real runs above fail every target, one per quarter: these tell
     // quarters and runs apart. a, b, c: 16 targets, 3 to 5 per quarter.
     let r = runs();
-    let fixtures: Vec<PathBuf> = ["a.json", "b.json", "c.json"]
-        .iter()
-        .map(|f| fixture(&format!("compare/{f}")))
-        .collect();
+    let fixtures: Vec<PathBuf> = ["a.json", "b.json", "c.json"].iter().map(|f| fixture(&format!("compare/{f}"))).collect();
     let loaded: Vec<RunFile> = fixtures.iter().map(|p| load(p)).collect();
     let args: Vec<&OsStr> = fixtures.iter().map(|p| s(p)).collect();
     let table = report_ok(&args);
@@ -699,12 +509,7 @@ fn diff_shows_every_target_of_every_run() {
     }
     // The aggregate still follows.
     assert!(out.contains("prefill tok/s"));
-    let md = report_ok(&[
-        s(&r.a),
-        OsStr::new("--format"),
-        OsStr::new("md"),
-        OsStr::new("--diff"),
-    ]);
+    let md = report_ok(&[s(&r.a), OsStr::new("--format"), OsStr::new("md"), OsStr::new("--diff")]);
     assert!(md.contains("<details>") && md.contains("```text"), "{md}");
 }
 
@@ -767,25 +572,10 @@ fn json_report_has_the_documented_shape() {
         assert_eq!(e["run"], path.file_stem().unwrap().to_str().unwrap());
         assert_eq!(e["lines"], 8);
         assert_eq!(e["pass"], run.manifest.params.pass);
-        for k in [
-            "passes",
-            "count",
-            "matched",
-            "missing",
-            "truncated",
-            "hallucinated",
-            "extra",
-        ] {
-            assert_eq!(
-                e[k],
-                serde_json::to_value(&run.summary.total).unwrap()[k],
-                "{k}"
-            );
+        for k in ["passes", "count", "matched", "missing", "truncated", "hallucinated", "extra"] {
+            assert_eq!(e[k], serde_json::to_value(&run.summary.total).unwrap()[k], "{k}");
         }
-        assert_eq!(
-            e["by_quarter"],
-            serde_json::to_value(&run.summary.by_quarter).unwrap()
-        );
+        assert_eq!(e["by_quarter"], serde_json::to_value(&run.summary.by_quarter).unwrap());
         assert!(e["prefill_tok_s"].as_f64().unwrap() > 0.0);
         for k in ["model", "build", "quant", "kv_k", "kv_v"] {
             assert!(e[k].is_string(), "{k}");
@@ -795,10 +585,7 @@ fn json_report_has_the_documented_shape() {
         let forced = load(path).summary.forced.unwrap();
         assert_eq!(e["top1_share"].as_f64().unwrap(), forced.top1_share);
         assert_eq!(e["mean_logprob"].as_f64().unwrap(), forced.mean_logprob);
-        assert_eq!(
-            e["lines_exact_share"].as_f64().unwrap(),
-            forced.lines_exact_share
-        );
+        assert_eq!(e["lines_exact_share"].as_f64().unwrap(), forced.lines_exact_share);
     }
     let (ra, rb) = (load(&r.a), load(&r.b));
     let grid = v["grid"]["rows"].as_array().unwrap();
@@ -808,10 +595,7 @@ fn json_report_has_the_documented_shape() {
         assert_eq!(cells.len(), 2);
         for (cell, run) in cells.iter().zip([&ra, &rb]) {
             let t = run.targets.iter().find(|t| t.name == g["name"]).unwrap();
-            assert_eq!(
-                cell["top1_share"].as_f64().unwrap(),
-                t.forced.as_ref().unwrap().top1_share
-            );
+            assert_eq!(cell["top1_share"].as_f64().unwrap(), t.forced.as_ref().unwrap().top1_share);
         }
     }
     let one = report_ok(&[s(&r.c), OsStr::new("--format"), OsStr::new("json")]);
@@ -834,15 +618,8 @@ fn element<'a>(html: &'a str, open: &str) -> &'a str {
 
 /// The number after `key ` in `line`, up to the next space.
 fn number_after(line: &str, key: &str) -> f64 {
-    let rest = &line[line
-        .find(key)
-        .unwrap_or_else(|| panic!("no {key} in {line}"))
-        + key.len()..];
-    rest.split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap_or_else(|_| panic!("{key} in {line}"))
+    let rest = &line[line.find(key).unwrap_or_else(|| panic!("no {key} in {line}")) + key.len()..];
+    rest.split_whitespace().next().unwrap().parse().unwrap_or_else(|_| panic!("{key} in {line}"))
 }
 
 #[test]
@@ -855,30 +632,13 @@ fn teacher_forced_metrics_in_every_format() {
     for (i, run) in [&ra, &rb].into_iter().enumerate() {
         for t in &run.targets {
             let f = t.forced.as_ref().expect("bench runs have forced metrics");
-            let line = element(
-                &html,
-                &format!(
-                    "<div class=\"forced\" data-run=\"{i}\" data-target=\"{}\">",
-                    t.name
-                ),
-            );
+            let line = element(&html, &format!("<div class=\"forced\" data-run=\"{i}\" data-target=\"{}\">", t.name));
             let top1 = number_after(line, "top-1");
-            assert!(
-                (top1 - f.top1_share).abs() <= 5e-4,
-                "run {i} {}: {line}",
-                t.name
-            );
+            assert!((top1 - f.top1_share).abs() <= 5e-4, "run {i} {}: {line}", t.name);
             let lp = number_after(line, "mean log-prob");
-            assert!(
-                (lp - f.mean_logprob).abs() <= 5e-4,
-                "run {i} {}: {line}",
-                t.name
-            );
+            assert!((lp - f.mean_logprob).abs() <= 5e-4, "run {i} {}: {line}", t.name);
             let exact = f.lines_exact.iter().filter(|&&e| e).count();
-            assert!(
-                line.contains(&format!("{exact}/{} lines exact", f.lines_exact.len())),
-                "{line}"
-            );
+            assert!(line.contains(&format!("{exact}/{} lines exact", f.lines_exact.len())), "{line}");
             assert!(line.contains(&format!("{} tokens", f.tokens)), "{line}");
         }
         // The aggregate columns.
@@ -896,19 +656,12 @@ fn teacher_forced_metrics_in_every_format() {
         &svg[..svg.find("</svg>").unwrap()]
     };
     for colour in ["#4E79A7", "#F28E2B"] {
-        assert!(
-            top1_svg.to_ascii_uppercase().contains(colour),
-            "no {colour} series in the top-1 chart"
-        );
+        assert!(top1_svg.to_ascii_uppercase().contains(colour), "no {colour} series in the top-1 chart");
     }
 
     // A score run has none: no top-1 chart, no forced lines, no forced columns.
     let html = report_ok(&[s(&r.c), OsStr::new("--format"), OsStr::new("html")]);
-    assert_eq!(
-        html.matches("<svg").count(),
-        1,
-        "only the matched-lines chart"
-    );
+    assert_eq!(html.matches("<svg").count(), 1, "only the matched-lines chart");
     assert!(!html.contains("chart-top1"));
     assert!(!html.contains("class=\"forced\""));
     assert!(!html.contains("top-1 share"));
@@ -917,33 +670,20 @@ fn teacher_forced_metrics_in_every_format() {
     let table = report_ok(&[s(&r.a), s(&r.b)]);
     let md = report_ok(&[s(&r.a), s(&r.b), OsStr::new("--format"), OsStr::new("md")]);
     for out in [&table, &md] {
-        assert!(
-            out.contains("top-1 share") && out.contains("mean log-prob"),
-            "{out}"
-        );
-        assert!(
-            out.contains("teacher-forced top-1 share"),
-            "grid caption: {out}"
-        );
+        assert!(out.contains("top-1 share") && out.contains("mean log-prob"), "{out}");
+        assert!(out.contains("teacher-forced top-1 share"), "grid caption: {out}");
         for (label, run) in [("A", &ra), ("B", &rb)] {
             let sf = run.summary.forced.as_ref().unwrap();
             let row = out
                 .lines()
                 .find(|l| l.trim_start_matches("| ").starts_with(&format!("{label} ")))
                 .unwrap_or_else(|| panic!("no row {label}: {out}"));
-            for v in [
-                format!("{:.3}", sf.top1_share),
-                format!("{:.3}", sf.mean_logprob),
-                format!("{:.1}%", 100.0 * sf.lines_exact_share),
-            ] {
+            for v in [format!("{:.3}", sf.top1_share), format!("{:.3}", sf.mean_logprob), format!("{:.1}%", 100.0 * sf.lines_exact_share)] {
                 assert!(row.contains(&v), "{v} not in {row}");
             }
         }
     }
-    for out in [
-        report_ok(&[s(&r.c)]),
-        report_ok(&[s(&r.c), OsStr::new("--format"), OsStr::new("md")]),
-    ] {
+    for out in [report_ok(&[s(&r.c)]), report_ok(&[s(&r.c), OsStr::new("--format"), OsStr::new("md")])] {
         assert!(!out.contains("top-1") && !out.contains("log-prob"), "{out}");
     }
 }
@@ -1078,10 +818,7 @@ fn check_series(chart: &Chart, colour: &str, data: &[(f64, f64)], what: &str) {
     got.sort_by_key(key);
     assert_eq!(got.len(), want.len(), "{what}: points {got:?}, want {want:?}");
     for (g, w) in got.iter().zip(&want) {
-        assert!(
-            (g.0 - w.0).abs() <= 2.0 && (g.1 - w.1).abs() <= 2.0,
-            "{what}: point at {g:?}, want {w:?} (all: {got:?} vs {want:?})"
-        );
+        assert!((g.0 - w.0).abs() <= 2.0 && (g.1 - w.1).abs() <= 2.0, "{what}: point at {g:?}, want {w:?} (all: {got:?} vs {want:?})");
     }
 }
 
@@ -1110,8 +847,7 @@ fn check_top1_chart(html: &str, runs: &[(String, RunFile)]) {
     assert_eq!(colours.len(), forced.len(), "{colours:?}");
     assert_eq!(c.points.len(), forced.len(), "{:?}", c.points.keys());
     for (label, run) in forced {
-        let data: Vec<(f64, f64)> =
-            run.targets.iter().map(|t| (t.depth, t.forced.as_ref().unwrap().top1_share)).collect();
+        let data: Vec<(f64, f64)> = run.targets.iter().map(|t| (t.depth, t.forced.as_ref().unwrap().top1_share)).collect();
         check_series(&c, &colours[label], &data, &format!("top-1 share of {label}"));
     }
 }
@@ -1150,11 +886,7 @@ fn check_grid(html: &str, runs: &[(String, RunFile)]) {
 /// Every target's diff section has one column per run (`repeat(N, ...)` and
 /// N `<div class="col">`); returns how many sections there are.
 fn check_diff_columns(html: &str, runs: usize) -> usize {
-    let sections: Vec<&str> = html
-        .split("<details class=\"target\">")
-        .skip(1)
-        .map(|d| &d[..d.find("</details>").unwrap()])
-        .collect();
+    let sections: Vec<&str> = html.split("<details class=\"target\">").skip(1).map(|d| &d[..d.find("</details>").unwrap()]).collect();
     for d in &sections {
         assert!(d.contains(&format!("grid-template-columns: repeat({runs}, ")), "{d}");
         assert_eq!(d.matches("<div class=\"col\">").count(), runs, "{d}");
@@ -1164,10 +896,7 @@ fn check_diff_columns(html: &str, runs: usize) -> usize {
 
 /// Labels (file stems, as `report` labels runs) and run files of `paths`.
 fn labelled(paths: &[PathBuf]) -> Vec<(String, RunFile)> {
-    paths
-        .iter()
-        .map(|p| (p.file_stem().unwrap().to_string_lossy().into_owned(), load(p)))
-        .collect()
+    paths.iter().map(|p| (p.file_stem().unwrap().to_string_lossy().into_owned(), load(p))).collect()
 }
 
 fn html_of(paths: &[PathBuf]) -> String {
@@ -1233,7 +962,6 @@ fn runs_with_different_targets_get_no_grid_but_the_rest() {
     assert!(!table.contains("Per target, by depth"), "{table}");
 }
 
-
 #[test]
 fn bad_input_is_one_line_and_writes_nothing() {
     let r = runs();
@@ -1257,15 +985,7 @@ fn bad_input_is_one_line_and_writes_nothing() {
         (vec![s(&empty)], "holds no run files"),
         (vec![s(&no_runs)], "holds no run files"),
         (vec![s(&r.a), s(&missing)], "cannot read run file"),
-        (
-            vec![
-                s(&r.a),
-                OsStr::new("--diff"),
-                OsStr::new("--format"),
-                OsStr::new("csv"),
-            ],
-            "--diff",
-        ),
+        (vec![s(&r.a), OsStr::new("--diff"), OsStr::new("--format"), OsStr::new("csv")], "--diff"),
     ];
     for (args, needle) in cases {
         for format in ["table", "html", "json"] {

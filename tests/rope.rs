@@ -22,7 +22,24 @@ fn rope_settings_reach_llama_cpp_and_are_recorded() {
         let out = dir.path().join(name);
         // A small window at f16 (the forced pass reads every position's
         // rotation at any length); the default q8_0 prefills 2.5x slower.
-        let mut args = vec!["bench", s(&model), "--corpus", s(&dense), "--crop-lines", "1:120", "--forced-only", "--count", "2", "--lines", "6", "--kv", "f16", "-q", "-o", s(&out)];
+        let mut args = vec![
+            "bench",
+            s(&model),
+            "--corpus",
+            s(&dense),
+            "--crop-lines",
+            "1:120",
+            "--forced-only",
+            "--count",
+            "2",
+            "--lines",
+            "6",
+            "--kv",
+            "f16",
+            "-q",
+            "-o",
+            s(&out),
+        ];
         args.extend_from_slice(extra);
         ok(&posrecall(&args));
         read(&out)
@@ -81,7 +98,11 @@ fn auto_context_goes_past_the_trained_one_only_with_a_scaling() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     let o = posrecall(&["bench", s(&model), "--crop", "none", "-o", s(&out)]);
-    assert_clean_failure(&o, dir.path(), "past the model's trained context (8192 tokens), set a RoPE scaling, e.g. --rope-scaling yarn --rope-scale 4");
+    assert_clean_failure(
+        &o,
+        dir.path(),
+        "past the model's trained context (8192 tokens), set a RoPE scaling, e.g. --rope-scaling yarn --rope-scale 4",
+    );
     let o = posrecall(&["bench", s(&model), "--crop", "none", "--ctx", "8000", "-o", s(&out)]);
     assert_clean_failure(&o, dir.path(), "or a larger --ctx");
     assert!(!String::from_utf8_lossy(&o.stderr).contains("rope"), "a fixed context is not the trained one's cap");

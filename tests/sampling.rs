@@ -35,12 +35,7 @@ fn functions(n: usize) -> (Corpus, Parsed) {
 }
 
 fn opts(count: usize, seed: u64) -> TargetOptions {
-    TargetOptions {
-        count,
-        lines: 20,
-        seed,
-        skip_blank: false,
-    }
+    TargetOptions { count, lines: 20, seed, skip_blank: false }
 }
 
 fn pick(corpus: &Corpus, parsed: &Parsed, o: &TargetOptions) -> Vec<Target> {
@@ -72,8 +67,7 @@ fn different_seeds_give_different_targets() {
     let one = names(&pick(&corpus, &parsed, &opts(4, 1)));
     let two = names(&pick(&corpus, &parsed, &opts(4, 2)));
     assert_ne!(one, two, "seeds 1 and 2 picked the same 4 of 60 functions");
-    let distinct: BTreeSet<Vec<String>> =
-        (1..=10).map(|s| names(&pick(&corpus, &parsed, &opts(4, s)))).collect();
+    let distinct: BTreeSet<Vec<String>> = (1..=10).map(|s| names(&pick(&corpus, &parsed, &opts(4, s)))).collect();
     assert!(distinct.len() >= 5, "10 seeds gave only {} different picks", distinct.len());
 }
 
@@ -99,12 +93,8 @@ fn every_depth_bucket_is_represented() {
 fn empty_buckets_borrow_from_the_nearest_neighbour() {
     // 10 functions, a comment as long as 20 of them, 10 more functions: with
     // COUNT 4 the two middle buckets are empty.
-    let text = format!(
-        "{}{}{}",
-        (0..10).map(function).collect::<String>(),
-        comment(20 * STRIDE),
-        (10..20).map(function).collect::<String>()
-    );
+    let text =
+        format!("{}{}{}", (0..10).map(function).collect::<String>(), comment(20 * STRIDE), (10..20).map(function).collect::<String>());
     let (corpus, parsed) = parse(&text);
     for seed in 1..=10 {
         let picked = pick(&corpus, &parsed, &opts(4, seed));
@@ -134,15 +124,8 @@ fn an_empty_bucket_borrows_only_from_a_bucket_with_spare() {
     // COUNT 5: buckets [0, .2) [.2, .4) [.4, .6) [.6, .8) [.8, 1].
     // Bucket 2 is empty; bucket 1 has nothing to spare once it gave its own
     // target, bucket 3 has one more: the borrowed target must come from 3.
-    let candidates = vec![
-        fake("a0", 0.01),
-        fake("a1", 0.05),
-        fake("a2", 0.10),
-        fake("b0", 0.30),
-        fake("d0", 0.61),
-        fake("d1", 0.70),
-        fake("e0", 0.90),
-    ];
+    let candidates =
+        vec![fake("a0", 0.01), fake("a1", 0.05), fake("a2", 0.10), fake("b0", 0.30), fake("d0", 0.61), fake("d1", 0.70), fake("e0", 0.90)];
     for seed in 0..20 {
         let picked = sample(candidates.clone(), &opts(5, seed));
         let got = names(&picked);
@@ -156,8 +139,7 @@ fn an_empty_bucket_borrows_only_from_a_bucket_with_spare() {
 #[test]
 fn fewer_candidates_than_count_is_an_error_saying_how_many() {
     let (corpus, parsed) = functions(3);
-    let err = select(&corpus, &parsed, 0, corpus.line_count() - 1, &opts(5, 1))
-        .expect_err("3 eligible functions cannot give 5 targets");
+    let err = select(&corpus, &parsed, 0, corpus.line_count() - 1, &opts(5, 1)).expect_err("3 eligible functions cannot give 5 targets");
     assert_eq!(err.found, 3);
     assert_eq!(err.wanted, 5);
     let msg = err.to_string();
@@ -172,8 +154,7 @@ fn fewer_candidates_than_count_is_an_error_saying_how_many() {
 #[test]
 fn count_zero_is_an_error() {
     let (corpus, parsed) = functions(3);
-    let err = select(&corpus, &parsed, 0, corpus.line_count() - 1, &opts(0, 1))
-        .expect_err("a count of 0 asks for nothing");
+    let err = select(&corpus, &parsed, 0, corpus.line_count() - 1, &opts(0, 1)).expect_err("a count of 0 asks for nothing");
     assert_eq!((err.found, err.wanted), (3, 0));
     let msg = err.to_string();
     assert!(msg.contains("but the count asked for is 0"), "{msg}");

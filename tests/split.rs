@@ -19,9 +19,7 @@ fn split_smollm2() -> PathBuf {
 }
 
 fn parts(first: &Path) -> Vec<PathBuf> {
-    (1..=3)
-        .map(|i| first.with_file_name(format!("SmolLM2-135M-Instruct.Q4_1-{i:05}-of-00003.gguf")))
-        .collect()
+    (1..=3).map(|i| first.with_file_name(format!("SmolLM2-135M-Instruct.Q4_1-{i:05}-of-00003.gguf"))).collect()
 }
 
 fn sha256_of(p: &Path) -> String {
@@ -34,10 +32,7 @@ fn sha256_of(p: &Path) -> String {
 fn without_timings(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| *k != "timings" && !k.ends_with("_ms"))
-                .map(|(k, v)| (k.clone(), without_timings(v)))
-                .collect(),
+            m.iter().filter(|(k, _)| *k != "timings" && !k.ends_with("_ms")).map(|(k, v)| (k.clone(), without_timings(v))).collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(without_timings).collect()),
         other => other.clone(),
@@ -131,7 +126,11 @@ fn a_missing_foreign_or_misnamed_part_is_named_before_anything_loads() {
     link(&files[0], &names[0]);
     link(&files[2], &names[2]);
     let o = bench(&first_here);
-    assert_clean_failure(&o, out.path(), &format!("part 2 of 3 of the split model, {}, is missing", models.path().join(&names[1]).display()));
+    assert_clean_failure(
+        &o,
+        out.path(),
+        &format!("part 2 of 3 of the split model, {}, is missing", models.path().join(&names[1]).display()),
+    );
 
     // Part 3 is another part under its name.
     std::fs::remove_file(models.path().join(&names[2])).unwrap();

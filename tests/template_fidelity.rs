@@ -25,9 +25,7 @@ pub fn collection() -> PathBuf {
 }
 
 fn row<'a>(rows: &'a [Value], template: &str, think: &str) -> &'a Value {
-    rows.iter()
-        .find(|r| r["template"] == template && r["think"] == think)
-        .unwrap_or_else(|| panic!("no row for {template} think {think}"))
+    rows.iter().find(|r| r["template"] == template && r["think"] == think).unwrap_or_else(|| panic!("no row for {template} think {think}"))
 }
 
 fn tail(r: &Value) -> &str {
@@ -47,11 +45,7 @@ fn the_collection_renders_as_the_reference_renderer_does() {
         .output()
         .expect("python3 runs scripts/template-fidelity");
     let report = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "templates render differently without a listed reason:\n{report}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "templates render differently without a listed reason:\n{report}\n{}", String::from_utf8_lossy(&o.stderr));
     let summary = report.lines().last().unwrap_or("");
     eprintln!("{summary}");
     let all: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -113,15 +107,30 @@ fn the_collection_renders_as_the_reference_renderer_does() {
 const SWITCHED: [(&str, &str, &str, &str); 33] = [
     ("Apertus-8B-Instruct.jinja", "off", "Deliberation: disabled", r"{{ 'disabled\n' }}"),
     ("Bielik-11B-v3.0-Instruct.jinja", "on", "<|im_start|>assistant\n<think>\n", r"{{- '<think>\n' }}"),
-    ("ByteDance-Seed-OSS.jinja", "off", "The current thinking budget is 0, so I will directly start answering the question.", "The current thinking budget is 0, so I will directly start answering the question."),
+    (
+        "ByteDance-Seed-OSS.jinja",
+        "off",
+        "The current thinking budget is 0, so I will directly start answering the question.",
+        "The current thinking budget is 0, so I will directly start answering the question.",
+    ),
     ("Cohere2MoE.jinja", "off", "<|START_THINKING|><|END_THINKING|>", "{% else %}<|START_THINKING|><|END_THINKING|>"),
-    ("CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "off", "<|START_THINKING|><|END_THINKING|>", "<|START_THINKING|><|END_THINKING|>"),
+    (
+        "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+        "off",
+        "<|START_THINKING|><|END_THINKING|>",
+        "<|START_THINKING|><|END_THINKING|>",
+    ),
     ("GLM-4.6.jinja", "off", "/nothink<|assistant|>\n<think></think>", "<think></think>"),
     ("GLM-4.7-Flash.jinja", "off", "<|assistant|></think>", "'</think>' if (enable_thinking is defined and not enable_thinking)"),
     ("HuggingFaceTB-SmolLM3-3B.jinja", "off", "<think>\n\n</think>\n", r#"assistant\n" + "<think>\n\n</think>\n" }}"#),
     ("Kimi-K3.jinja", "on", "<|open|>think<|sep|>", "open_tag('think' if thinking else 'response')"),
     ("MiniMax-M3.jinja", "off", "Do not output any thinking process.", "Do not output any thinking process."),
-    ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", "off", "<|im_start|>assistant\n<think></think>", r"'<|im_start|>assistant\n<think></think>'"),
+    (
+        "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja",
+        "off",
+        "<|im_start|>assistant\n<think></think>",
+        r"'<|im_start|>assistant\n<think></think>'",
+    ),
     ("Qwen-QwQ-32B.jinja", "off", "<think>\n</think>", "</think>"),
     ("Qwen-Qwen3-0.6B.jinja", "off", "<think>\n\n</think>\n\n", r"'<think>\n\n</think>\n\n'"),
     ("Qwen3.5-4B.jinja", "off", "<think>\n\n</think>\n\n", r"'<think>\n\n</think>\n\n'"),
@@ -134,7 +143,12 @@ const SWITCHED: [(&str, &str, &str, &str); 33] = [
     ("deepseek-ai-DeepSeek-V4.jinja", "off", "</think>", "</think>"),
     ("google-gemma-4-31B-it-interleaved.jinja", "off", "<|channel>thought\n<channel|>", r"'<|channel>thought\n<channel|>'"),
     ("google-gemma-4-31B-it.jinja", "off", "<|channel>thought\n<channel|>", r"'<|channel>thought\n<channel|>'"),
-    ("ibm-granite-granite-3.3-2B-Instruct.jinja", "on", "Write your thoughts between <think></think>", "Write your thoughts between <think></think>"),
+    (
+        "ibm-granite-granite-3.3-2B-Instruct.jinja",
+        "on",
+        "Write your thoughts between <think></think>",
+        "Write your thoughts between <think></think>",
+    ),
     ("inclusionai-ling-3.0-flash.jinja", "off", "detailed thinking off", "detailed thinking off"),
     ("llama-cpp-rwkv-world.jinja", "off", "<think>\n</think>", "</think>"),
     ("openai-gpt-oss-120b.jinja", "off", "Reasoning: low", r#""Reasoning: " + reasoning_effort"#),

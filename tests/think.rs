@@ -135,11 +135,8 @@ fn score_splits_reasoning_off_every_format() {
         // No reasoning at all.
         body(4),
     ];
-    let responses: String = answers
-        .iter()
-        .zip(targets)
-        .map(|(a, t)| json!({"name": t["name"], "response": a}).to_string() + "\n")
-        .collect();
+    let responses: String =
+        answers.iter().zip(targets).map(|(a, t)| json!({"name": t["name"], "response": a}).to_string() + "\n").collect();
     let rpath = dir.path().join("r.jsonl");
     std::fs::write(&rpath, responses).unwrap();
     let run_path = dir.path().join("run.json");
@@ -194,9 +191,29 @@ fn closes_the_reasoning_at_its_budget(model: &std::path::Path, crop: &str) {
     let qwen = collection_template(QWEN35);
     let dense = fixture("dense.js");
     let o = posrecall(&[
-        "bench", s(model), "--corpus", s(&dense), "--crop-lines", crop, "--count", "2", "--lines", "4",
-        "--chat-template", s(&qwen), "--think", "on", "--think-budget", "8", "--max-new-tokens", "24",
-        "--parallel", "2", "-q", "-o", s(&out),
+        "bench",
+        s(model),
+        "--corpus",
+        s(&dense),
+        "--crop-lines",
+        crop,
+        "--count",
+        "2",
+        "--lines",
+        "4",
+        "--chat-template",
+        s(&qwen),
+        "--think",
+        "on",
+        "--think-budget",
+        "8",
+        "--max-new-tokens",
+        "24",
+        "--parallel",
+        "2",
+        "-q",
+        "-o",
+        s(&out),
     ]);
     ok(&o);
     let run = read(&out);
@@ -262,7 +279,8 @@ fn prompt_prints_what_the_model_is_given() {
     assert_eq!(text, format!("{}{}", p.prefix_text, p.frame.suffix(&p.targets[i], 4, false)));
     let err = String::from_utf8_lossy(&full.stderr);
     assert!(
-        err.contains(&format!("prefix: {} tokens (lines 1..80", p.prefix_tokens.len())) && err.contains(&format!("suffix: {} tokens", p.queries[i].len())),
+        err.contains(&format!("prefix: {} tokens (lines 1..80", p.prefix_tokens.len()))
+            && err.contains(&format!("suffix: {} tokens", p.queries[i].len())),
         "{err}"
     );
     let short = ok(&args(false));
@@ -281,9 +299,28 @@ fn an_answer_that_never_reasons_gets_no_reasoning_budget() {
     let out = dir.path().join("run.json");
     let (qwen3, dense, model) = (collection_template(QWEN3), fixture("dense.js"), smollm2());
     let o = posrecall(&[
-        "bench", s(&model), "--corpus", s(&dense), "--crop-lines", "1:80", "--count", "2", "--lines", "4",
-        "--chat-template", s(&qwen3), "--think", "on", "--think-budget", "64", "--max-new-tokens", "12",
-        "--no-forced", "-q", "-o", s(&out),
+        "bench",
+        s(&model),
+        "--corpus",
+        s(&dense),
+        "--crop-lines",
+        "1:80",
+        "--count",
+        "2",
+        "--lines",
+        "4",
+        "--chat-template",
+        s(&qwen3),
+        "--think",
+        "on",
+        "--think-budget",
+        "64",
+        "--max-new-tokens",
+        "12",
+        "--no-forced",
+        "-q",
+        "-o",
+        s(&out),
     ]);
     ok(&o);
     let run = read(&out);

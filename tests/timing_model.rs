@@ -56,8 +56,23 @@ fn a_timing_model_has_the_real_models_header_other_weights_and_finite_outputs() 
     let run = dir.path().join("run.json");
     let dense = fixture("dense.js");
     ok(&posrecall(&[
-        "bench", s(&out), "--corpus", s(&dense), "--crop-lines", "1:40", "--count", "1", "--lines", "4",
-        "--fixed-tokens", "8", "--draft", "none", "--quiet", "--out", s(&run),
+        "bench",
+        s(&out),
+        "--corpus",
+        s(&dense),
+        "--crop-lines",
+        "1:40",
+        "--count",
+        "1",
+        "--lines",
+        "4",
+        "--fixed-tokens",
+        "8",
+        "--draft",
+        "none",
+        "--quiet",
+        "--out",
+        s(&run),
     ]));
     let r = read(&run);
     assert_eq!(r["timings"]["generated_tokens"], 8, "{}", r["timings"]);

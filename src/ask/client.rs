@@ -251,11 +251,7 @@ impl Asker {
         match e {
             ureq::Error::Timeout(_) => Try::Fatal(ServerError::Timeout { endpoint, seconds: self.timeout }),
             ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound | ureq::Error::Protocol(_) => {
-                Try::Again {
-                    why: self.redact(format!("cannot reach {endpoint}: {e}")),
-                    retry_after: None,
-                    unreachable: true,
-                }
+                Try::Again { why: self.redact(format!("cannot reach {endpoint}: {e}")), retry_after: None, unreachable: true }
             }
             other => Try::Fatal(ServerError::Other { endpoint, why: self.redact(other.to_string()) }),
         }
@@ -281,8 +277,7 @@ pub fn parse_answer(body: &str, api: ApiKind) -> Result<Answered, String> {
         ApiKind::Chat => "chat completion",
         ApiKind::Completion => "completion",
     };
-    let v: Value = serde_json::from_str(body)
-        .map_err(|e| format!("the server's answer is not JSON ({e}){}", detail(body)))?;
+    let v: Value = serde_json::from_str(body).map_err(|e| format!("the server's answer is not JSON ({e}){}", detail(body)))?;
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         let msg = err.get("message").and_then(Value::as_str).map(String::from).unwrap_or_else(|| err.to_string());
         return Err(format!("the server answered with an error: {}", detail(&msg).trim_start_matches(": ")));
@@ -320,13 +315,12 @@ mod tests {
 
     #[test]
     fn parses_chat_and_completion_answers() {
-        let a = parse_answer(r#"{"choices":[{"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"a":1}}"#, ApiKind::Chat)
-            .unwrap();
+        let a = parse_answer(r#"{"choices":[{"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"a":1}}"#, ApiKind::Chat).unwrap();
         assert_eq!((a.response.as_str(), a.finish_reason.as_deref()), ("x", Some("stop")));
         assert_eq!(a.usage["a"], 1);
         assert!(a.timings.is_null());
-        let a = parse_answer(r#"{"choices":[{"message":{"content":"x"}}],"timings":{"predicted_n":3,"draft_n":2}}"#, ApiKind::Chat)
-            .unwrap();
+        let a =
+            parse_answer(r#"{"choices":[{"message":{"content":"x"}}],"timings":{"predicted_n":3,"draft_n":2}}"#, ApiKind::Chat).unwrap();
         assert_eq!((a.timings["predicted_n"].as_u64(), a.timings["draft_n"].as_u64()), (Some(3), Some(2)));
         let a = parse_answer(r#"{"choices":[{"text":"y"}]}"#, ApiKind::Completion).unwrap();
         assert_eq!(a.response, "y");

@@ -19,8 +19,8 @@ pub mod client;
 
 use crate::corpus::{CorpusSpec, Source};
 use crate::prompt::{self, Frame};
-use crate::template::Think;
 use crate::run::TargetsFile;
+use crate::template::Think;
 use anyhow::{Context, Result, bail};
 use client::{Asker, Outcome, ServerError};
 use indicatif::ProgressBar;
@@ -176,10 +176,7 @@ pub fn prompts(file: &TargetsFile, corpus: Option<&Path>, api: ApiKind) -> Resul
         ApiKind::Completion => {
             let frame = Frame::completion(source.language.line_comment());
             let prefix = frame.prefix(kept);
-            file.targets
-                .iter()
-                .map(|t| (t.name.clone(), format!("{prefix}{}", frame.suffix(t, lines, skip_blank))))
-                .collect()
+            file.targets.iter().map(|t| (t.name.clone(), format!("{prefix}{}", frame.suffix(t, lines, skip_blank)))).collect()
         }
     };
     Ok(prompts)
@@ -272,10 +269,7 @@ pub fn read_answered(path: &Path, file: &TargetsFile) -> Result<(HashSet<String>
     for line in whole.split(|&b| b == b'\n').filter(|_| complete > 0) {
         n += 1;
         if !check(line, n)? {
-            bail!(
-                "{} line {n} is not an answer ({{\"name\": ..., \"response\": ...}}); write the answers to another file",
-                path.display()
-            );
+            bail!("{} line {n} is not an answer ({{\"name\": ..., \"response\": ...}}); write the answers to another file", path.display());
         }
     }
     let tail = &bytes[complete..];
@@ -286,16 +280,9 @@ pub fn read_answered(path: &Path, file: &TargetsFile) -> Result<(HashSet<String>
         return Ok((answered, !tail.iter().all(u8::is_ascii_whitespace)));
     }
     // A line cut short by an interrupted run: drop it, its target is asked again.
-    let f = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    f.set_len(complete as u64)
-        .with_context(|| format!("cannot cut the incomplete last line of {}", path.display()))?;
-    eprintln!(
-        "note: dropped an incomplete last line of {} (an interrupted run); its target is asked again",
-        path.display()
-    );
+    let f = OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    f.set_len(complete as u64).with_context(|| format!("cannot cut the incomplete last line of {}", path.display()))?;
+    eprintln!("note: dropped an incomplete last line of {} (an interrupted run); its target is asked again", path.display());
     Ok((answered, false))
 }
 
@@ -308,11 +295,7 @@ pub struct Busy(pub String);
 /// so that two runs never interleave their lines; the lock lasts as long as
 /// the file stays open.
 pub fn open_responses(path: &Path) -> Result<File> {
-    let f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
+    let f = OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
@@ -334,9 +317,7 @@ fn append(out: &mut File, path: &Path, line: &str) -> Result<()> {
     let mut bytes = Vec::with_capacity(line.len() + 1);
     bytes.extend_from_slice(line.as_bytes());
     bytes.push(b'\n');
-    out.write_all(&bytes)
-        .and_then(|()| out.flush())
-        .with_context(|| format!("cannot write {}", path.display()))
+    out.write_all(&bytes).and_then(|()| out.flush()).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// What a run of questions did.
@@ -453,6 +434,9 @@ mod tests {
         assert_eq!(without_credentials("http://u:p%40x@h:1/a?b=c@d"), "http://h:1/a?b=c@d");
         assert_eq!(without_credentials("http://h:1/a@b"), "http://h:1/a@b");
         assert_eq!(without_credentials("not a url"), "not a url");
-        assert_eq!(endpoint("http://u:secret@exa mple:1", ApiKind::Chat).unwrap_err().to_string(), "`http://exa mple:1`: expected http://HOST:PORT or https://HOST");
+        assert_eq!(
+            endpoint("http://u:secret@exa mple:1", ApiKind::Chat).unwrap_err().to_string(),
+            "`http://exa mple:1`: expected http://HOST:PORT or https://HOST"
+        );
     }
 }

@@ -2,9 +2,9 @@
 //! the shared prefix, decided per model before any decoding.
 
 use super::plan::Plan;
-use crate::settings::{ContextConfig, KvType, RestoreMode};
-use crate::engine::model::Model;
 use crate::draft::DraftMode;
+use crate::engine::model::Model;
+use crate::settings::{ContextConfig, KvType, RestoreMode};
 
 /// llama.cpp's limit on sequences in one context; one holds the prefix.
 pub const MAX_SEQUENCES: usize = 256;
@@ -78,7 +78,9 @@ pub enum DecodeError {
     CheckNeedsParallel,
     #[error("the draft length must be 1 to {max}, not {0}", max = crate::draft::LIMIT_MAX)]
     DraftMax(usize),
-    #[error("checking drafted answers against undrafted ones needs drafted answers: a draft mode other than none, one sequence, no fixed length")]
+    #[error(
+        "checking drafted answers against undrafted ones needs drafted answers: a draft mode other than none, one sequence, no fixed length"
+    )]
     CheckNeedsDrafts,
     /// A memory limit bounds how many answering sequences fit; one sequence
     /// is never limited by it, so the limit would change nothing.
@@ -394,8 +396,7 @@ fn slots(
         None => None,
         Some(Some(b)) => Some((b, MemoryLimit::Given(b))),
         // Leave a tenth for llama.cpp's compute buffers and everything else.
-        Some(None) => crate::engine::free_memory(cfg.gpu_layers > 0)
-            .map(|(free, device)| (free / 10 * 9, MemoryLimit::Free(free, device))),
+        Some(None) => crate::engine::free_memory(cfg.gpu_layers > 0).map(|(free, device)| (free / 10 * 9, MemoryLimit::Free(free, device))),
     };
     if let Some((usable, limit)) = limit
         && cells * per_cell > usable

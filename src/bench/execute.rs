@@ -7,18 +7,18 @@ use super::decoding::Decoding;
 use super::plan::{Plan, token_starts};
 use crate::draft::{DraftMode, Drafter};
 use crate::engine::Token;
-use crate::settings::ContextConfig;
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Generation, Limit, Session};
 use crate::forced::{ContextGain, Forced, TokenReading};
 use crate::kld::{Kld, Reader, TopK};
-use crate::reference::{Mismatch, RefTarget, Reference};
 use crate::progress::{self, ms};
 use crate::prompt;
 use crate::reasoning;
+use crate::reference::{Mismatch, RefTarget, Reference};
 use crate::run::{ClosedBook, SequentialCheck, TargetResult, Timings};
 use crate::score::{self, ScoreOptions};
+use crate::settings::ContextConfig;
 use crate::targets::Target;
 use anyhow::{Context, Result, bail};
 use indicatif::MultiProgress;
@@ -92,10 +92,7 @@ impl Run<'_> {
     }
 
     fn limit(&self) -> Limit {
-        Limit {
-            max_new: self.plan.generation_limit(),
-            fixed: self.exec.decoding.fixed_tokens.is_some(),
-        }
+        Limit { max_new: self.plan.generation_limit(), fixed: self.exec.decoding.fixed_tokens.is_some() }
     }
 }
 
@@ -113,10 +110,7 @@ pub fn execute(
 ) -> Result<Executed> {
     let run = Run { model, plan, opts, exec };
     let mut session = new_session(model, cfg, exec.decoding)?;
-    let mut timings = Timings {
-        prefix_source: "prefill".into(),
-        ..Timings::default()
-    };
+    let mut timings = Timings { prefix_source: "prefill".into(), ..Timings::default() };
     load_or_prefill(&run, &mut session, &mut timings)?;
     let mut saved = exec.save_top_k.map(|_| Vec::new());
     let (results, _) = answer(&run, session, cfg, &mut timings, &mut saved, &mut on_result)?;
@@ -339,7 +333,14 @@ fn per_target(
 /// One sequential answer from the restored prefix, with drafts as the run
 /// decodes (their counts in [`Generation::draft`]); `file` is the prefix's
 /// tokens as ids.
-fn answer_drafted(run: &Run, session: &mut Session, target: &Target, query: &[Token], file: &[i32], timings: &mut Timings) -> Result<Generation> {
+fn answer_drafted(
+    run: &Run,
+    session: &mut Session,
+    target: &Target,
+    query: &[Token],
+    file: &[i32],
+    timings: &mut Timings,
+) -> Result<Generation> {
     let t = Instant::now();
     session.restore()?;
     timings.restore_ms.push(ms(t));
@@ -353,7 +354,14 @@ fn answer_drafted(run: &Run, session: &mut Session, target: &Target, query: &[To
 /// `--check-draft`: the answer again without drafts, compared with the
 /// drafted `tokens`; its time is the run's check time, and its steps are
 /// not the run's answers'.
-fn check_undrafted(run: &Run, session: &mut Session, target: &Target, query: &[Token], tokens: &[Token], timings: &mut Timings) -> Result<SequentialCheck> {
+fn check_undrafted(
+    run: &Run,
+    session: &mut Session,
+    target: &Target,
+    query: &[Token],
+    tokens: &[Token],
+    timings: &mut Timings,
+) -> Result<SequentialCheck> {
     let t = Instant::now();
     let steps = std::mem::take(&mut session.steps);
     let check = answer_again(run, session, target, query, tokens);

@@ -13,17 +13,17 @@
 //! such a run has. docs/METHOD.md §8 (Length ladder).
 
 use super::decoding::Decoding;
-use super::execute::{Executed, ExecOptions, Run, answer, new_session};
+use super::execute::{ExecOptions, Executed, Run, answer, new_session};
 use super::plan::{self, Plan, PlanOptions, token_starts};
 use crate::corpus::{Corpus, Source};
 use crate::crop::{Crop, CropMode, LineRange};
-use crate::settings::ContextConfig;
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Checkpoint, Session};
 use crate::progress::ms;
 use crate::run::{RungRecord, Summary, TargetResult, Timings};
 use crate::score::ScoreOptions;
+use crate::settings::ContextConfig;
 use crate::targets::{self, TooFewTargets};
 use anyhow::Result;
 use std::time::Instant;
@@ -145,10 +145,8 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
     let est = Estimate::new(model, src, &longest);
     let topts = o.target.options();
     let shortest_that_works = || {
-        let mut ends: Vec<usize> = targets::eligible(corpus, &src.parsed, first, last_max, &topts)
-            .iter()
-            .map(|t| t.last_expected_line - 1)
-            .collect();
+        let mut ends: Vec<usize> =
+            targets::eligible(corpus, &src.parsed, first, last_max, &topts).iter().map(|t| t.last_expected_line - 1).collect();
         ends.sort_unstable();
         ends.get(topts.count.max(1) - 1).map(|&e| est.tokens(e))
     };
@@ -252,11 +250,7 @@ fn asked_lengths(lengths: &Lengths, fits: usize, shortest_that_works: impl Fn() 
         Lengths::List(l) => l.clone(),
         Lengths::Auto => {
             let start = shortest_that_works().unwrap_or(AUTO_FIRST).max(AUTO_FIRST);
-            let mut l: Vec<usize> = (0..)
-                .map(|k| AUTO_FIRST << k)
-                .skip_while(|&n| n < start)
-                .take_while(|&n| n < fits)
-                .collect();
+            let mut l: Vec<usize> = (0..).map(|k| AUTO_FIRST << k).skip_while(|&n| n < start).take_while(|&n| n < fits).collect();
             l.push(fits);
             l
         }
@@ -361,10 +355,7 @@ pub fn execute_ladder(
     mut on_result: impl FnMut(&TargetResult),
 ) -> Result<LadderExecuted> {
     let mut session = new_session(model, cfg, decoding)?;
-    let mut timings = Timings {
-        prefix_source: "prefill".into(),
-        ..Timings::default()
-    };
+    let mut timings = Timings { prefix_source: "prefill".into(), ..Timings::default() };
     let all_cached = cache.is_some_and(|(c, keys)| keys.iter().all(|k| c.contains(k)));
     let mut results = Vec::new();
     let mut records = Vec::new();
@@ -410,10 +401,7 @@ pub fn execute_ladder(
         });
         results.extend(rung_results);
     }
-    Ok(LadderExecuted {
-        executed: Executed { results, timings, saved: None },
-        rungs: records,
-    })
+    Ok(LadderExecuted { executed: Executed { results, timings, saved: None }, rungs: records })
 }
 
 /// Loads a window's state from the prefix cache (each window was saved
@@ -435,12 +423,7 @@ fn load_window(run: &Run, session: &mut Session, (cache, key): (&PrefixCache, &s
 /// this window's whole prefix, keeping a new checkpoint where this window
 /// and the next part (`next`: their common tokens). Returns how many of
 /// this window's tokens were already evaluated.
-fn extend_window(
-    run: &Run,
-    session: &mut Session,
-    checkpoint: &mut Option<Checkpoint>,
-    next: Option<usize>,
-) -> Result<usize> {
+fn extend_window(run: &Run, session: &mut Session, checkpoint: &mut Option<Checkpoint>, next: Option<usize>) -> Result<usize> {
     let tokens = &run.plan.prefix_tokens;
     let resumed_at = match checkpoint.take() {
         Some(c) => {
@@ -522,5 +505,4 @@ mod tests {
             assert!(bad.parse::<Lengths>().is_err(), "{bad}");
         }
     }
-
 }

@@ -4,11 +4,11 @@
 use crate::corpus::{Corpus, Source};
 use crate::crop::{self, Crop, CropMode, LineRange};
 use crate::engine::Token;
-use crate::settings::CtxSize;
 use crate::engine::model::Model;
 use crate::prompt::{self, Frame, Probe, SpecialTokens};
-use crate::template::{TemplateError, TemplateFile, TemplateRecord, TemplateVars, Think};
+use crate::settings::CtxSize;
 use crate::targets::{self, Target, TargetSpec};
+use crate::template::{TemplateError, TemplateFile, TemplateRecord, TemplateVars, Think};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -134,7 +134,8 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     let corpus = &src.corpus;
     let topts = o.target.options();
     let (mut frame, template) = frame_for(model, src, o)?;
-    let think_budget = (template.is_some() && o.template.think == Think::On).then(|| o.think_budget.unwrap_or(crate::template::DEFAULT_THINK_BUDGET));
+    let think_budget =
+        (template.is_some() && o.template.think == Think::On).then(|| o.think_budget.unwrap_or(crate::template::DEFAULT_THINK_BUDGET));
     // The functions eligible anywhere in the file bound what each question
     // and each forced pass needs, whatever range is kept.
     let everywhere = targets::eligible(corpus, &src.parsed, 0, corpus.line_count() - 1, &topts);
@@ -151,10 +152,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
 
     let mut selected = targets::select(corpus, &src.parsed, first, last, &topts)?;
     set_token_offsets(model, corpus, &frame, &prefix_tokens, first, &mut selected);
-    let queries: Vec<Vec<Token>> = selected
-        .iter()
-        .map(|t| model.tokenize_rest(&frame.suffix(t, topts.lines, topts.skip_blank)))
-        .collect();
+    let queries: Vec<Vec<Token>> = selected.iter().map(|t| model.tokenize_rest(&frame.suffix(t, topts.lines, topts.skip_blank))).collect();
     let longest = queries.iter().map(Vec::len).max().unwrap_or(0);
     let max_new = reserve.max_new;
     // With thinking on, the forced pass feeds the answer's reasoning before
@@ -171,9 +169,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
     if needed > n_ctx as usize {
         return Err(PlanError::ContextTooSmall { prefix: prefix_tokens.len(), longest, max_new, needed, n_ctx }.into());
     }
-    let (selected, queries) = keep_only(selected, queries, &o.only, || {
-        targets::eligible(corpus, &src.parsed, first, last, &topts)
-    })?;
+    let (selected, queries) = keep_only(selected, queries, &o.only, || targets::eligible(corpus, &src.parsed, first, last, &topts))?;
     let reasoning_markers = think_budget.and_then(|_| {
         let text = o.template_file.as_ref().map(|f| f.text.as_str()).or(model.chat_template.as_deref())?;
         crate::reasoning::markers(&frame.tail, text)
@@ -232,11 +228,8 @@ fn reserve(model: &Model, frame: &Frame, everywhere: &[Target], o: &PlanOptions,
         CtxSize::Auto => o.rope.auto_cap(model.n_ctx_train) as usize,
         CtxSize::Fixed(n) => n as usize,
     };
-    let question = everywhere
-        .iter()
-        .map(|t| model.tokenize_rest(&frame.suffix(t, topts.lines, topts.skip_blank)).len())
-        .max()
-        .unwrap_or(64);
+    let question =
+        everywhere.iter().map(|t| model.tokenize_rest(&frame.suffix(t, topts.lines, topts.skip_blank)).len()).max().unwrap_or(64);
     let frame_cost = model.tokenize_prefix(&frame.prefix("")).len();
     // The teacher-forced pass feeds the expected lines after the question; the
     // context must hold them as well as a generated answer.
@@ -244,21 +237,18 @@ fn reserve(model: &Model, frame: &Frame, everywhere: &[Target], o: &PlanOptions,
         0 => max_new.max(forced_room(model, everywhere)),
         think => max_new + think + forced_room(model, everywhere),
     };
-    let budget = cap
-        .checked_sub(answer_room + question + frame_cost)
-        .filter(|b| *b > 0)
-        .ok_or(PlanError::NoRoomForTheFile { cap, max_new, question })?;
+    let budget = cap.checked_sub(answer_room + question + frame_cost).filter(|b| *b > 0).ok_or(PlanError::NoRoomForTheFile {
+        cap,
+        max_new,
+        question,
+    })?;
     let budget = o.max_prefix_tokens.map_or(budget, |m| budget.min(m));
     Ok(Reserve { max_new, cap, budget, frame_cost })
 }
 
 /// The most tokens a forced pass over one of `targets` feeds.
 fn forced_room(model: &Model, targets: &[Target]) -> usize {
-    targets
-        .iter()
-        .map(|t| model.tokenize_plain(&prompt::forced_body(t)).len() + FORCED_SCAFFOLD_RESERVE)
-        .max()
-        .unwrap_or(0)
+    targets.iter().map(|t| model.tokenize_plain(&prompt::forced_body(t)).len() + FORCED_SCAFFOLD_RESERVE).max().unwrap_or(0)
 }
 
 /// The 0-based range to start from: the one given, else the crop mode's
@@ -353,10 +343,7 @@ fn frame_for(model: &Model, src: &Source, o: &PlanOptions) -> Result<(Frame, Opt
         (Probe::Chat, None) => return Err(PlanError::NoChatTemplate(model.path.clone()).into()),
         (_, Some(t)) => t,
     };
-    let special = SpecialTokens {
-        bos: model.bos_text(),
-        eos: model.eos_text(),
-    };
+    let special = SpecialTokens { bos: model.bos_text(), eos: model.eos_text() };
     let mut record = o.template.record(t, file.map(|f| f.path.as_path()))?;
     if let Some(note) = record.no_switch_note(t) {
         eprintln!("{note}");
@@ -459,10 +446,7 @@ pub fn plan_shared(models: &[&Model], names: &[&str], src: &Source, options: &[P
                 Ok(p) => plans.push(p),
                 Err(e) => {
                     first_failure.get_or_insert_with(|| {
-                        format!(
-                            "lines {a}..{b} (kept for `{}`, the fewest bytes) do not fit `{name}`: {e:#}",
-                            names[owner]
-                        )
+                        format!("lines {a}..{b} (kept for `{}`, the fewest bytes) do not fit `{name}`: {e:#}", names[owner])
                     });
                     break;
                 }

@@ -5,12 +5,12 @@ use super::decoding::Decoding;
 use super::execute::Executed;
 use super::plan::Plan;
 use crate::corpus::Source;
-use crate::settings::ContextConfig;
 use crate::engine::model::Model;
 use crate::fsutil::sha256_hex;
 use crate::kld::TopK;
 use crate::reference::{self, Header, Identity, RefTarget, Reference};
 use crate::run::{CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, Params, ReferenceInfo, RunFile, Runtime, Summary};
+use crate::settings::ContextConfig;
 use crate::targets::TargetSpec;
 
 /// Everything a run file records besides the measurements.
@@ -96,11 +96,7 @@ impl RunSpec<'_> {
             parts: model
                 .parts
                 .iter()
-                .map(|p| crate::run::ModelPart {
-                    path: p.path.display().to_string(),
-                    size_bytes: p.size_bytes,
-                    sha256: p.sha256.clone(),
-                })
+                .map(|p| crate::run::ModelPart { path: p.path.display().to_string(), size_bytes: p.size_bytes, sha256: p.sha256.clone() })
                 .collect(),
             architecture: model.architecture.clone(),
             name: model.name.clone(),

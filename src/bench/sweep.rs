@@ -7,7 +7,7 @@
 //! every run is [`super::run`]'s, as `bench`'s is.
 
 use super::plan::{NoSharedRange, plan_shared};
-use super::{BenchOptions, DecodeOptions, Env, Plan, Planned, PlanOptions, RunSpec};
+use super::{BenchOptions, DecodeOptions, Env, Plan, PlanOptions, Planned, RunSpec};
 use crate::corpus::Source;
 use crate::engine::model::{self, Model};
 use crate::progress;
@@ -177,7 +177,12 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
             if let Some(folder) = &sweep.corpus_dir
                 && crate::fsutil::is_inside(&out, folder)
             {
-                return Err(OutDirError(format!("{} is inside the corpus folder {}; write the runs elsewhere", out.display(), folder.display())).into());
+                return Err(OutDirError(format!(
+                    "{} is inside the corpus folder {}; write the runs elsewhere",
+                    out.display(),
+                    folder.display()
+                ))
+                .into());
             }
         }
     }
@@ -223,7 +228,9 @@ fn pending_runs<'r>(ctx: &Ctx<'r>, models: &[Model1], src: &Source, sink: &mut d
                     pending.push(Pending { run: r, kept_if_reference: Some(sha) });
                     continue;
                 }
-                Ok(Kept::No) => eprintln!("note: {} is not a finished run of this sweep's configuration; it will be replaced", out.display()),
+                Ok(Kept::No) => {
+                    eprintln!("note: {} is not a finished run of this sweep's configuration; it will be replaced", out.display())
+                }
                 Err(e) => eprintln!("note: {e:#}; it will be replaced"),
             }
         }
@@ -255,7 +262,11 @@ enum Kept {
 fn made_by(reference: &Reference, model: &Model, r: &SweepRun) -> std::result::Result<(), String> {
     let s = &reference.header.source;
     if s.model_sha256 != model.sha256 {
-        return Err(format!("it was made by another model file ({}, sha256 {}…)", s.build, &s.model_sha256[..s.model_sha256.len().min(12)]));
+        return Err(format!(
+            "it was made by another model file ({}, sha256 {}…)",
+            s.build,
+            &s.model_sha256[..s.model_sha256.len().min(12)]
+        ));
     }
     if (s.context.type_k, s.context.type_v) != (r.kv_k, r.kv_v) {
         return Err(format!(
@@ -336,7 +347,9 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
     for (i, e) in ctx.sweep.models.iter().enumerate() {
         let mut runs: Vec<Pending> = pending.iter().filter(|p| p.run.model == i).cloned().collect();
         // The model's reference run first: the others are measured against it.
-        runs.sort_by_key(|p| (ctx.sweep.reference_role(p.run) != Some(ReferenceRole::Saves), e.kv.iter().position(|&kv| kv == (p.run.kv_k, p.run.kv_v))));
+        runs.sort_by_key(|p| {
+            (ctx.sweep.reference_role(p.run) != Some(ReferenceRole::Saves), e.kv.iter().position(|&kv| kv == (p.run.kv_k, p.run.kv_v)))
+        });
         let m = &mut models[i];
         if runs.is_empty() {
             m.model = None;
@@ -366,7 +379,8 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
             let reference = reference_for(ctx, r, &model, o.reference.as_deref())?;
             let env = Env { show_progress: ctx.opts.show_progress, multi: Some(&multi), started };
             let mut counted = Counted { bar: &overall, outer: sink };
-            let run = super::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
+            let run =
+                super::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
             run.save(&r.file(&ctx.opts.out_dir))?;
             multi.suspend(|| sink.finished(r, &run, started))?;
         }

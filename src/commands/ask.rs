@@ -82,8 +82,7 @@ pub fn run(args: &AskArgs) -> Result<()> {
         Some(b) => anyhow!("{b}, or give another --out"),
         None => e,
     })?;
-    let (answered, needs_newline) =
-        ask::read_answered(&args.out, &file).map_err(|e| anyhow!("{e:#}; give another --out"))?;
+    let (answered, needs_newline) = ask::read_answered(&args.out, &file).map_err(|e| anyhow!("{e:#}; give another --out"))?;
     let todo: Vec<&(String, String)> = prompts.iter().filter(|(name, _)| !answered.contains(name)).collect();
     if todo.is_empty() {
         eprintln!("all {} targets are answered in {}", prompts.len(), args.out.display());

@@ -87,7 +87,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 /// Output paths are checked before the model is loaded, against every input
 /// and each other: a wrong path must not cost the run, nor destroy a file.
 fn check_outputs(args: &BenchArgs, corpus: &crate::corpus::CorpusSpec) -> Result<()> {
-    let sidecars: Vec<PathBuf> = [&args.reference, &args.save_reference].iter().filter_map(|p| p.as_deref()).map(crate::reference::sidecar).collect();
+    let sidecars: Vec<PathBuf> =
+        [&args.reference, &args.save_reference].iter().filter_map(|p| p.as_deref()).map(crate::reference::sidecar).collect();
     let mut inputs: Vec<&Path> = vec![args.model.as_path()];
     let mut dirs: Vec<(&str, &Path)> = Vec::new();
     match corpus.dir {

@@ -5,8 +5,8 @@
 //! first, resume, shards) is [`crate::bench::sweep`]'s. Here: the flags, the
 //! shard, `--list`, and what is printed.
 
-use crate::bench::{OptionsError, Plan};
 use crate::bench::sweep::{OutDirError, SweepOptions, SweepSink, run_sweep};
+use crate::bench::{OptionsError, Plan};
 use crate::cli::MatrixArgs;
 use crate::commands::hint;
 use crate::corpus::Source;

@@ -27,11 +27,11 @@ pub mod template;
 
 use crate::bench::{DecodeError, LadderClash, MemoryLimit, OptionsError, PlanError, TemplateSetting};
 use crate::cli::{DecodeArgs, TargetArgs, TemplateArgs};
-use crate::template::{TemplateFile, TemplateVars};
 use crate::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
 use crate::crop::{CropError, CropMode};
 use crate::settings::ConfigError;
 use crate::targets::{SpecError, TargetSpec, TooFewTargets};
+use crate::template::{TemplateFile, TemplateVars};
 use anyhow::{Context, Result, anyhow, bail};
 use std::path::Path;
 
@@ -74,10 +74,7 @@ impl TemplateArgs {
     /// model work: kwargs that are not a JSON object, a template that does
     /// not parse or raises, are one-line errors naming the flag.
     pub fn options(&self) -> Result<(TemplateVars, Option<TemplateFile>)> {
-        let vars = TemplateVars {
-            think: self.think,
-            kwargs: template_kwargs(self.template_kwargs.as_deref())?,
-        };
+        let vars = TemplateVars { think: self.think, kwargs: template_kwargs(self.template_kwargs.as_deref())? };
         let file = match &self.chat_template {
             Some(path) => Some(TemplateFile::load(path, &vars).map_err(|e| anyhow!("--chat-template {e}"))?),
             None => None,
@@ -90,8 +87,7 @@ impl TemplateArgs {
 pub fn template_kwargs(text: Option<&str>) -> Result<serde_json::Map<String, serde_json::Value>> {
     match text {
         None => Ok(serde_json::Map::new()),
-        Some(t) => crate::template::parse_kwargs(t)
-            .map_err(|e| anyhow!("--template-kwargs {e}, e.g. '{{\"enable_thinking\": false}}'")),
+        Some(t) => crate::template::parse_kwargs(t).map_err(|e| anyhow!("--template-kwargs {e}, e.g. '{{\"enable_thinking\": false}}'")),
     }
 }
 
@@ -101,10 +97,7 @@ pub fn template_kwargs(text: Option<&str>) -> Result<serde_json::Map<String, ser
 pub fn out(text: &str) -> Result<()> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("cannot write to standard output")
+    stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).context("cannot write to standard output")
 }
 
 /// Checks, before any work, that the output `flag` names can be written and
@@ -158,7 +151,9 @@ fn too_few_hint(crop: Option<CropMode>) -> &'static str {
 /// past it.
 fn past_training(e: &anyhow::Error) -> String {
     match e.downcast_ref::<crate::bench::plan::TrainedCap>() {
-        Some(t) => format!("; past the model's trained context ({} tokens), set a RoPE scaling, e.g. --rope-scaling yarn --rope-scale 4", t.0),
+        Some(t) => {
+            format!("; past the model's trained context ({} tokens), set a RoPE scaling, e.g. --rope-scaling yarn --rope-scale 4", t.0)
+        }
         None => String::new(),
     }
 }
@@ -207,9 +202,7 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(p) = e.downcast_ref::<PlanError>() {
         let fix = match p {
             PlanError::NoRoomForTheFile { .. } => "use a larger --ctx or a smaller --max-new-tokens",
-            PlanError::RangeDoesNotFit { .. } => {
-                "use --crop head or --crop densest, a shorter --crop-lines range, or a larger --ctx"
-            }
+            PlanError::RangeDoesNotFit { .. } => "use --crop head or --crop densest, a shorter --crop-lines range, or a larger --ctx",
             PlanError::ContextTooSmall { .. } => "use a larger --ctx or a smaller --max-new-tokens",
             PlanError::NoChatTemplate(_) => "use --probe completion (or auto)",
             PlanError::NotSampled { .. } => "--only names sampled targets; raise --count or change --seed",
@@ -248,10 +241,9 @@ fn corpus_or_options_hint(e: &anyhow::Error) -> Option<anyhow::Error> {
                 "no --corpus given and the default {l} corpus is not at {}; run scripts/fetch-corpus --language {l} first",
                 path.display()
             ),
-            CorpusSpecError::DefaultMissing { language: None, path } => anyhow!(
-                "no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first",
-                path.display()
-            ),
+            CorpusSpecError::DefaultMissing { language: None, path } => {
+                anyhow!("no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first", path.display())
+            }
             CorpusSpecError::GlobsOnFile(path) => anyhow!(
                 "--include and --exclude choose files in a folder, but {} is one file; give the folder with --corpus-dir DIR",
                 path.display()
@@ -289,9 +281,7 @@ fn options_message(o: &OptionsError) -> String {
     match o {
         OptionsError::FixedAndMaxNew => "--fixed-tokens sets the answer length; drop --max-new-tokens".into(),
         OptionsError::ZeroMaxNew => "--max-new-tokens must be at least 1".into(),
-        OptionsError::ReferenceWithoutForced => {
-            "--reference and --save-reference work on the teacher-forced pass; drop --no-forced".into()
-        }
+        OptionsError::ReferenceWithoutForced => "--reference and --save-reference work on the teacher-forced pass; drop --no-forced".into(),
         OptionsError::Ladder(clash) => {
             let flag = match clash {
                 LadderClash::ClosedBook => "--closed-book (recall without the file does not depend on its length)",
@@ -313,7 +303,9 @@ fn options_message(o: &OptionsError) -> String {
             };
             format!("{flag} sets the chat template, and --probe completion renders none; drop {flag} or use --probe chat")
         }
-        OptionsError::TopKWithoutSave => "--reference-top-k sets what --save-reference keeps; add --save-reference FILE or drop --reference-top-k".into(),
+        OptionsError::TopKWithoutSave => {
+            "--reference-top-k sets what --save-reference keeps; add --save-reference FILE or drop --reference-top-k".into()
+        }
     }
 }
 
@@ -330,11 +322,9 @@ fn decode_message(d: &DecodeError) -> String {
         }
         DecodeError::TooManySequences { requested } => format!("--parallel {requested}: {d}"),
         DecodeError::DraftMax(k) => format!("--draft-max {k}: {d}"),
-        DecodeError::CheckNeedsDrafts => {
-            "--check-draft compares drafted answers with undrafted ones; it needs --draft truth or lookup, \
+        DecodeError::CheckNeedsDrafts => "--check-draft compares drafted answers with undrafted ones; it needs --draft truth or lookup, \
              and no --parallel, --fixed-tokens or --forced-only"
-                .into()
-        }
+            .into(),
         DecodeError::KvDoesNotFit { slots, cells, bytes, kv, limit, largest } => {
             let largest = match largest {
                 Some(n) => format!("the largest N that fits is {n}"),

@@ -8,10 +8,7 @@ use crate::report::terminal::stdout_wants_color;
 use anyhow::Result;
 
 pub fn run(args: &ReportArgs) -> Result<()> {
-    let opts = Options {
-        diff: args.diff,
-        color: args.out.is_none() && stdout_wants_color(),
-    };
+    let opts = Options { diff: args.diff, color: args.out.is_none() && stdout_wants_color() };
     // The format and the output are checked before any file is read, the
     // whole report is rendered before anything is written.
     if let Some(out) = &args.out {
@@ -25,20 +22,13 @@ pub fn run(args: &ReportArgs) -> Result<()> {
         crate::commands::check_output("--out", out, &inputs)?;
     }
     let exporter = export::exporter(args.format, opts).map_err(|e| match e.downcast_ref::<export::NoDiffs>() {
-        Some(n) => anyhow::anyhow!(
-            "--diff works with --format table, md or html (the HTML page always has the diffs), not {}",
-            n.0.name()
-        ),
+        Some(n) => anyhow::anyhow!("--diff works with --format table, md or html (the HTML page always has the diffs), not {}", n.0.name()),
         None => e,
     })?;
     let runs = load_inputs(&args.inputs).map_err(|e| match e.downcast_ref::<DifferentLines>() {
-        Some(d) => anyhow::anyhow!(
-            "cannot compare runs with different --lines: {} has {}, {} has {}",
-            d.first.0,
-            d.first.1,
-            d.other.0,
-            d.other.1
-        ),
+        Some(d) => {
+            anyhow::anyhow!("cannot compare runs with different --lines: {} has {}, {} has {}", d.first.0, d.first.1, d.other.0, d.other.1)
+        }
         None => e,
     })?;
     let text = exporter.render(&runs)?;

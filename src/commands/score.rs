@@ -1,10 +1,10 @@
 //! `posrecall score`: score answers that a model produced elsewhere.
 
 use crate::cli::ScoreArgs;
+use crate::reasoning;
 use crate::report::terminal;
 use crate::run::{External, FORMAT_VERSION, Manifest, RunFile, Runtime, Summary, TargetResult, TargetsFile};
 use crate::score::{self, ScoreOptions};
-use crate::reasoning;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -25,16 +25,14 @@ struct Answer {
 
 /// Reads `{"name", "response"}` lines; blank lines are skipped.
 fn read_answers(path: &std::path::Path) -> Result<HashMap<String, Answer>> {
-    let text = crate::fsutil::read_text(path)
-        .with_context(|| format!("cannot read responses {}", path.display()))?;
+    let text = crate::fsutil::read_text(path).with_context(|| format!("cannot read responses {}", path.display()))?;
     let mut answers = HashMap::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let a: Answer = serde_json::from_str(line).with_context(|| {
-            format!("{} line {}: expected {{\"name\": ..., \"response\": ...}}", path.display(), i + 1)
-        })?;
+        let a: Answer = serde_json::from_str(line)
+            .with_context(|| format!("{} line {}: expected {{\"name\": ..., \"response\": ...}}", path.display(), i + 1))?;
         let name = a.name.clone();
         if answers.insert(name.clone(), a).is_some() {
             bail!("{} line {}: a second answer for `{name}`", path.display(), i + 1);
@@ -65,11 +63,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
     }
     let answers = read_answers(&args.responses)?;
     if let Some(unknown) = answers.keys().find(|n| !targets.targets.iter().any(|t| &t.name == *n)) {
-        bail!(
-            "{} answers `{unknown}`, which is not a target in {}",
-            args.responses.display(),
-            args.targets.display()
-        );
+        bail!("{} answers `{unknown}`, which is not a target in {}", args.responses.display(), args.targets.display());
     }
     let mut params = targets.params.clone();
     if let Some(p) = args.pass {
@@ -97,12 +91,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
             (e, _) => bail!("{}: params.{} {e}", args.targets.display(), e.setting()),
         }
     }
-    let opts = ScoreOptions {
-        lines: params.lines,
-        pass: params.pass,
-        normalize: params.normalize,
-        skip_blank: params.skip_blank,
-    };
+    let opts = ScoreOptions { lines: params.lines, pass: params.pass, normalize: params.normalize, skip_blank: params.skip_blank };
     let results = score_all(&targets, answers, &opts);
     let run = RunFile {
         format: FORMAT_VERSION,
@@ -147,7 +136,10 @@ fn score_all(targets: &TargetsFile, mut answers: HashMap<String, Answer>, opts: 
         let s = score::score_raw(split.answer, &t.header, &t.expected, &t.extra_window, opts);
         if let Some(n) = s.unread_lines {
             let read = score::answer_line_cap(t.expected.len() + t.extra_window.len());
-            eprintln!("note: `{}`: the first {read} lines of its answer were scored; the {n} after them cannot change its score and were not read", t.name);
+            eprintln!(
+                "note: `{}`: the first {read} lines of its answer were scored; the {n} after them cannot change its score and were not read",
+                t.name
+            );
         }
         let mut r = TargetResult::new(t, split.answer.to_string(), s);
         r.invalid_utf8 = a.invalid_utf8;

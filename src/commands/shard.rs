@@ -17,11 +17,7 @@ impl std::str::FromStr for ShardArg {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let num = |x: &str| -> Result<usize, String> {
-            x.trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| format!("`{x}` is not a positive whole number"))
+            x.trim().parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| format!("`{x}` is not a positive whole number"))
         };
         if s == "auto" {
             return Ok(ShardArg::Auto);
@@ -34,9 +30,7 @@ impl std::str::FromStr for ShardArg {
                 }
                 Ok(ShardArg::Given { k, n })
             }
-            None => num(s)
-                .map(ShardArg::Count)
-                .map_err(|e| format!("expected K/N, N or auto: {e}")),
+            None => num(s).map(ShardArg::Count).map_err(|e| format!("expected K/N, N or auto: {e}")),
         }
     }
 }
@@ -44,11 +38,7 @@ impl std::str::FromStr for ShardArg {
 fn env_number(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<i64>> {
     match env(name) {
         None => Ok(None),
-        Some(v) => v
-            .trim()
-            .parse::<i64>()
-            .map(Some)
-            .map_err(|_| anyhow!("--shard: {name}={v} is not a whole number")),
+        Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| anyhow!("--shard: {name}={v} is not a whole number")),
     }
 }
 
@@ -94,9 +84,9 @@ impl ShardArg {
                 let k8s = env_number(env, "JOB_COMPLETION_INDEX")?;
                 let array = slurm(env)?;
                 match (k8s, array) {
-                    (Some(_), Some(_)) => bail!(
-                        "--shard {n}: both JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID are set; give --shard K/{n}"
-                    ),
+                    (Some(_), Some(_)) => {
+                        bail!("--shard {n}: both JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID are set; give --shard K/{n}")
+                    }
                     (Some(i), None) => {
                         if i < 0 || i as usize >= n {
                             bail!("--shard {n}: JOB_COMPLETION_INDEX={i} is not between 0 and {}", n - 1);
@@ -165,11 +155,7 @@ mod tests {
         let e = error(ShardArg::Count(1).resolve(&k8s));
         assert!(e.contains("JOB_COMPLETION_INDEX=1 is not between 0 and 0"), "{e}");
 
-        let slurm = env_of(&[
-            ("SLURM_ARRAY_TASK_ID", "11"),
-            ("SLURM_ARRAY_TASK_MIN", "10"),
-            ("SLURM_ARRAY_TASK_COUNT", "4"),
-        ]);
+        let slurm = env_of(&[("SLURM_ARRAY_TASK_ID", "11"), ("SLURM_ARRAY_TASK_MIN", "10"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
         assert_eq!(ShardArg::Auto.resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
         assert_eq!(ShardArg::Count(4).resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
         let e = error(ShardArg::Count(3).resolve(&slurm));

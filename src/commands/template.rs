@@ -8,19 +8,14 @@ use crate::template::{SpecialTokens, TemplateVars, render};
 use anyhow::{Result, anyhow};
 
 pub fn run(args: &TemplateCmdArgs) -> Result<()> {
-    let vars = TemplateVars {
-        think: args.think,
-        kwargs: crate::commands::template_kwargs(args.template_kwargs.as_deref())?,
-    };
+    let vars = TemplateVars { think: args.think, kwargs: crate::commands::template_kwargs(args.template_kwargs.as_deref())? };
     let text = crate::template::read(&args.file)?;
     let record = vars.record(&text, Some(&args.file))?;
-    let special = SpecialTokens {
-        bos: args.bos_token.clone(),
-        eos: args.eos_token.clone(),
-    };
-    let content = args.content.clone().unwrap_or_else(|| {
-        prompt::instruction_prompt("function answer() {\n  return 42;\n}", &prompt::query("answer", 2, false))
-    });
+    let special = SpecialTokens { bos: args.bos_token.clone(), eos: args.eos_token.clone() };
+    let content = args
+        .content
+        .clone()
+        .unwrap_or_else(|| prompt::instruction_prompt("function answer() {\n  return 42;\n}", &prompt::query("answer", 2, false)));
     let rendered = render(&text, &content, &special, &record.variables).map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
     if !args.json {
         return crate::commands::out(&rendered);

@@ -8,8 +8,8 @@
 //! are never targets. A function whose header is split by `#ifdef`
 //! branches does not parse as one definition and is skipped.
 
-use super::walk::{self, Decl, Grammar, braced, field_text, text_of};
 use super::Parsed;
+use super::walk::{self, Decl, Grammar, braced, field_text, text_of};
 use tree_sitter::Node;
 
 /// The text with every conditional directive line (`#if`, `#ifdef`,
@@ -81,9 +81,7 @@ fn c_functions(g: &dyn Grammar, text: &str) -> anyhow::Result<Parsed> {
     // called in one (another definition may be there), is never a target.
     let left_out: Vec<&str> = dropped.iter().map(|&(s, e)| &text[s..e]).collect();
     for f in &mut alt.functions {
-        if dropped.iter().any(|&(s, e)| s < f.body_end && e > f.start_byte)
-            || left_out.iter().any(|t| names_a_function(t, &f.name))
-        {
+        if dropped.iter().any(|&(s, e)| s < f.body_end && e > f.start_byte) || left_out.iter().any(|t| names_a_function(t, &f.name)) {
             f.clean = false;
         }
     }
@@ -94,9 +92,8 @@ fn c_functions(g: &dyn Grammar, text: &str) -> anyhow::Result<Parsed> {
 /// whole word.
 fn names_a_function(text: &str, name: &str) -> bool {
     let word = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(name).any(|(i, _)| {
-        !text[..i].chars().next_back().is_some_and(word) && text[i + name.len()..].trim_start().starts_with('(')
-    })
+    text.match_indices(name)
+        .any(|(i, _)| !text[..i].chars().next_back().is_some_and(word) && text[i + name.len()..].trim_start().starts_with('('))
 }
 
 /// Implements [`super::Language`] for C and C++ through [`c_functions`].
@@ -133,12 +130,16 @@ pub struct Cpp;
 fn declared_name(mut node: Node) -> Option<Node> {
     loop {
         match node.kind() {
-            "function_declarator" | "pointer_declarator" | "reference_declarator" | "parenthesized_declarator"
+            "function_declarator"
+            | "pointer_declarator"
+            | "reference_declarator"
+            | "parenthesized_declarator"
             | "attributed_declarator" => {
                 node = node.child_by_field_name("declarator").or_else(|| node.named_child(0))?;
             }
-            "identifier" | "field_identifier" | "qualified_identifier" | "destructor_name" | "operator_name"
-            | "template_function" => return Some(node),
+            "identifier" | "field_identifier" | "qualified_identifier" | "destructor_name" | "operator_name" | "template_function" => {
+                return Some(node);
+            }
             _ => return None,
         }
     }
@@ -226,27 +227,151 @@ impl Grammar for Cpp {
 }
 
 const C_WORDS: &[&str] = &[
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
-    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
-    "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
-    "volatile", "while", "bool", "true", "false", "NULL", "main", "alignas", "alignof", "nullptr",
-    "static_assert", "thread_local", "typeof", "constexpr",
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "bool",
+    "true",
+    "false",
+    "NULL",
+    "main",
+    "alignas",
+    "alignof",
+    "nullptr",
+    "static_assert",
+    "thread_local",
+    "typeof",
+    "constexpr",
 ];
 
 c_language!(C, "c", C_WORDS);
 
-c_language!(Cpp, "cpp", &[
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
-    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
-    "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
-    "volatile", "while", "bool", "true", "false", "NULL", "main", "alignas", "alignof", "nullptr",
-    "static_assert", "thread_local", "typeof", "constexpr", "and", "asm", "catch", "class", "concept",
-    "consteval", "constinit", "co_await", "co_return", "co_yield", "decltype", "delete", "dynamic_cast",
-    "explicit", "export", "friend", "mutable", "namespace", "new", "noexcept", "not", "operator", "or",
-    "private", "protected", "public", "reinterpret_cast", "requires", "const_cast", "static_cast",
-    "template", "this", "throw", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor",
-    "final", "override", "std",
-]);
+c_language!(
+    Cpp,
+    "cpp",
+    &[
+        "auto",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "bool",
+        "true",
+        "false",
+        "NULL",
+        "main",
+        "alignas",
+        "alignof",
+        "nullptr",
+        "static_assert",
+        "thread_local",
+        "typeof",
+        "constexpr",
+        "and",
+        "asm",
+        "catch",
+        "class",
+        "concept",
+        "consteval",
+        "constinit",
+        "co_await",
+        "co_return",
+        "co_yield",
+        "decltype",
+        "delete",
+        "dynamic_cast",
+        "explicit",
+        "export",
+        "friend",
+        "mutable",
+        "namespace",
+        "new",
+        "noexcept",
+        "not",
+        "operator",
+        "or",
+        "private",
+        "protected",
+        "public",
+        "reinterpret_cast",
+        "requires",
+        "const_cast",
+        "static_cast",
+        "template",
+        "this",
+        "throw",
+        "try",
+        "typeid",
+        "typename",
+        "using",
+        "virtual",
+        "wchar_t",
+        "xor",
+        "final",
+        "override",
+        "std",
+    ]
+);
 
 #[cfg(test)]
 mod tests {

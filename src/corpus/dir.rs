@@ -4,8 +4,8 @@
 //! concatenation's coordinates.
 
 use super::{
-    Corpus, CorpusError, CorpusSpec, FunctionDecl, Language, Parsed, SourceFile, error_lines, language_names,
-    language_named, language_of_extension, unparsable,
+    Corpus, CorpusError, CorpusSpec, FunctionDecl, Language, Parsed, SourceFile, error_lines, language_named, language_names,
+    language_of_extension, unparsable,
 };
 use anyhow::{Context, Result};
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -39,9 +39,10 @@ fn globs(patterns: &[String]) -> Result<Option<GlobSet>> {
 /// note in `notes`.
 fn relative_paths(root: &Path, notes: &mut Vec<String>) -> Result<Vec<String>> {
     let mut out = Vec::new();
-    let walk = walkdir::WalkDir::new(root).follow_links(false).into_iter().filter_entry(|e| {
-        e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.')
-    });
+    let walk = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
     for entry in walk {
         let entry = entry.with_context(|| format!("cannot read the folder {}", root.display()))?;
         let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
@@ -69,9 +70,8 @@ fn file_text(rel: &str, bytes: Vec<u8>) -> Result<String, String> {
     if bytes.contains(&0) {
         return Err(format!("note: skipped {rel}: a binary file (it holds NUL bytes)"));
     }
-    String::from_utf8(bytes).map_err(|e| {
-        format!("note: skipped {rel}: not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())
-    })
+    String::from_utf8(bytes)
+        .map_err(|e| format!("note: skipped {rel}: not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()))
 }
 
 /// Reads the files of `spec.path` that `spec` selects and concatenates them.
@@ -226,13 +226,15 @@ impl Language for Mixed {
 
     fn reserved_words(&self) -> &'static [&'static str] {
         static ALL: OnceLock<Vec<&'static str>> = OnceLock::new();
-        ALL.get_or_init(|| {
-            language_names().iter().filter_map(|n| language_named(n)).flat_map(|l| l.reserved_words().to_vec()).collect()
-        })
+        ALL.get_or_init(|| language_names().iter().filter_map(|n| language_named(n)).flat_map(|l| l.reserved_words().to_vec()).collect())
     }
 
     fn functions(&self, text: &str) -> Result<Parsed> {
-        let mut out = Parsed { rule: "a function eligible in its file's language", after: "its opening brace (Python: its header)", ..Parsed::default() };
+        let mut out = Parsed {
+            rule: "a function eligible in its file's language",
+            after: "its opening brace (Python: its header)",
+            ..Parsed::default()
+        };
         let (mut lines_before, mut counted) = (0, 0);
         for (start, end, language) in &self.parts {
             let piece = &text[*start..*end];

@@ -27,9 +27,7 @@ impl Grammar for Java {
     }
     fn scope(&self, node: Node, text: &str) -> Option<String> {
         match node.kind() {
-            "class_declaration" | "interface_declaration" | "enum_declaration" | "record_declaration" => {
-                field_text(node, "name", text)
-            }
+            "class_declaration" | "interface_declaration" | "enum_declaration" | "record_declaration" => field_text(node, "name", text),
             _ => None,
         }
     }
@@ -44,12 +42,71 @@ impl Grammar for Java {
     }
 }
 
-grammar_language!(Java, "java", "//", &[
-    "abstract", "assert", "boolean", "break", "byte", "case", "catch", "char", "class", "const",
-    "continue", "default", "do", "double", "else", "enum", "extends", "final", "finally", "float",
-    "for", "goto", "if", "implements", "import", "instanceof", "int", "interface", "long", "native",
-    "new", "package", "private", "protected", "public", "return", "short", "static", "strictfp",
-    "super", "switch", "synchronized", "this", "throw", "throws", "transient", "try", "void",
-    "volatile", "while", "true", "false", "null", "var", "record", "yield", "sealed", "permits",
-    "String", "Object", "main",
-]);
+grammar_language!(
+    Java,
+    "java",
+    "//",
+    &[
+        "abstract",
+        "assert",
+        "boolean",
+        "break",
+        "byte",
+        "case",
+        "catch",
+        "char",
+        "class",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extends",
+        "final",
+        "finally",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "implements",
+        "import",
+        "instanceof",
+        "int",
+        "interface",
+        "long",
+        "native",
+        "new",
+        "package",
+        "private",
+        "protected",
+        "public",
+        "return",
+        "short",
+        "static",
+        "strictfp",
+        "super",
+        "switch",
+        "synchronized",
+        "this",
+        "throw",
+        "throws",
+        "transient",
+        "try",
+        "void",
+        "volatile",
+        "while",
+        "true",
+        "false",
+        "null",
+        "var",
+        "record",
+        "yield",
+        "sealed",
+        "permits",
+        "String",
+        "Object",
+        "main",
+    ]
+);

@@ -24,12 +24,63 @@ impl Language for JavaScript {
         // ECMAScript's reserved words, the strict-mode and contextual ones,
         // and the global names a rename must not shadow.
         &[
-            "arguments", "as", "async", "await", "break", "case", "catch", "class", "const", "continue",
-            "debugger", "default", "delete", "do", "else", "enum", "eval", "export", "extends", "false",
-            "finally", "for", "from", "function", "get", "if", "implements", "import", "in", "instanceof",
-            "interface", "let", "new", "null", "of", "package", "private", "protected", "public", "return",
-            "set", "static", "super", "switch", "this", "throw", "true", "try", "typeof", "undefined",
-            "var", "void", "while", "with", "yield", "NaN", "Infinity",
+            "arguments",
+            "as",
+            "async",
+            "await",
+            "break",
+            "case",
+            "catch",
+            "class",
+            "const",
+            "continue",
+            "debugger",
+            "default",
+            "delete",
+            "do",
+            "else",
+            "enum",
+            "eval",
+            "export",
+            "extends",
+            "false",
+            "finally",
+            "for",
+            "from",
+            "function",
+            "get",
+            "if",
+            "implements",
+            "import",
+            "in",
+            "instanceof",
+            "interface",
+            "let",
+            "new",
+            "null",
+            "of",
+            "package",
+            "private",
+            "protected",
+            "public",
+            "return",
+            "set",
+            "static",
+            "super",
+            "switch",
+            "this",
+            "throw",
+            "true",
+            "try",
+            "typeof",
+            "undefined",
+            "var",
+            "void",
+            "while",
+            "with",
+            "yield",
+            "NaN",
+            "Infinity",
         ]
     }
 
@@ -49,10 +100,8 @@ impl Language for JavaScript {
                 out.error_lines.push(node.start_position().row + 1);
                 out.error_bytes += node.end_byte() - node.start_byte();
             }
-            if matches!(
-                node.kind(),
-                "function_declaration" | "generator_function_declaration"
-            ) && let Some(decl) = declaration(node, text)
+            if matches!(node.kind(), "function_declaration" | "generator_function_declaration")
+                && let Some(decl) = declaration(node, text)
             {
                 out.functions.push(decl);
             }
@@ -74,12 +123,8 @@ impl Language for JavaScript {
 
 fn parse(text: &str) -> Result<tree_sitter::Tree> {
     let mut parser = Parser::new();
-    parser
-        .set_language(&tree_sitter_javascript::LANGUAGE.into())
-        .context("cannot load the tree-sitter JavaScript grammar")?;
-    parser
-        .parse(text, None)
-        .context("tree-sitter gave up parsing the corpus")
+    parser.set_language(&tree_sitter_javascript::LANGUAGE.into()).context("cannot load the tree-sitter JavaScript grammar")?;
+    parser.parse(text, None).context("tree-sitter gave up parsing the corpus")
 }
 
 /// Lists the declarations inside an error node without counting nested error nodes again.
@@ -87,10 +132,7 @@ fn collect_inside_error(node: Node, text: &str, out: &mut Vec<FunctionDecl>) {
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
         if n.id() != node.id()
-            && matches!(
-                n.kind(),
-                "function_declaration" | "generator_function_declaration"
-            )
+            && matches!(n.kind(), "function_declaration" | "generator_function_declaration")
             && let Some(mut decl) = declaration(n, text)
         {
             decl.clean = false;
@@ -125,13 +167,7 @@ mod tests {
     use super::*;
 
     fn names(src: &str) -> Vec<(String, bool)> {
-        JavaScript
-            .functions(src)
-            .unwrap()
-            .functions
-            .into_iter()
-            .map(|f| (f.name, f.clean))
-            .collect()
+        JavaScript.functions(src).unwrap().functions.into_iter().map(|f| (f.name, f.clean)).collect()
     }
 
     #[test]

@@ -41,8 +41,7 @@ pub struct Corpus {
 impl Corpus {
     /// Reads `path`; a missing, empty or binary (NUL bytes, not UTF-8) file is an error.
     pub fn load(path: &Path) -> Result<Corpus> {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read corpus {}", path.display()))?;
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read corpus {}", path.display()))?;
         Self::from_bytes(path, bytes)
     }
 
@@ -56,11 +55,7 @@ impl Corpus {
         }
         let sha256 = crate::fsutil::sha256_hex(&bytes);
         let text = String::from_utf8(bytes).map_err(|e| {
-            anyhow::anyhow!(
-                "corpus {} is not UTF-8 text (invalid byte at offset {})",
-                path.display(),
-                e.utf8_error().valid_up_to()
-            )
+            anyhow::anyhow!("corpus {} is not UTF-8 text (invalid byte at offset {})", path.display(), e.utf8_error().valid_up_to())
         })?;
         if text.trim().is_empty() {
             bail!("corpus {} holds only whitespace", path.display());
@@ -71,12 +66,7 @@ impl Corpus {
                 line_starts.push(i + 1);
             }
         }
-        Ok(Corpus {
-            path: path.to_path_buf(),
-            text,
-            sha256,
-            line_starts,
-        })
+        Ok(Corpus { path: path.to_path_buf(), text, sha256, line_starts })
     }
 
     /// Number of lines (a final newline does not count as an extra empty line).
@@ -287,13 +277,7 @@ impl CorpusSpec {
         if info.files.is_empty() {
             return CorpusSpec { language, ..CorpusSpec::file(path) };
         }
-        CorpusSpec {
-            path: path.to_path_buf(),
-            dir: true,
-            include: info.include.clone(),
-            exclude: info.exclude.clone(),
-            language,
-        }
+        CorpusSpec { path: path.to_path_buf(), dir: true, include: info.include.clone(), exclude: info.exclude.clone(), language }
     }
 }
 
@@ -321,9 +305,7 @@ pub enum CorpusError {
     NoMatchingFile { dir: String, what: String },
     #[error("`{glob}` is not a glob: {reason}")]
     BadGlob { glob: String, reason: String },
-    #[error(
-        "{path} does not parse as {language}: {regions} syntax error region(s) cover {percent}% of it (first at line(s) {lines})"
-    )]
+    #[error("{path} does not parse as {language}: {regions} syntax error region(s) cover {percent}% of it (first at line(s) {lines})")]
     Unparsable { path: String, language: String, regions: usize, percent: usize, lines: String },
 }
 
@@ -392,8 +374,7 @@ const MAX_ERROR_SHARE: f64 = 0.5;
 const SHOWN_ERROR_LINES: usize = 5;
 
 fn error_lines(parsed: &Parsed, offset: usize) -> String {
-    let mut shown: Vec<String> =
-        parsed.error_lines.iter().take(SHOWN_ERROR_LINES).map(|l| (l + offset).to_string()).collect();
+    let mut shown: Vec<String> = parsed.error_lines.iter().take(SHOWN_ERROR_LINES).map(|l| (l + offset).to_string()).collect();
     if parsed.error_lines.len() > SHOWN_ERROR_LINES {
         shown.push("...".into());
     }
@@ -439,10 +420,8 @@ impl Source {
         } else {
             let language = match forced {
                 Some(l) => l,
-                None => language_of_extension(&spec.path).ok_or_else(|| CorpusError::UnknownExtension {
-                    path: spec.path.display().to_string(),
-                    known: known_extensions(),
-                })?,
+                None => language_of_extension(&spec.path)
+                    .ok_or_else(|| CorpusError::UnknownExtension { path: spec.path.display().to_string(), known: known_extensions() })?,
             };
             (Corpus::load(&spec.path)?, language, Vec::new(), Vec::new())
         };
@@ -490,9 +469,8 @@ impl Source {
 
 /// Picks the language by file extension.
 pub fn language_for(path: &Path) -> Result<Box<dyn Language>> {
-    language_of_extension(path).ok_or_else(|| {
-        CorpusError::UnknownExtension { path: path.display().to_string(), known: known_extensions() }.into()
-    })
+    language_of_extension(path)
+        .ok_or_else(|| CorpusError::UnknownExtension { path: path.display().to_string(), known: known_extensions() }.into())
 }
 
 #[cfg(test)]

@@ -26,10 +26,7 @@ impl Grammar for Python {
         let name = field_text(node, "name", text)?;
         let body = node.child_by_field_name("body")?;
         let mut cursor = node.walk();
-        let colon = node
-            .children(&mut cursor)
-            .filter(|c| c.kind() == ":" && c.end_byte() <= body.start_byte())
-            .last()?;
+        let colon = node.children(&mut cursor).filter(|c| c.kind() == ":" && c.end_byte() <= body.start_byte()).last()?;
         let mut cursor = body.walk();
         let last = body.named_children(&mut cursor).filter(|c| c.kind() != "comment").last()?;
         let end = last.end_byte().max(last.start_byte() + 1) - 1;
@@ -58,10 +55,14 @@ impl Grammar for Python {
     }
 }
 
-grammar_language!(Python, "python", "#", &[
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "case", "class",
-    "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if",
-    "import", "in", "is", "lambda", "match", "nonlocal", "not", "or", "pass", "raise", "return",
-    "self", "cls", "try", "type", "while", "with", "yield", "print", "len", "super", "object",
-    "int", "str", "list", "dict", "set", "tuple", "bool", "float", "bytes", "range", "open",
-]);
+grammar_language!(
+    Python,
+    "python",
+    "#",
+    &[
+        "False", "None", "True", "and", "as", "assert", "async", "await", "break", "case", "class", "continue", "def", "del", "elif",
+        "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "match", "nonlocal", "not", "or",
+        "pass", "raise", "return", "self", "cls", "try", "type", "while", "with", "yield", "print", "len", "super", "object", "int", "str",
+        "list", "dict", "set", "tuple", "bool", "float", "bytes", "range", "open",
+    ]
+);

@@ -47,9 +47,7 @@ pub(crate) trait Grammar {
 
 pub(crate) fn parse(g: &dyn Grammar, text: &str) -> Result<Tree> {
     let mut parser = Parser::new();
-    parser
-        .set_language(&g.grammar())
-        .with_context(|| format!("cannot load the tree-sitter {} grammar", g.title()))?;
+    parser.set_language(&g.grammar()).with_context(|| format!("cannot load the tree-sitter {} grammar", g.title()))?;
     parser.parse(text, None).context("tree-sitter gave up parsing the corpus")
 }
 
@@ -60,9 +58,8 @@ pub(crate) fn functions(g: &dyn Grammar, text: &str) -> Result<Parsed> {
     let tree = parse(g, text)?;
     let mut out = Parsed { rule: g.rule(), after: g.after(), ..Parsed::default() };
     let sep = g.separator();
-    let join = |scope: &str, name: &str| -> Rc<str> {
-        if scope.is_empty() { Rc::from(name) } else { Rc::from(format!("{scope}{sep}{name}")) }
-    };
+    let join =
+        |scope: &str, name: &str| -> Rc<str> { if scope.is_empty() { Rc::from(name) } else { Rc::from(format!("{scope}{sep}{name}")) } };
     // Iterative walk: real files nest deeply enough to make recursion risky.
     // Each entry: the node, the qualified name of its scope, whether it is
     // inside an error region.
@@ -163,11 +160,7 @@ macro_rules! grammar_language {
             fn functions(&self, text: &str) -> anyhow::Result<$crate::corpus::Parsed> {
                 $crate::corpus::walk::functions(self, text)
             }
-            fn identifier_spans(
-                &self,
-                text: &str,
-                wanted: &dyn Fn(&str) -> bool,
-            ) -> anyhow::Result<Vec<(usize, usize)>> {
+            fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> anyhow::Result<Vec<(usize, usize)>> {
                 $crate::corpus::walk::identifier_spans(self, text, wanted)
             }
         }

@@ -117,8 +117,7 @@ impl WeightLayout {
     pub fn read(path: &Path) -> Result<WeightLayout> {
         let mut tensors = Vec::new();
         for part in super::gguf::parts(path)? {
-            let header = super::gguf::Header::read(&part)
-                .with_context(|| format!("cannot read the tensor table of {}", part.display()))?;
+            let header = super::gguf::Header::read(&part).with_context(|| format!("cannot read the tensor table of {}", part.display()))?;
             tensors.extend(header.tensors());
         }
         Ok(WeightLayout::of(tensors.iter().map(|(n, b)| (n.as_str(), *b))))
@@ -262,9 +261,23 @@ mod tests {
 
     #[test]
     fn the_compute_backend_is_the_gpus_or_the_cpu() {
-        let c = Compute::of(Some(Device { name: "CUDA0".into(), description: "NVIDIA H200".into(), backend: "CUDA".into(), free: 1, total: 1, gpu: true }));
+        let c = Compute::of(Some(Device {
+            name: "CUDA0".into(),
+            description: "NVIDIA H200".into(),
+            backend: "CUDA".into(),
+            free: 1,
+            total: 1,
+            gpu: true,
+        }));
         assert_eq!(c, Compute { backend: "cuda".into(), device: Some("CUDA0 (NVIDIA H200)".into()) });
-        let m = Compute::of(Some(Device { name: "MTL0".into(), description: String::new(), backend: "MTL".into(), free: 0, total: 0, gpu: true }));
+        let m = Compute::of(Some(Device {
+            name: "MTL0".into(),
+            description: String::new(),
+            backend: "MTL".into(),
+            free: 0,
+            total: 0,
+            gpu: true,
+        }));
         assert_eq!((m.backend.as_str(), m.device.as_deref()), ("metal", Some("MTL0")));
         assert_eq!(Compute::of(None), Compute { backend: "cpu".into(), device: None });
     }

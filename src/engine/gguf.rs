@@ -94,7 +94,9 @@ pub enum PartsError {
     Unreadable(PathBuf),
     #[error("{path} is part {no} of {count} of a split model; give its first part, {first}")]
     NotFirst { path: PathBuf, no: i64, count: i64, first: String },
-    #[error("{path} is the first of {count} parts of a split model, but its name does not end in -00001-of-{count:05}.gguf, so its other parts cannot be found")]
+    #[error(
+        "{path} is the first of {count} parts of a split model, but its name does not end in -00001-of-{count:05}.gguf, so its other parts cannot be found"
+    )]
     BadName { path: PathBuf, count: i64 },
     #[error("part {no} of {count} of the split model, {path}, is missing")]
     Missing { path: PathBuf, no: usize, count: usize },

@@ -1,8 +1,8 @@
 //! Loading a GGUF model, its metadata, and a cached sha256 of the file.
 
 use anyhow::{Context, Result, bail};
-use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -106,11 +106,7 @@ fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
         Ok(n) => file_type_name(n),
         Err(_) => v,
     });
-    let chat_template = model
-        .chat_template(None)
-        .ok()
-        .and_then(|t| t.to_string().ok())
-        .filter(|t| !t.trim().is_empty());
+    let chat_template = model.chat_template(None).ok().and_then(|t| t.to_string().ok()).filter(|t| !t.trim().is_empty());
     Ok(Model {
         path: path.to_path_buf(),
         sha256,
@@ -179,8 +175,7 @@ fn check_gguf(path: &Path) -> Result<()> {
         bail!("model path {} is not a file", path.display());
     }
     let mut magic = [0u8; 4];
-    let mut f = std::fs::File::open(path)
-        .with_context(|| format!("cannot open model {}", path.display()))?;
+    let mut f = std::fs::File::open(path).with_context(|| format!("cannot open model {}", path.display()))?;
     if f.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
         bail!("{} is not a GGUF model file", path.display());
     }
@@ -382,15 +377,9 @@ impl Model {
     /// llama.cpp's built-in chat renderer, used only when Jinja rendering fails.
     pub fn render_builtin(&self, content: &str) -> Result<String> {
         use llama_cpp_2::model::LlamaChatMessage;
-        let tmpl = self
-            .model
-            .chat_template(None)
-            .context("no chat template")?;
-        let msg = LlamaChatMessage::new("user".into(), content.into())
-            .context("the question cannot be a chat message")?;
-        self.model
-            .apply_chat_template(&tmpl, &[msg], true)
-            .context("llama.cpp could not apply the chat template")
+        let tmpl = self.model.chat_template(None).context("no chat template")?;
+        let msg = LlamaChatMessage::new("user".into(), content.into()).context("the question cannot be a chat message")?;
+        self.model.apply_chat_template(&tmpl, &[msg], true).context("llama.cpp could not apply the chat template")
     }
 }
 

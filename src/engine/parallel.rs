@@ -9,9 +9,9 @@
 //! llama.cpp's own server and batched bench do, so a long prefix is read from
 //! memory once per step for all slots instead of once per slot.
 
+use super::session::{Generation, Limit, Session, greedy_sampler};
 use crate::draft::Drafter;
 use crate::settings::StepStats;
-use super::session::{Generation, Limit, Session, greedy_sampler};
 use anyhow::{Context, Result, bail};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
@@ -200,7 +200,14 @@ impl Session<'_> {
 /// One batch: every generating slot's next token first, each with its
 /// draft (a share of the batch's room, so that all fit), then question
 /// tokens while there is room. Returns how many question tokens it holds.
-fn fill_batch(batch: &mut LlamaBatch, s: &mut Slots, queries: &[Vec<LlamaToken>], n_batch: usize, limit: Limit, drafting: bool) -> Result<usize> {
+fn fill_batch(
+    batch: &mut LlamaBatch,
+    s: &mut Slots,
+    queries: &[Vec<LlamaToken>],
+    n_batch: usize,
+    limit: Limit,
+    drafting: bool,
+) -> Result<usize> {
     batch.clear();
     s.logits_at.clear();
     s.logits_at.resize(s.live.len(), None);

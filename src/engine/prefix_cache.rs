@@ -31,18 +31,12 @@ pub enum Lookup {
 
 impl PrefixCache {
     pub fn new(dir: &Path) -> Result<PrefixCache> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create prefix cache folder {}", dir.display()))?;
-        Ok(PrefixCache {
-            dir: dir.to_path_buf(),
-        })
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create prefix cache folder {}", dir.display()))?;
+        Ok(PrefixCache { dir: dir.to_path_buf() })
     }
 
     fn paths(&self, key: &str) -> (PathBuf, PathBuf) {
-        (
-            self.dir.join(format!("{key}.state")),
-            self.dir.join(format!("{key}.state.sha256")),
-        )
+        (self.dir.join(format!("{key}.state")), self.dir.join(format!("{key}.state.sha256")))
     }
 
     /// Whether a state (verified or not) is saved under `key`.
@@ -61,9 +55,7 @@ impl PrefixCache {
         let problem = match (std::fs::read_to_string(&sidecar), crate::fsutil::file_sha256(&state)) {
             (Err(_), _) => Some("its checksum file is missing".to_string()),
             (_, Err(e)) => Some(format!("it cannot be read ({e})")),
-            (Ok(want), Ok(got)) if want.trim() != got => {
-                Some("its sha256 does not match (corrupt or truncated)".to_string())
-            }
+            (Ok(want), Ok(got)) if want.trim() != got => Some("its sha256 does not match (corrupt or truncated)".to_string()),
             _ => match session.load_prefix_file(&state, tokens) {
                 Ok(()) => None,
                 Err(e) => Some(format!("llama.cpp could not load it ({e:#})")),
@@ -74,10 +66,7 @@ impl PrefixCache {
             Some(why) => {
                 let _ = std::fs::remove_file(&state);
                 let _ = std::fs::remove_file(&sidecar);
-                Ok(Lookup::Corrupt(format!(
-                    "prefix cache file {} ignored: {why}; it will be rebuilt",
-                    state.display()
-                )))
+                Ok(Lookup::Corrupt(format!("prefix cache file {} ignored: {why}; it will be rebuilt", state.display())))
             }
         }
     }

@@ -112,11 +112,8 @@ pub(super) fn greedy_sampler(model: &Model, limit: Limit) -> LlamaSampler {
     }
     let vocab = model.model.vocab();
     let n = model.model.n_vocab();
-    let masked: Vec<LlamaLogitBias> = (0..n)
-        .map(LlamaToken)
-        .filter(|&t| vocab.is_eog(t))
-        .map(|t| LlamaLogitBias::new(t, f32::NEG_INFINITY))
-        .collect();
+    let masked: Vec<LlamaLogitBias> =
+        (0..n).map(LlamaToken).filter(|&t| vocab.is_eog(t)).map(|t| LlamaLogitBias::new(t, f32::NEG_INFINITY)).collect();
     LlamaSampler::chain_simple([LlamaSampler::logit_bias(n, &masked), LlamaSampler::greedy()])
 }
 
@@ -321,8 +318,7 @@ impl<'m> Session<'m> {
         self.ctx.clear_kv_cache();
         self.snapshot = None;
         self.seq = 0;
-        self.decode_at(tokens, 0, self.n_batch, false, &mut progress)
-            .context("prefill failed")?;
+        self.decode_at(tokens, 0, self.n_batch, false, &mut progress).context("prefill failed")?;
         self.prefix_len = tokens.len();
         Ok(())
     }
@@ -349,9 +345,7 @@ impl<'m> Session<'m> {
                 let last = done + i + 1 == tokens.len();
                 batch.add(tok, pos as i32, &[self.seq], logits_last && last)?;
             }
-            self.ctx
-                .decode(&mut batch)
-                .with_context(|| format!("llama.cpp decode failed at position {}", start + done))?;
+            self.ctx.decode(&mut batch).with_context(|| format!("llama.cpp decode failed at position {}", start + done))?;
             done += chunk.len();
             progress(done);
         }
@@ -400,8 +394,7 @@ impl<'m> Session<'m> {
         // evaluated in the batch a plain prefill of the longer prefix puts it
         // in: batch shape can change the rounding of a CPU f16 cache.
         let first = self.n_batch - self.prefix_len % self.n_batch;
-        self.decode_at(tokens, self.prefix_len, first, false, &mut progress)
-            .context("prefill failed")?;
+        self.decode_at(tokens, self.prefix_len, first, false, &mut progress).context("prefill failed")?;
         self.prefix_len += tokens.len();
         Ok(())
     }
@@ -431,17 +424,12 @@ impl<'m> Session<'m> {
     }
 
     fn seq_state(&self, flags: LlamaStateSeqFlags) -> Result<SeqState> {
-        self.ctx
-            .state_seq_get(0, flags)
-            .context("cannot snapshot the prefix state")
+        self.ctx.state_seq_get(0, flags).context("cannot snapshot the prefix state")
     }
 
     /// Puts the snapshot back (see the module's notes for the two ways).
     pub fn restore(&mut self) -> Result<()> {
-        let (snapshot, len) = self
-            .snapshot
-            .take()
-            .ok_or_else(|| anyhow!("no snapshot to restore"))?;
+        let (snapshot, len) = self.snapshot.take().ok_or_else(|| anyhow!("no snapshot to restore"))?;
         let result = self.apply(&snapshot, len);
         self.snapshot = Some((snapshot, len));
         result
@@ -456,21 +444,15 @@ impl<'m> Session<'m> {
                 // Clearing a whole sequence works for every memory type; only
                 // partial removal is refused by recurrent ones.
                 let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
-                self.ctx
-                    .state_seq_set(state, 0)
-                    .context("cannot restore the prefix state")?;
+                self.ctx.state_seq_set(state, 0).context("cannot restore the prefix state")?;
             }
             Snapshot::Lean(partial) => {
                 if let Some(state) = partial {
                     // Clears and rewrites only the window and recurrent parts.
-                    self.ctx
-                        .state_seq_set(state, 0)
-                        .context("cannot restore the prefix's window and recurrent state")?;
+                    self.ctx.state_seq_set(state, 0).context("cannot restore the prefix's window and recurrent state")?;
                 }
                 let from = u32::try_from(self.prefix_len).context("prefix too long")?;
-                self.ctx
-                    .kv_cache_seq_rm(0, Some(from), None)
-                    .context("cannot remove the question's cells after the prefix")?;
+                self.ctx.kv_cache_seq_rm(0, Some(from), None).context("cannot remove the question's cells after the prefix")?;
             }
         }
         Ok(())
@@ -485,9 +467,7 @@ impl<'m> Session<'m> {
             bail!("sequence {seq} is not one of this context's 1..{}", self.n_seq);
         }
         self.clear_seq(seq);
-        self.ctx
-            .kv_cache_seq_cp(0, seq, None, None)
-            .with_context(|| format!("cannot copy the prefix into sequence {seq}"))?;
+        self.ctx.kv_cache_seq_cp(0, seq, None, None).with_context(|| format!("cannot copy the prefix into sequence {seq}"))?;
         self.seq = seq;
         Ok(())
     }
@@ -519,9 +499,7 @@ impl<'m> Session<'m> {
     pub fn set_snapshot(&mut self, snapshot: PortableSnapshot) -> Result<()> {
         let PortableSnapshot(state, len) = snapshot;
         self.ctx.clear_kv_cache();
-        self.ctx
-            .state_seq_set(&state, 0)
-            .context("cannot restore the prefix state")?;
+        self.ctx.state_seq_set(&state, 0).context("cannot restore the prefix state")?;
         self.prefix_len = len;
         self.seq = 0;
         match self.restore_mode {
@@ -551,22 +529,12 @@ impl<'m> Session<'m> {
     /// Evaluates `query` after the prefix and generates greedily until an
     /// end-of-generation token, `max_new` tokens, or `stop(text)` says so
     /// (checked after each token that ends a line).
-    pub fn generate(
-        &mut self,
-        query: &[LlamaToken],
-        max_new: usize,
-        stop: impl Fn(&str) -> bool,
-    ) -> Result<Generation> {
+    pub fn generate(&mut self, query: &[LlamaToken], max_new: usize, stop: impl Fn(&str) -> bool) -> Result<Generation> {
         self.generate_with(query, Limit { max_new, fixed: false }, stop)
     }
 
     /// [`Session::generate`] under a [`Limit`].
-    pub fn generate_with(
-        &mut self,
-        query: &[LlamaToken],
-        limit: Limit,
-        stop: impl Fn(&str) -> bool,
-    ) -> Result<Generation> {
+    pub fn generate_with(&mut self, query: &[LlamaToken], limit: Limit, stop: impl Fn(&str) -> bool) -> Result<Generation> {
         self.generate_drafted(query, limit, stop, None)
     }
 
@@ -603,8 +571,7 @@ impl<'m> Session<'m> {
         let drafting = self.span_budget.is_none() && self.drafts_roll_back();
         let t = Instant::now();
         let vocab = self.model.model.vocab();
-        self.decode_at(query, self.prefix_len, self.n_batch, true, &mut |_| {})
-            .context("evaluating the question failed")?;
+        self.decode_at(query, self.prefix_len, self.n_batch, true, &mut |_| {}).context("evaluating the question failed")?;
         self.steps.steps += query.len().div_ceil(self.n_batch);
         self.steps.mixed_ms += t.elapsed().as_secs_f64() * 1e3;
         self.steps.mixed_tokens += query.len();
@@ -632,7 +599,8 @@ impl<'m> Session<'m> {
             let piece = super::model::answer_piece(&vocab, tok, markers);
             let ends_line = piece.contains(&b'\n');
             bytes.extend_from_slice(&piece);
-            (ends_line && !limit.fixed && stop(&String::from_utf8_lossy(bytes))) || tokens.len() >= answer_cap(span.as_ref(), max_new, bytes)
+            (ends_line && !limit.fixed && stop(&String::from_utf8_lossy(bytes)))
+                || tokens.len() >= answer_cap(span.as_ref(), max_new, bytes)
         };
         loop {
             if take(tok, &mut tokens, &mut bytes, &mut ids) {
@@ -665,9 +633,7 @@ impl<'m> Session<'m> {
                 batch.add(d, (pos + 1 + j) as i32, &[self.seq], true)?;
             }
             let step = Instant::now();
-            self.ctx
-                .decode(&mut batch)
-                .with_context(|| format!("llama.cpp decode failed at position {pos}"))?;
+            self.ctx.decode(&mut batch).with_context(|| format!("llama.cpp decode failed at position {pos}"))?;
             // The step's time is the device's work, which ends after decode returns.
             self.ctx.synchronize();
             self.steps.steps += 1;
@@ -716,11 +682,7 @@ impl<'m> Session<'m> {
     /// forced token, the model's top-1 token, the gap between its two best
     /// logits, and the forced token's log-probability (see [`crate::logits::read_logits`]).
     /// Call [`Session::restore`] first, as for [`Session::generate`].
-    pub fn force(
-        &mut self,
-        query: &[LlamaToken],
-        forced: &[LlamaToken],
-    ) -> Result<Vec<(LlamaToken, f32, f32)>> {
+    pub fn force(&mut self, query: &[LlamaToken], forced: &[LlamaToken]) -> Result<Vec<(LlamaToken, f32, f32)>> {
         self.force_with(query, forced, |_, _| {})
     }
 
@@ -747,9 +709,7 @@ impl<'m> Session<'m> {
                 let wants = i >= first_logit && i + 1 < seq.len();
                 batch.add(tok, (self.prefix_len + i) as i32, &[self.seq], wants)?;
             }
-            self.ctx
-                .decode(&mut batch)
-                .context("llama.cpp decode failed in the forced pass")?;
+            self.ctx.decode(&mut batch).context("llama.cpp decode failed in the forced pass")?;
             for j in 0..chunk.len() {
                 let i = base + j;
                 if i >= first_logit && i + 1 < seq.len() {

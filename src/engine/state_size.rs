@@ -34,8 +34,7 @@ impl StateShape {
     /// The sliding-window and recurrent parts (the lean snapshot).
     pub fn partial_bytes(&self, prefix_tokens: u64) -> u64 {
         let window_cells = prefix_tokens.min(self.n_swa + 1);
-        self.swa_layers * self.kv_bytes_per_layer_cell * window_cells
-            + self.recurrent_layers * self.recurrent_bytes_per_layer
+        self.swa_layers * self.kv_bytes_per_layer_cell * window_cells + self.recurrent_layers * self.recurrent_bytes_per_layer
     }
 
     /// The whole sequence state (the full snapshot).
@@ -88,7 +87,14 @@ mod tests {
 
     #[test]
     fn plain_attention_has_no_partial_state() {
-        let s = StateShape { full_attn_layers: 30, swa_layers: 0, n_swa: 0, kv_bytes_per_layer_cell: 768, recurrent_layers: 0, recurrent_bytes_per_layer: 0 };
+        let s = StateShape {
+            full_attn_layers: 30,
+            swa_layers: 0,
+            n_swa: 0,
+            kv_bytes_per_layer_cell: 768,
+            recurrent_layers: 0,
+            recurrent_bytes_per_layer: 0,
+        };
         assert_eq!(s.partial_bytes(4000), 0);
         assert_eq!(s.full_bytes(4000), 30 * 768 * 4000);
     }
@@ -97,7 +103,14 @@ mod tests {
     fn recurrent_state_does_not_grow_with_the_prefix() {
         let r = recurrent_layer_bytes(4, 64, 16, 2);
         assert_eq!(r, 4 * (3 * (64 + 64) + 16 * 64));
-        let s = StateShape { full_attn_layers: 2, swa_layers: 0, n_swa: 0, kv_bytes_per_layer_cell: 256, recurrent_layers: 2, recurrent_bytes_per_layer: r };
+        let s = StateShape {
+            full_attn_layers: 2,
+            swa_layers: 0,
+            n_swa: 0,
+            kv_bytes_per_layer_cell: 256,
+            recurrent_layers: 2,
+            recurrent_bytes_per_layer: r,
+        };
         assert_eq!(s.partial_bytes(10), s.partial_bytes(100_000));
         assert_eq!(s.full_bytes(1000) - s.partial_bytes(1000), 2 * 256 * 1000);
     }
@@ -110,7 +123,14 @@ mod tests {
     /// q8_0 34 bytes per 32 values.
     #[test]
     fn the_plans_models_at_108k_tokens() {
-        let gemma = |cell| StateShape { full_attn_layers: 10, swa_layers: 52, n_swa: 1024, kv_bytes_per_layer_cell: cell, recurrent_layers: 0, recurrent_bytes_per_layer: 0 };
+        let gemma = |cell| StateShape {
+            full_attn_layers: 10,
+            swa_layers: 52,
+            n_swa: 1024,
+            kv_bytes_per_layer_cell: cell,
+            recurrent_layers: 0,
+            recurrent_bytes_per_layer: 0,
+        };
         let qwen = |cell| StateShape {
             full_attn_layers: 10,
             swa_layers: 0,

@@ -48,10 +48,7 @@ pub fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<LoadedRun>> {
                     1 => "; its one .json file is not a run file".to_string(),
                     n => format!("; its {n} .json files are not run files"),
                 };
-                bail!(
-                    "{} holds no run files (the *.json files bench and score write){others}",
-                    input.display()
-                );
+                bail!("{} holds no run files (the *.json files bench and score write){others}", input.display());
             }
             runs.extend(found);
             notes.extend(skipped);
@@ -69,7 +66,6 @@ pub fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<LoadedRun>> {
     Ok(loaded)
 }
 
-
 /// A run file and where it was read.
 type PathRun = (PathBuf, RunFile);
 
@@ -82,9 +78,7 @@ fn load_folder(dir: &Path) -> Result<(Vec<PathRun>, Vec<String>)> {
         .filter(|p| {
             p.is_file()
                 && p.extension().is_some_and(|e| e == "json")
-                && !p
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
         })
         .collect();
     files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
@@ -105,27 +99,12 @@ fn load_folder(dir: &Path) -> Result<(Vec<PathRun>, Vec<String>)> {
 /// Labels are file stems, unless two runs share one: then every run is
 /// labelled by its path as given.
 fn label_runs(runs: Vec<PathRun>) -> Vec<LoadedRun> {
-    let stem = |p: &Path| {
-        p.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| p.display().to_string())
-    };
+    let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| p.display().to_string());
     let stems: Vec<String> = runs.iter().map(|(p, _)| stem(p)).collect();
-    let unique = stems
-        .iter()
-        .enumerate()
-        .all(|(i, s)| !stems[..i].contains(s));
+    let unique = stems.iter().enumerate().all(|(i, s)| !stems[..i].contains(s));
     runs.into_iter()
         .zip(stems)
-        .map(|((path, run), s)| LoadedRun {
-            label: if unique {
-                s
-            } else {
-                path.display().to_string()
-            },
-            path: Some(path),
-            run,
-        })
+        .map(|((path, run), s)| LoadedRun { label: if unique { s } else { path.display().to_string() }, path: Some(path), run })
         .collect()
 }
 
@@ -136,11 +115,9 @@ pub fn check_same_lines(runs: &[LoadedRun]) -> Result<()> {
     if let Some(first) = runs.first() {
         let lines = first.run.manifest.params.lines;
         if let Some(other) = runs.iter().find(|r| r.run.manifest.params.lines != lines) {
-            return Err(DifferentLines {
-                first: (first.display(), lines),
-                other: (other.display(), other.run.manifest.params.lines),
-            }
-            .into());
+            return Err(
+                DifferentLines { first: (first.display(), lines), other: (other.display(), other.run.manifest.params.lines) }.into()
+            );
         }
     }
     Ok(())
@@ -199,16 +176,9 @@ impl Row {
     pub fn of(r: &LoadedRun) -> Row {
         let m = &r.run.manifest;
         let model = match &m.model {
-            Some(info) => info
-                .name
-                .clone()
-                .filter(|n| !n.trim().is_empty())
-                .unwrap_or_else(|| {
-                    Path::new(&info.path)
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| info.path.clone())
-                }),
+            Some(info) => info.name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| {
+                Path::new(&info.path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| info.path.clone())
+            }),
             None if m.external.as_ref().and_then(|e| e.label()).is_some() => {
                 m.external.as_ref().and_then(|e| e.label()).unwrap_or_default()
             }
@@ -222,23 +192,16 @@ impl Row {
         };
         let t = &r.run.summary.total;
         let forced = r.run.summary.forced.as_ref();
-        let prefill_tok_s = r.run.timings.as_ref().and_then(|t| {
-            (t.prefill_ms > 0.0 && t.prefill_tokens > 0)
-                .then(|| t.prefill_tokens as f64 / t.prefill_ms * 1000.0)
-        });
+        let prefill_tok_s = r
+            .run
+            .timings
+            .as_ref()
+            .and_then(|t| (t.prefill_ms > 0.0 && t.prefill_tokens > 0).then(|| t.prefill_tokens as f64 / t.prefill_ms * 1000.0));
         Row {
             run: r.label.clone(),
             model,
-            build: m
-                .model
-                .as_ref()
-                .map(|i| i.build.clone())
-                .unwrap_or_default(),
-            quant: m
-                .model
-                .as_ref()
-                .and_then(|i| i.file_type.clone())
-                .unwrap_or_default(),
+            build: m.model.as_ref().map(|i| i.build.clone()).unwrap_or_default(),
+            quant: m.model.as_ref().and_then(|i| i.file_type.clone()).unwrap_or_default(),
             kv_k: m.context.as_ref().map(|c| c.type_k.to_string()).unwrap_or_default(),
             kv_v: m.context.as_ref().map(|c| c.type_v.to_string()).unwrap_or_default(),
             passes: t.passes,
@@ -262,18 +225,12 @@ impl Row {
 
     /// `k/v`, or empty when the run has no context (score runs).
     pub fn kv(&self) -> String {
-        if self.kv_k.is_empty() && self.kv_v.is_empty() {
-            String::new()
-        } else {
-            format!("{}/{}", self.kv_k, self.kv_v)
-        }
+        if self.kv_k.is_empty() && self.kv_v.is_empty() { String::new() } else { format!("{}/{}", self.kv_k, self.kv_v) }
     }
 
     /// Prefill speed with one decimal, empty when absent.
     pub fn prefill(&self) -> String {
-        self.prefill_tok_s
-            .map(|v| format!("{v:.1}"))
-            .unwrap_or_default()
+        self.prefill_tok_s.map(|v| format!("{v:.1}")).unwrap_or_default()
     }
 
     /// Whether the run has closed-book answers.
@@ -321,9 +278,7 @@ pub struct Grid {
 impl Grid {
     /// Whether any cell has a teacher-forced top-1 share.
     pub fn has_forced(&self) -> bool {
-        self.rows
-            .iter()
-            .any(|r| r.cells.iter().any(|c| c.top1_share.is_some()))
+        self.rows.iter().any(|r| r.cells.iter().any(|c| c.top1_share.is_some()))
     }
 
     /// The grid, when every run has the same target names in the same order
@@ -332,11 +287,7 @@ impl Grid {
         let first = runs.first()?;
         let same = runs.iter().all(|r| {
             r.run.targets.len() == first.run.targets.len()
-                && r.run
-                    .targets
-                    .iter()
-                    .zip(&first.run.targets)
-                    .all(|(a, b)| a.name == b.name && a.length == b.length)
+                && r.run.targets.iter().zip(&first.run.targets).all(|(a, b)| a.name == b.name && a.length == b.length)
                 && r.run.manifest.params.lines == first.run.manifest.params.lines
         });
         if !same {
@@ -355,20 +306,13 @@ impl Grid {
                     .iter()
                     .map(|r| {
                         let t = &r.run.targets[i];
-                        Cell {
-                            matched: t.score.matched,
-                            pass: t.score.pass,
-                            top1_share: t.forced.as_ref().map(|f| f.top1_share),
-                        }
+                        Cell { matched: t.score.matched, pass: t.score.pass, top1_share: t.forced.as_ref().map(|f| f.top1_share) }
                     })
                     .collect(),
             })
             .collect();
         rows.sort_by(|a, b| a.depth.total_cmp(&b.depth));
-        Some(Grid {
-            lines: first.run.manifest.params.lines,
-            rows,
-        })
+        Some(Grid { lines: first.run.manifest.params.lines, rows })
     }
 }
 
@@ -379,16 +323,7 @@ pub fn quarter_label(q: usize) -> String {
 
 /// `passes/count (pct%)`, or `-` for a quarter without targets.
 pub fn pass_rate(t: &Totals) -> String {
-    if t.count == 0 {
-        "-".into()
-    } else {
-        format!(
-            "{}/{} ({:.0}%)",
-            t.passes,
-            t.count,
-            100.0 * t.passes as f64 / t.count as f64
-        )
-    }
+    if t.count == 0 { "-".into() } else { format!("{}/{} ({:.0}%)", t.passes, t.count, 100.0 * t.passes as f64 / t.count as f64) }
 }
 
 /// One target of the diff views: its name and line, and the result of each
@@ -408,9 +343,7 @@ pub fn target_columns(runs: &[LoadedRun]) -> Vec<TargetColumn<'_>> {
     let mut out: Vec<TargetColumn<'_>> = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         for t in &r.run.targets {
-            let at = out
-                .iter()
-                .position(|c| c.name == t.name && c.line == t.line && c.length == t.length);
+            let at = out.iter().position(|c| c.name == t.name && c.line == t.line && c.length == t.length);
             let col = match at {
                 Some(k) => &mut out[k],
                 None => {

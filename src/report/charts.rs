@@ -78,11 +78,7 @@ fn render_svg(size: (u32, u32), draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, S
 
 /// Axes over `x` × `y` with the page's margins, light grid and label styles.
 fn axes<'a, 'b>(root: &'a DrawingArea<SVGBackend<'b>, Shift>, x: Range<f64>, y: Range<f64>, mesh: Mesh<'_>) -> Result<Axes<'a, 'b>> {
-    let mut chart = ChartBuilder::on(root)
-        .margin(14)
-        .x_label_area_size(44)
-        .y_label_area_size(56)
-        .build_cartesian_2d(x, y)?;
+    let mut chart = ChartBuilder::on(root).margin(14).x_label_area_size(44).y_label_area_size(56).build_cartesian_2d(x, y)?;
     chart
         .configure_mesh()
         .x_desc(mesh.x_desc)
@@ -206,12 +202,8 @@ pub(super) fn heat_map(run: usize, label: &str, l: &crate::run::LadderRecord, li
     }
     for q in 0..4 {
         let y = TOP + q * CH;
-        let _ = writeln!(
-            out,
-            "<text x=\"4\" y=\"{}\" font-size=\"12\">{}</text>",
-            y + CH / 2 + 4,
-            crate::report::aggregate::quarter_label(q)
-        );
+        let _ =
+            writeln!(out, "<text x=\"4\" y=\"{}\" font-size=\"12\">{}</text>", y + CH / 2 + 4, crate::report::aggregate::quarter_label(q));
         for (c, r) in l.rungs.iter().enumerate() {
             let t = &r.summary.by_quarter[q];
             let x = LEFT + c * CW;

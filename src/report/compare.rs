@@ -157,16 +157,8 @@ pub fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) ->
     let scoring = [
         ("lines", pa.lines.to_string(), pb.lines.to_string()),
         ("pass", pa.pass.to_string(), pb.pass.to_string()),
-        (
-            "normalize",
-            pa.normalize.as_str().to_string(),
-            pb.normalize.as_str().to_string(),
-        ),
-        (
-            "skip_blank",
-            pa.skip_blank.to_string(),
-            pb.skip_blank.to_string(),
-        ),
+        ("normalize", pa.normalize.as_str().to_string(), pb.normalize.as_str().to_string()),
+        ("skip_blank", pa.skip_blank.to_string(), pb.skip_blank.to_string()),
     ];
     for (key, x, y) in scoring {
         if x != y {
@@ -182,11 +174,7 @@ pub fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) ->
         );
     }
     if a.targets.len() != b.targets.len() {
-        bail!(
-            "cannot compare {an} and {bn}: their targets differ ({} vs {} targets)",
-            a.targets.len(),
-            b.targets.len()
-        );
+        bail!("cannot compare {an} and {bn}: their targets differ ({} vs {} targets)", a.targets.len(), b.targets.len());
     }
     for (i, (x, y)) in a.targets.iter().zip(&b.targets).enumerate() {
         if x.name != y.name || x.line != y.line || x.length != y.length {
@@ -225,7 +213,8 @@ fn short(sha: &str) -> &str {
 fn at_common_lengths(a: &RunFile, b: &RunFile) -> Option<(RunFile, RunFile, String)> {
     let (la, lb) = (a.ladder.as_ref()?, b.ladder.as_ref()?);
     let window = |l: &crate::run::LadderRecord, length: usize| l.rungs.iter().find(|g| g.length == length).map(|g| g.crop.sha256.clone());
-    let common: Vec<usize> = la.rungs.iter().map(|g| g.length).filter(|&n| window(lb, n).is_some_and(|w| Some(w) == window(la, n))).collect();
+    let common: Vec<usize> =
+        la.rungs.iter().map(|g| g.length).filter(|&n| window(lb, n).is_some_and(|w| Some(w) == window(la, n))).collect();
     let all = |l: &crate::run::LadderRecord| l.rungs.iter().map(|g| g.length).collect::<Vec<_>>();
     if common.is_empty() || (common == all(la) && common == all(lb)) {
         return None;
@@ -257,11 +246,7 @@ pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result
     let n = rows.len();
     let a_only = rows.iter().filter(|r| r.flip == Some(Flip::AOnly)).count();
     let b_only = rows.iter().filter(|r| r.flip == Some(Flip::BOnly)).count();
-    let mcnemar = McNemarResult {
-        a_only,
-        b_only,
-        p: stats::mcnemar_exact(a_only as u64, b_only as u64),
-    };
+    let mcnemar = McNemarResult { a_only, b_only, p: stats::mcnemar_exact(a_only as u64, b_only as u64) };
     let deltas: Vec<f64> = rows.iter().map(|r| r.delta as f64).collect();
     let top1_deltas: Vec<f64> = rows.iter().filter_map(|r| r.top1_share_delta).collect();
     let kld_deltas: Vec<f64> = rows.iter().filter_map(|r| Some(r.kld_b? - r.kld_a?)).collect();
@@ -299,9 +284,7 @@ fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
     // Divergences compare only when both runs measured them against one reference.
     let reference = |r: &RunFile| r.manifest.reference.as_ref().map(|x| x.sha256.clone());
     let same_reference = reference(a).is_some() && reference(a) == reference(b);
-    let kld = |t: &crate::run::TargetResult| {
-        same_reference.then(|| t.forced.as_ref()?.kld.as_ref().map(|k| k.mean)).flatten()
-    };
+    let kld = |t: &crate::run::TargetResult| same_reference.then(|| t.forced.as_ref()?.kld.as_ref().map(|k| k.mean)).flatten();
     let mut rows: Vec<Row> = a
         .targets
         .iter()
@@ -347,16 +330,7 @@ fn power(a_only: usize, b_only: usize, n: usize) -> PowerResult {
         SampleSize::NotReachable => ("not_reachable", None),
         SampleSize::BeyondCap(_) => ("beyond_cap", None),
     };
-    PowerResult {
-        alpha: ALPHA,
-        power: POWER,
-        p10,
-        p01,
-        status,
-        targets,
-        cap: POWER_CAP,
-        sample_size,
-    }
+    PowerResult { alpha: ALPHA, power: POWER, p10, p01, status, targets, cap: POWER_CAP, sample_size }
 }
 
 /// One run's side of the comparison; `pick` reads its pass, matched lines
@@ -420,22 +394,12 @@ fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
 /// How the header names a run: model name, build and KV types from the
 /// manifest (bench runs), else the file name (score runs).
 fn label(run: &RunFile, path: &Path) -> String {
-    let file = path
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string());
+    let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
     let Some(m) = &run.manifest.model else {
         return format!("{file} (scored answers)");
     };
-    let model_file = Path::new(&m.path)
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_else(|| m.path.clone());
-    let name = m
-        .name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .unwrap_or(model_file);
+    let model_file = Path::new(&m.path).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| m.path.clone());
+    let name = m.name.clone().filter(|n| !n.is_empty()).unwrap_or(model_file);
     let mut parts = vec![name.clone()];
     if !m.build.is_empty() && m.build != name {
         parts.push(m.build.clone());

@@ -56,10 +56,7 @@ impl Format {
 /// cannot show.
 pub fn exporter(format: Format, opts: Options) -> Result<Box<dyn Exporter>> {
     Ok(match format {
-        Format::Table => Box::new(super::table::Table {
-            diff: opts.diff,
-            color: opts.color,
-        }),
+        Format::Table => Box::new(super::table::Table { diff: opts.diff, color: opts.color }),
         Format::Md => Box::new(super::markdown::Markdown { diff: opts.diff }),
         Format::Csv | Format::Json if opts.diff => return Err(NoDiffs(format).into()),
         Format::Csv => Box::new(super::csv::Csv),

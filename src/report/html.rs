@@ -42,11 +42,7 @@ pub fn write_bench_page(run: &RunFile, run_file: Option<&Path>, html: &Path) -> 
         .map(|s| s.to_string_lossy().into_owned())
         .or_else(|| run.manifest.model.as_ref().map(|m| m.build.clone()))
         .unwrap_or_else(|| "run".into());
-    let loaded = LoadedRun {
-        path: run_file.map(Path::to_path_buf),
-        label,
-        run: run.clone(),
-    };
+    let loaded = LoadedRun { path: run_file.map(Path::to_path_buf), label, run: run.clone() };
     let page = Html.render(std::slice::from_ref(&loaded))?;
     crate::fsutil::write_atomic(html, page.as_bytes())
 }
@@ -99,11 +95,7 @@ fn page(runs: &[LoadedRun]) -> Result<String> {
     let mut out = String::new();
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    let _ = writeln!(
-        out,
-        "<title>posrecall report: {}</title>",
-        text(&titles(runs))
-    );
+    let _ = writeln!(out, "<title>posrecall report: {}</title>", text(&titles(runs)));
     let _ = writeln!(out, "<style>{STYLE}</style>\n</head>\n<body>");
     out.push_str("<h1>posrecall report</h1>\n");
     let _ = writeln!(out, "<p class=\"sub\">{}</p>", text(&subtitle(runs)));
@@ -158,9 +150,7 @@ fn page(runs: &[LoadedRun]) -> Result<String> {
                     }
                 }));
             }
-            None => out.push_str(
-                "<p class=\"caption\">No per-target grid: the runs were not asked about the same targets.</p>\n",
-            ),
+            None => out.push_str("<p class=\"caption\">No per-target grid: the runs were not asked about the same targets.</p>\n"),
         }
     }
     out.push_str("<h2>Pass rate by depth quarter</h2>\n");
@@ -212,19 +202,13 @@ fn legend(runs: &[LoadedRun], include: impl Fn(&LoadedRun) -> bool) -> String {
 
 /// The run labels, for the title.
 fn titles(runs: &[LoadedRun]) -> String {
-    runs.iter()
-        .map(|r| r.label.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
+    runs.iter().map(|r| r.label.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 /// Corpus, kept range and scoring parameters of the first run (all runs share `lines`).
 fn subtitle(runs: &[LoadedRun]) -> String {
     let m = &runs[0].run.manifest;
-    let corpus = Path::new(&m.corpus.path)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| m.corpus.path.clone());
+    let corpus = Path::new(&m.corpus.path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| m.corpus.path.clone());
     format!(
         "{} run{} · corpus {} lines {}–{} · {} lines per answer, pass at {} matched",
         runs.len(),
@@ -241,12 +225,7 @@ fn subtitle(runs: &[LoadedRun]) -> String {
 fn html_table(t: &Tabular, class_of: impl Fn(&str) -> Option<&'static str>) -> String {
     let mut out = String::from("<div class=\"scroll\"><table>\n<thead><tr>");
     for (h, num) in t.header.iter().zip(&t.numeric) {
-        let _ = write!(
-            out,
-            "<th{}>{}</th>",
-            if *num { " class=\"num\"" } else { "" },
-            text(h)
-        );
+        let _ = write!(out, "<th{}>{}</th>", if *num { " class=\"num\"" } else { "" }, text(h));
     }
     out.push_str("</tr></thead>\n<tbody>\n");
     for row in &t.rows {
@@ -259,11 +238,7 @@ fn html_table(t: &Tabular, class_of: impl Fn(&str) -> Option<&'static str>) -> S
             if let Some(k) = class_of(c) {
                 classes.push(k);
             }
-            let class = if classes.is_empty() {
-                String::new()
-            } else {
-                format!(" class=\"{}\"", classes.join(" "))
-            };
+            let class = if classes.is_empty() { String::new() } else { format!(" class=\"{}\"", classes.join(" ")) };
             let _ = write!(out, "<td{class}>{}</td>", text(c));
         }
         out.push_str("</tr>\n");
@@ -311,12 +286,8 @@ fn ladder_section(runs: &[LoadedRun]) -> Result<String> {
 }
 
 /// The classes of the diff lines: CSS suffix, marker, word.
-const CLASSES: [(&str, &str, &str); 4] = [
-    ("matched", "=", "matched"),
-    ("missing", "-", "missing"),
-    ("hallucinated", "?", "hallucinated"),
-    ("extra", "+", "extra"),
-];
+const CLASSES: [(&str, &str, &str); 4] =
+    [("matched", "=", "matched"), ("missing", "-", "missing"), ("hallucinated", "?", "hallucinated"), ("extra", "+", "extra")];
 
 fn class_of(s: LineStatus) -> (&'static str, &'static str) {
     let (class, mark, _) = match s {
@@ -352,21 +323,13 @@ fn target_section(col: &TargetColumn<'_>, runs: &[LoadedRun]) -> String {
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "</summary>\n<div class=\"cols\" style=\"grid-template-columns: repeat({}, minmax(0, 1fr))\">",
-        runs.len()
-    );
+    let _ = writeln!(out, "</summary>\n<div class=\"cols\" style=\"grid-template-columns: repeat({}, minmax(0, 1fr))\">", runs.len());
     for (i, (r, res)) in runs.iter().zip(&col.results).enumerate() {
         out.push_str("<div class=\"col\">");
         match res {
             Some(t) => out.push_str(&diff_column(i, &r.label, t, r.run.manifest.params.lines)),
             None => {
-                let _ = write!(
-                    out,
-                    "<div class=\"colhead\">{}</div><div class=\"absent\">not asked in this run</div>",
-                    text(&r.label)
-                );
+                let _ = write!(out, "<div class=\"colhead\">{}</div><div class=\"absent\">not asked in this run</div>", text(&r.label));
             }
         }
         out.push_str("</div>\n");
@@ -391,25 +354,12 @@ fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> Strin
         t.score.extra
     );
     if let Some(f) = &t.forced {
-        let _ = write!(
-            out,
-            "<div class=\"forced\" data-run=\"{run}\" data-target=\"{}\">{}</div>",
-            attr(&t.name),
-            text(&forced_line(f))
-        );
+        let _ = write!(out, "<div class=\"forced\" data-run=\"{run}\" data-target=\"{}\">{}</div>", attr(&t.name), text(&forced_line(f)));
     }
-    let _ = write!(
-        out,
-        "<pre class=\"diff\" data-run=\"{run}\" data-target=\"{}\">",
-        attr(&t.name)
-    );
+    let _ = write!(out, "<pre class=\"diff\" data-run=\"{run}\" data-target=\"{}\">", attr(&t.name));
     for l in &t.score.lines {
         let (class, mark) = class_of(l.status);
-        let _ = write!(
-            out,
-            "<span class=\"l l-{class}\"><span class=\"m\">{mark}</span>{}</span>",
-            text(&clip(&l.text))
-        );
+        let _ = write!(out, "<span class=\"l l-{class}\"><span class=\"m\">{mark}</span>{}</span>", text(&clip(&l.text)));
     }
     out.push_str("</pre>");
     out
@@ -448,31 +398,16 @@ fn meta_table(runs: &[LoadedRun]) -> String {
             m.corpus.crop.first_line,
             m.corpus.crop.last_line,
             serde_name(&m.corpus.crop.mode),
-            m.corpus
-                .prefix_tokens
-                .map(|t| format!(", {t} tokens"))
-                .unwrap_or_default()
+            m.corpus.prefix_tokens.map(|t| format!(", {t} tokens")).unwrap_or_default()
         );
         let params = params_cell(m);
         let runtime = format!(
             "posrecall {}{}{}",
             m.runtime.posrecall,
-            m.runtime
-                .llama_cpp_sys_2
-                .as_deref()
-                .map(|v| format!(", llama-cpp-sys-2 {v}"))
-                .unwrap_or_default(),
-            m.runtime
-                .backend
-                .as_deref()
-                .map(|b| format!(", {b}"))
-                .unwrap_or_default()
+            m.runtime.llama_cpp_sys_2.as_deref().map(|v| format!(", llama-cpp-sys-2 {v}")).unwrap_or_default(),
+            m.runtime.backend.as_deref().map(|b| format!(", {b}")).unwrap_or_default()
         );
-        let file = r
-            .path
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let file = r.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
         let _ = writeln!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -497,21 +432,13 @@ fn params_cell(m: &crate::run::Manifest) -> String {
         m.params.pass,
         m.params.seed,
         serde_name(&m.params.normalize),
-        if m.params.skip_blank {
-            ", skip blank"
-        } else {
-            ""
-        }
+        if m.params.skip_blank { ", skip blank" } else { "" }
     );
     if let Some(p) = &m.params.probe {
         let _ = write!(params, ", probe {p}");
     }
     if let Some(c) = &m.context {
-        let _ = write!(
-            params,
-            ", n_ctx {}, flash attn {}, threads {}, gpu layers {}",
-            c.n_ctx, c.flash_attn, c.threads, c.gpu_layers
-        );
+        let _ = write!(params, ", n_ctx {}, flash attn {}, threads {}, gpu layers {}", c.n_ctx, c.flash_attn, c.threads, c.gpu_layers);
     }
     params
 }

@@ -19,16 +19,10 @@ impl Exporter for Markdown {
         if runs.len() > 1 {
             match Grid::of(runs) {
                 Some(grid) => {
-                    let _ = writeln!(
-                        out,
-                        "\n### Per target, by depth\n\n{}\n",
-                        tabular::grid_caption(&grid, runs)
-                    );
+                    let _ = writeln!(out, "\n### Per target, by depth\n\n{}\n", tabular::grid_caption(&grid, runs));
                     out.push_str(&table(&tabular::grid(&grid, runs)));
                 }
-                None => out.push_str(
-                    "\n_No per-target grid: the runs were not asked about the same targets._\n",
-                ),
+                None => out.push_str("\n_No per-target grid: the runs were not asked about the same targets._\n"),
             }
             out.push_str("\n### Pass rate by depth quarter\n\n");
             out.push_str(&table(&tabular::quarters(runs)));
@@ -62,11 +56,7 @@ pub fn table(t: &Tabular) -> String {
         format!("| {} |\n", cells.join(" | "))
     };
     let mut out = row(&t.header);
-    let rule: Vec<&str> = t
-        .numeric
-        .iter()
-        .map(|n| if *n { "---:" } else { "---" })
-        .collect();
+    let rule: Vec<&str> = t.numeric.iter().map(|n| if *n { "---:" } else { "---" }).collect();
     let _ = writeln!(out, "|{}|", rule.join("|"));
     for r in &t.rows {
         out.push_str(&row(r));
@@ -76,10 +66,7 @@ pub fn table(t: &Tabular) -> String {
 
 /// A table cell: pipes escaped, no line breaks, no HTML.
 fn cell(text: &str) -> String {
-    text.replace('\\', "\\\\")
-        .replace('|', "\\|")
-        .replace('<', "&lt;")
-        .replace(['\n', '\r'], " ")
+    text.replace('\\', "\\\\").replace('|', "\\|").replace('<', "&lt;").replace(['\n', '\r'], " ")
 }
 
 /// A fenced code block longer than any backtick run inside it.

@@ -23,11 +23,7 @@ impl Exporter for Table {
             for r in runs {
                 let _ = writeln!(out, "== {} ==\n", r.label);
                 for t in &r.run.targets {
-                    let _ = writeln!(
-                        out,
-                        "{}",
-                        terminal::target_diff(t, r.run.manifest.params.lines, self.color)
-                    );
+                    let _ = writeln!(out, "{}", terminal::target_diff(t, r.run.manifest.params.lines, self.color));
                 }
             }
         }
@@ -44,15 +40,10 @@ fn comparison(runs: &[LoadedRun]) -> String {
     let mut out = String::new();
     match Grid::of(runs) {
         Some(grid) => {
-            let _ = writeln!(
-                out,
-                "\nPer target, by depth. {}",
-                tabular::grid_caption(&grid, runs)
-            );
+            let _ = writeln!(out, "\nPer target, by depth. {}", tabular::grid_caption(&grid, runs));
             out.push_str(&aligned(&tabular::grid(&grid, runs)));
         }
-        None => out
-            .push_str("\n(No per-target grid: the runs were not asked about the same targets.)\n"),
+        None => out.push_str("\n(No per-target grid: the runs were not asked about the same targets.)\n"),
     }
     let _ = writeln!(out, "\nPass rate by depth quarter:");
     out.push_str(&aligned(&tabular::quarters(runs)));
@@ -74,11 +65,7 @@ pub fn aligned(t: &Tabular) -> String {
             .enumerate()
             .map(|(i, c)| {
                 let pad = " ".repeat(widths[i] - width(c));
-                if t.numeric[i] {
-                    format!("{pad}{c}")
-                } else {
-                    format!("{c}{pad}")
-                }
+                if t.numeric[i] { format!("{pad}{c}") } else { format!("{c}{pad}") }
             })
             .collect();
         format!("{}\n", parts.join("  ").trim_end())

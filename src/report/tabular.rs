@@ -38,9 +38,7 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
         "extra",
         "prefill tok/s",
     ]);
-    let mut numeric = vec![
-        false, false, false, false, false, true, true, true, true, true, true, true,
-    ];
+    let mut numeric = vec![false, false, false, false, false, true, true, true, true, true, true, true];
     if steps {
         header.push("tok/step".into());
         numeric.push(true);
@@ -137,11 +135,7 @@ pub fn grid(grid: &Grid, runs: &[LoadedRun]) -> Tabular {
             .rows
             .iter()
             .map(|g| {
-                let mut row = vec![
-                    g.name.clone(),
-                    g.line.to_string(),
-                    format!("{:.2}", g.depth),
-                ];
+                let mut row = vec![g.name.clone(), g.line.to_string(), format!("{:.2}", g.depth)];
                 row.extend(g.cells.iter().map(cell_text));
                 row
             })
@@ -181,8 +175,5 @@ pub fn grid_caption(grid: &Grid, runs: &[LoadedRun]) -> String {
     } else {
         ""
     };
-    format!(
-        "Matched lines of {} per target; ✓ pass ({pass} matched), ✗ fail{forced}.",
-        grid.lines
-    )
+    format!("Matched lines of {} per target; ✓ pass ({pass} matched), ✗ fail{forced}.", grid.lines)
 }

@@ -12,8 +12,7 @@ use std::io::IsTerminal;
 
 /// Whether stdout should be coloured: a terminal, and `NO_COLOR` unset or empty.
 pub fn stdout_wants_color() -> bool {
-    std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// The marker and style of each class.
@@ -154,13 +153,7 @@ pub fn summary(s: &Summary) -> String {
     }
     for (i, q) in s.by_quarter.iter().enumerate() {
         if q.count > 0 {
-            let _ = writeln!(
-                out,
-                "  depth {:.2}-{:.2}: {}",
-                i as f64 / 4.0,
-                (i + 1) as f64 / 4.0,
-                totals_line(q)
-            );
+            let _ = writeln!(out, "  depth {:.2}-{:.2}: {}", i as f64 / 4.0, (i + 1) as f64 / 4.0, totals_line(q));
         }
     }
     out
@@ -218,11 +211,7 @@ pub fn ladder_grid(l: &LadderRecord) -> String {
         Some(n) => label(n),
         None => "below the shortest length".to_string(),
     };
-    let _ = writeln!(
-        out,
-        "effective length (pass rate >= {:.2} at every length up to it): {effective}",
-        l.effective_at
-    );
+    let _ = writeln!(out, "effective length (pass rate >= {:.2} at every length up to it): {effective}", l.effective_at);
     if let Some(s) = &l.stopped {
         let _ = writeln!(out, "note: {s}");
     }

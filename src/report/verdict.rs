@@ -26,11 +26,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 fn significance(p: f64) -> &'static str {
-    if p <= ALPHA {
-        "significant"
-    } else {
-        "not significant"
-    }
+    if p <= ALPHA { "significant" } else { "not significant" }
 }
 
 /// The verdict in plain words: the pass rates, then matched lines, then the
@@ -86,16 +82,8 @@ fn passes_verdict(c: &Comparison) -> String {
             plural(x, "flip", "flips")
         )
     } else {
-        let (winner, more, hi, lo) = if pb > pa {
-            ("B", pb - pa, pb, pa)
-        } else {
-            ("A", pa - pb, pa, pb)
-        };
-        let spread = if x == 0 || y == 0 {
-            format!("all toward {winner}")
-        } else {
-            format!("{x} toward A, {y} toward B")
-        };
+        let (winner, more, hi, lo) = if pb > pa { ("B", pb - pa, pb, pa) } else { ("A", pa - pb, pa, pb) };
+        let spread = if x == 0 || y == 0 { format!("all toward {winner}") } else { format!("{x} toward A, {y} toward B") };
         let sig = c.mcnemar.p <= ALPHA;
         let mut s = format!(
             "{winner} passes {} ({hi}/{n} vs {lo}/{n}){} with {} ({spread}) the difference is {} (exact McNemar p = {p}, α = {ALPHA})",
@@ -106,11 +94,7 @@ fn passes_verdict(c: &Comparison) -> String {
         );
         match c.power.sample_size {
             SampleSize::Targets(t) => {
-                let _ = write!(
-                    s,
-                    "; about {t} targets would give {:.0}% power to detect a difference of this size.",
-                    100.0 * POWER
-                );
+                let _ = write!(s, "; about {t} targets would give {:.0}% power to detect a difference of this size.", 100.0 * POWER);
             }
             SampleSize::BeyondCap(cap) => {
                 let _ = write!(
@@ -134,15 +118,9 @@ fn matched_verdict(c: &Comparison, out: &mut String) {
         out.push_str(" Matched lines are the same on every target.");
     } else {
         let who = if total > 0 {
-            format!(
-                "B matches {} in total",
-                plural(total as usize, "more line", "more lines")
-            )
+            format!("B matches {} in total", plural(total as usize, "more line", "more lines"))
         } else if total < 0 {
-            format!(
-                "A matches {} in total",
-                plural((-total) as usize, "more line", "more lines")
-            )
+            format!("A matches {} in total", plural((-total) as usize, "more line", "more lines"))
         } else {
             "A and B match the same number of lines in total".to_string()
         };
@@ -158,11 +136,7 @@ fn matched_verdict(c: &Comparison, out: &mut String) {
 
 /// The verdict on the teacher-forced top-1 share, when both runs have it.
 fn top1_verdict(c: &Comparison, out: &mut String) {
-    if let (Some(w), Some(ta), Some(tb)) = (
-        &c.wilcoxon_top1_share,
-        c.a.top1_share_mean,
-        c.b.top1_share_mean,
-    ) {
+    if let (Some(w), Some(ta), Some(tb)) = (&c.wilcoxon_top1_share, c.a.top1_share_mean, c.b.top1_share_mean) {
         if w.n == 0 {
             out.push_str(" Teacher-forced top-1 share is the same on every target.");
         } else {
@@ -189,28 +163,15 @@ fn pct(x: f64) -> String {
 }
 
 fn fmt_rank(x: f64) -> String {
-    if x.fract() == 0.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
+    if x.fract() == 0.0 { format!("{x:.0}") } else { format!("{x:.1}") }
 }
 
 fn wilcoxon_line(w: &Wilcoxon) -> String {
     if w.n == 0 {
-        return format!(
-            "all {} differences are zero, nothing to test (p = 1)",
-            w.zeros
-        );
+        return format!("all {} differences are zero, nothing to test (p = 1)", w.zeros);
     }
-    let dropped = if w.zeros > 0 {
-        format!(
-            " ({} dropped)",
-            plural(w.zeros, "zero difference", "zero differences")
-        )
-    } else {
-        String::new()
-    };
+    let dropped =
+        if w.zeros > 0 { format!(" ({} dropped)", plural(w.zeros, "zero difference", "zero differences")) } else { String::new() };
     format!(
         "Wilcoxon signed-rank on B − A: n = {}{dropped}, W+ = {}, W− = {}, p = {}",
         w.n,
@@ -225,11 +186,7 @@ pub fn render_text(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "A: {}  [{}]", c.a.label, c.a.file);
     let _ = writeln!(out, "B: {}  [{}]", c.b.label, c.b.file);
-    let _ = writeln!(
-        out,
-        "{} shared targets, {} lines each, pass at {} matched; Δ = B − A",
-        c.targets_count, c.lines, c.pass
-    );
+    let _ = writeln!(out, "{} shared targets, {} lines each, pass at {} matched; Δ = B − A", c.targets_count, c.lines, c.pass);
     for n in &c.notes {
         let _ = writeln!(out, "note: {n}");
     }
@@ -276,13 +233,7 @@ fn length_table(c: &Comparison, out: &mut String) {
 /// The per-target table: matched lines, passes and flips, by depth.
 fn target_table(c: &Comparison, out: &mut String) {
     let has_forced = c.targets.iter().any(|r| r.top1_share_delta.is_some());
-    let w_name = c
-        .targets
-        .iter()
-        .map(|r| r.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(6);
+    let w_name = c.targets.iter().map(|r| r.name.chars().count()).max().unwrap_or(0).max(6);
     let ladder = c.targets.iter().any(|r| r.length.is_some());
     let length = |r: Option<usize>| match (ladder, r) {
         (false, _) => String::new(),
@@ -291,7 +242,13 @@ fn target_table(c: &Comparison, out: &mut String) {
     let mut head = format!(
         "{}{:<w_name$}  {:>5}  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}",
         if ladder { format!("{:>6}  ", "length") } else { String::new() },
-        "target", "depth", "matched A", "matched B", "Δ", "pass A", "pass B"
+        "target",
+        "depth",
+        "matched A",
+        "matched B",
+        "Δ",
+        "pass A",
+        "pass B"
     );
     if has_forced {
         head.push_str(&format!("  {:>7}", "Δtop-1"));
@@ -307,24 +264,14 @@ fn target_table(c: &Comparison, out: &mut String) {
             r.depth,
             r.matched_a,
             r.matched_b,
-            if r.delta == 0 {
-                "0".to_string()
-            } else {
-                format!("{:+}", r.delta)
-            },
+            if r.delta == 0 { "0".to_string() } else { format!("{:+}", r.delta) },
             mark(r.pass_a),
             mark(r.pass_b),
         );
         if has_forced {
             let d = r
                 .top1_share_delta
-                .map(|d| {
-                    if d.abs() <= stats::TIE_TOLERANCE {
-                        "0".to_string()
-                    } else {
-                        format!("{d:+.3}")
-                    }
-                })
+                .map(|d| if d.abs() <= stats::TIE_TOLERANCE { "0".to_string() } else { format!("{d:+.3}") })
                 .unwrap_or_else(|| "-".into());
             line.push_str(&format!("  {d:>7}"));
         }
@@ -358,18 +305,8 @@ fn tests_text(c: &Comparison, out: &mut String) {
         c.mcnemar.b_only,
         fmt_p(c.mcnemar.p)
     );
-    let _ = writeln!(
-        *out,
-        "matched lines: A {}, B {}; {}",
-        c.a.matched,
-        c.b.matched,
-        wilcoxon_line(&c.wilcoxon_matched)
-    );
-    if let (Some(w), Some(ta), Some(tb)) = (
-        &c.wilcoxon_top1_share,
-        c.a.top1_share_mean,
-        c.b.top1_share_mean,
-    ) {
+    let _ = writeln!(*out, "matched lines: A {}, B {}; {}", c.a.matched, c.b.matched, wilcoxon_line(&c.wilcoxon_matched));
+    if let (Some(w), Some(ta), Some(tb)) = (&c.wilcoxon_top1_share, c.a.top1_share_mean, c.b.top1_share_mean) {
         let _ = writeln!(
             *out,
             "teacher-forced top-1 share (mean of {}): A {ta:.3}, B {tb:.3}; {}",
@@ -390,9 +327,6 @@ fn tests_text(c: &Comparison, out: &mut String) {
         SampleSize::NotReachable => {
             writeln!(*out, "power: no pass-rate difference to detect ({rates})")
         }
-        SampleSize::BeyondCap(cap) => writeln!(
-            *out,
-            "power: more than {cap} targets needed for {pw:.0}% power ({rates})"
-        ),
+        SampleSize::BeyondCap(cap) => writeln!(*out, "power: more than {cap} targets needed for {pw:.0}% power ({rates})"),
     };
 }

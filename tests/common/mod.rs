@@ -7,8 +7,8 @@
 
 use posrecall::bench::PlanOptions;
 use posrecall::crop::{CropMode, LineRange};
-use posrecall::settings::{ContextConfig, CtxSize, FlashAttn, KvType};
 use posrecall::prompt::Probe;
+use posrecall::settings::{ContextConfig, CtxSize, FlashAttn, KvType};
 use posrecall::targets::TargetSpec;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -77,9 +77,7 @@ pub fn qwen_coder() -> PathBuf {
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 pub fn bin() -> &'static str {
@@ -129,12 +127,7 @@ pub fn read(p: &Path) -> Value {
 }
 
 pub fn target_spec(count: usize, lines: usize, crop: Option<(usize, usize)>) -> TargetSpec {
-    TargetSpec {
-        count,
-        lines,
-        crop_lines: crop.map(|(first, last)| LineRange { first, last }),
-        ..TargetSpec::default()
-    }
+    TargetSpec { count, lines, crop_lines: crop.map(|(first, last)| LineRange { first, last }), ..TargetSpec::default() }
 }
 
 pub fn plan_options(target: TargetSpec, max_new: usize, probe: Probe) -> PlanOptions {
@@ -242,8 +235,8 @@ pub fn assert_restore_equivalence(
     cfg: &ContextConfig,
     limit: posrecall::engine::session::Limit,
 ) -> (usize, usize) {
-    use posrecall::settings::RestoreMode;
     use posrecall::engine::session::Session;
+    use posrecall::settings::RestoreMode;
     let mut fresh_answers = Vec::new();
     for (t, q) in p.targets.iter().zip(&p.queries) {
         let mut fresh = Session::new(m, cfg).unwrap();
@@ -264,7 +257,8 @@ pub fn assert_restore_equivalence(
             s.restore().unwrap();
             let r = s.generate_with(q, limit, |_| false).unwrap();
             assert_eq!(
-                r.tokens, f.tokens,
+                r.tokens,
+                f.tokens,
                 "{} ({}, {mode} restore): restored answer differs from a fresh context",
                 t.name,
                 cfg.type_k.as_str()
