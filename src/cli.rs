@@ -61,6 +61,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: boxing the large arguments would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a GGUF model in-process on the corpus and score its answers.

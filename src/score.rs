@@ -965,7 +965,9 @@ mod tests {
         let plain = ["a();", "", "b();", "c();", "d();"];
         let closing = ["a();", "b();", "c();", "", ""];
         let leading = ["", "a();", "b();", "c();", "d();"];
-        let rows: [(&[&str], &[&str], &str, (usize, usize, usize, usize, usize, usize, usize)); 12] = [
+        // Expected lines, earlier lines, the answer, and the counts it must score.
+        type Row<'a> = (&'a [&'a str], &'a [&'a str], &'a str, (usize, usize, usize, usize, usize, usize, usize));
+        let rows: [Row; 12] = [
             (&plain, &[], "a();\n\nb();\nc();\nd();", (5, 0, 0, 0, 0, 0, 0)),
             (&plain, &[], "Computes a.\n\nComputes a.\n\nComputes a.", (0, 5, 2, 3, 0, 0, 2)),
             (&plain, &[], "a();\n\n\nb();\nc();\nd();", (5, 0, 0, 0, 0, 0, 1)),

@@ -40,13 +40,13 @@ fn sha256_hex(bytes: &[u8]) -> String {
 fn function(i: usize) -> String {
     let mut s = format!("function fn{i:02}(x, y) {{\n");
     for k in 1..=19 {
-        if i % 5 == 0 && k == 7 {
+        if i.is_multiple_of(5) && k == 7 {
             s.push_str(&format!("\tvar tab{i}_{k} = 'tab\there';\n"));
         } else {
             s.push_str(&format!("  var v{i}_{k} = x * {k} + y;\n"));
         }
     }
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         s.push('\n');
     } else {
         s.push_str(&format!("  v{i}_19 += {i};\n"));

@@ -532,13 +532,12 @@ impl ForcedText {
 /// a chat model's own answer opened with, or the reference's) and reads how
 /// the model rated them; with a reference, also how far its distributions
 /// are from the reference's, and when saving one, its own top K per token.
-fn forced_pass(
-    run: &Run,
-    session: &mut Session,
-    target: &Target,
-    query: &[Token],
-    greedy_answer: Option<&str>,
-) -> Result<(Forced, Option<(RefTarget, Vec<TopK>)>, f64)> {
+/// A forced pass's metrics, the stored reference target with this run's
+/// top tokens at each forced position (when a reference is read or saved),
+/// and its milliseconds.
+type ForcedPass = (Forced, Option<(RefTarget, Vec<TopK>)>, f64);
+
+fn forced_pass(run: &Run, session: &mut Session, target: &Target, query: &[Token], greedy_answer: Option<&str>) -> Result<ForcedPass> {
     let stored = match run.exec.reference {
         Some(r) => Some(r.target(&target.name)?),
         None => None,

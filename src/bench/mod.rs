@@ -44,6 +44,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// What a run asks: one window, or a ladder of windows.
+// One per run, never in a collection: boxing the plan would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Planned {
     Plain(Plan),
     Ladder(ladder::Ladder),

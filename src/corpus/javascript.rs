@@ -148,7 +148,7 @@ fn declaration(node: Node, text: &str) -> Option<FunctionDecl> {
     let body = node.child_by_field_name("body")?;
     let name = name.utf8_text(text.as_bytes()).ok()?.to_string();
     let open = body.child(0)?;
-    let close = body.child(body.child_count().checked_sub(1)? as u32)?;
+    let close = body.child(body.child_count().checked_sub(1)?)?;
     if open.kind() != "{" || close.kind() != "}" || close.is_missing() {
         return None;
     }

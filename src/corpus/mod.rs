@@ -255,7 +255,7 @@ impl CorpusSpec {
             }
         };
         // Globs choose among a folder's files; on one file they would be ignored.
-        if !spec.dir && !(include.is_empty() && exclude.is_empty()) {
+        if !spec.dir && (!include.is_empty() || !exclude.is_empty()) {
             return Err(CorpusSpecError::GlobsOnFile(spec.path));
         }
         spec.include = include.to_vec();

@@ -132,7 +132,7 @@ pub(crate) fn text_of(node: Node, text: &str) -> Option<String> {
 /// line holding `}`, when both are really there.
 pub(crate) fn braced(body: Node, text: &str) -> Option<(usize, usize)> {
     let open = body.child(0)?;
-    let close = body.child(body.child_count().checked_sub(1)? as u32)?;
+    let close = body.child(body.child_count().checked_sub(1)?)?;
     if open.kind() != "{" || close.kind() != "}" || close.is_missing() || open.is_missing() {
         return None;
     }

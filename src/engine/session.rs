@@ -204,6 +204,11 @@ impl Checkpoint {
         self.len
     }
 
+    /// Whether it stands before any token.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Bytes it keeps.
     pub fn byte_len(&self) -> usize {
         self.state.byte_len()

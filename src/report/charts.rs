@@ -257,7 +257,9 @@ pub(super) fn heat_map(run: usize, label: &str, l: &crate::run::LadderRecord, li
 /// Pass rate (y) against length (x, log scale), one series per ladder run,
 /// each point with its 95% interval.
 pub(super) fn length_chart(runs: &[LoadedRun]) -> Result<String> {
-    let series: Vec<(usize, Vec<(f64, f64, f64, f64)>)> = runs
+    // Per run: its index and its points (length, pass rate, interval low, high).
+    type Series = (usize, Vec<(f64, f64, f64, f64)>);
+    let series: Vec<Series> = runs
         .iter()
         .enumerate()
         .filter_map(|(i, r)| {
