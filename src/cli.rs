@@ -110,7 +110,7 @@ pub struct MatrixArgs {
     pub resume: bool,
     /// Run one slice of the runs: K/N (1-based), N (K from JOB_COMPLETION_INDEX or a Slurm array), or auto (K and N from a Slurm array).
     #[arg(long, value_name = "K/N|N|auto")]
-    pub shard: Option<crate::commands::shard::ShardArg>,
+    pub shard: Option<crate::sweep::ShardArg>,
     /// Keep the evaluated prefix states in this folder and load them on later runs with the same key.
     #[arg(long, value_name = "DIR")]
     pub prefix_cache: Option<PathBuf>,
@@ -441,7 +441,7 @@ pub struct DecodeArgs {
     pub draft: Option<crate::draft::DraftMode>,
     /// The most draft tokens verified in one step [default: 16; in a sweep, models.toml's
     /// draft_max].
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=crate::draft::LIMIT_MAX as i64))]
+    #[arg(long, value_name = "K")]
     pub draft_max: Option<u32>,
     /// Answer every question again without drafts and record whether and where the
     /// answers part, and how close the call was there (run file: summary.undrafted).
@@ -468,17 +468,6 @@ pub struct RopeArgs {
     /// The context YaRN extends from [default: the trained context].
     #[arg(long, value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
     pub yarn_orig_ctx: Option<usize>,
-}
-
-impl RopeArgs {
-    pub fn rope(&self) -> crate::settings::Rope {
-        crate::settings::Rope {
-            scaling: self.rope_scaling,
-            freq_base: self.rope_freq_base,
-            freq_scale: self.rope_scale.map(|n| 1.0 / n).or(self.rope_freq_scale),
-            yarn_orig_ctx: self.yarn_orig_ctx.map(|n| n as u32),
-        }
-    }
 }
 
 #[derive(Debug, Args)]
@@ -565,7 +554,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "L,...|auto")]
     pub lengths: Option<crate::bench::ladder::Lengths>,
     /// The pass rate the effective length must keep at every length up to it.
-    #[arg(long, value_name = "RATE", default_value_t = 0.5, value_parser = unit_interval, requires = "lengths")]
+    #[arg(long, value_name = "RATE", default_value_t = crate::bench::ladder::DEFAULT_EFFECTIVE_AT, value_parser = unit_interval, requires = "lengths")]
     pub effective_at: f64,
     /// Write the run file (JSON) here.
     #[arg(long, short)]

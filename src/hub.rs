@@ -180,7 +180,8 @@ pub fn locate(model: &Path) -> Result<(PathBuf, Option<Origin>), HubError> {
         return Ok((model.to_path_buf(), None));
     }
     let r = HubRef::parse(&text)?;
-    let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // A bar where indicatif would draw one: on a terminal.
+    let show = !indicatif::ProgressDrawTarget::stderr().is_hidden();
     let done = resolve(&r, &HubEnv::from_env(), show)?;
     Ok((done.path, Some(done.origin)))
 }

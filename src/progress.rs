@@ -26,3 +26,19 @@ pub fn bar(show: bool, multi: Option<&MultiProgress>, len: u64, what: &str, unit
 pub fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> ")
 }
+
+/// Where the library tells the user what is not an error (a fallback taken,
+/// a cache entry replaced, a file left out): the face passes one in and
+/// decides where each line goes, so that nothing below it prints. `Sync`,
+/// as `ask`'s workers note from their threads. `line` is complete
+/// (`note: …`), one line or several.
+pub trait Notes: Sync {
+    fn note(&self, line: &str);
+}
+
+/// Notes dropped: for callers that show none (tests of what a plan is).
+pub struct Quiet;
+
+impl Notes for Quiet {
+    fn note(&self, _line: &str) {}
+}

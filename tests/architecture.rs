@@ -40,6 +40,8 @@ struct Facts {
     fns: Vec<(String, usize, usize)>,
     /// Names called, as functions or methods, with their line.
     calls: Vec<(usize, String)>,
+    /// Macros invoked outside unit tests (`eprintln`, `format`), with their line.
+    macros: Vec<(usize, String)>,
 }
 
 /// Every `.rs` file under `src/`, relative to it, read.
@@ -250,6 +252,11 @@ impl<'ast> Visit<'ast> for Reader {
     }
 
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        if self.tests == 0
+            && let Some(last) = m.path.segments.last()
+        {
+            self.facts.macros.push((last.ident.span().start().line, last.ident.to_string()));
+        }
         visit::visit_macro(self, m);
         self.tokens(m.tokens.clone());
     }
@@ -493,4 +500,42 @@ fn the_bench_and_matrix_commands_hold_no_run_sequence() {
 fn paths_in_macro_bodies_are_seen() {
     let facts = read("bench/x.rs", "fn f() { println!(\"{}\", (crate::engine::model::load)(a)); }");
     assert!(facts.paths.iter().any(|p| p.absolute && p.segments == ["engine", "model", "load"]), "{:?}", facts.paths);
+}
+
+#[test]
+fn bench_knows_no_sweep() {
+    // The sweep is a layer above bench: it turns models.toml into one
+    // BenchOptions per run and calls bench's run; bench never names it.
+    let found: Vec<String> = sources().iter().filter(|s| s.file.starts_with("bench/")).flat_map(|s| refers_to(s, &["sweep"])).collect();
+    assert!(found.is_empty(), "bench reaches up into the sweep:\n{}", found.join("\n"));
+}
+
+#[test]
+fn nothing_below_the_face_prints() {
+    // The library tells the user things through the notes, sinks and
+    // progress bars the face passes in; only the face writes to the terminal.
+    let printing = ["print", "println", "eprint", "eprintln", "dbg"];
+    let mut found = Vec::new();
+    for s in sources().iter().filter(|s| !is_face(&s.file)) {
+        for (line, name) in s.facts.macros.iter().filter(|(_, n)| printing.contains(&n.as_str())) {
+            found.push(format!("{} ({name}!)", at(s, *line)));
+        }
+        for p in s.facts.paths.iter().filter(|p| p.segments.len() >= 3 && p.segments[..2] == ["std", "io"]) {
+            if ["stdout", "stderr"].contains(&p.segments[2].as_str()) {
+                found.push(format!("{} (std::io::{})", at(s, p.line), p.segments[2]));
+            }
+        }
+    }
+    found.dedup();
+    assert!(found.is_empty(), "the library prints:\n{}", found.join("\n"));
+}
+
+/// The print check sees a print in a closure inside a macro call and skips
+/// unit tests.
+#[test]
+fn the_print_check_sees_prints() {
+    let facts =
+        read("bench/x.rs", "fn f() { bar.suspend(|| eprintln!(\"note\")); }\n#[cfg(test)]\nmod tests { fn t() { println!(\"x\"); } }");
+    let names: Vec<&str> = facts.macros.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(names, ["eprintln"]);
 }

@@ -763,7 +763,7 @@ fn default_corpora_fill_the_densest_window_of_the_fetched_models() {
                 max_new_tokens: None,
                 ..common::plan_options(common::target_spec(count, 20, None), 0, Probe::Auto)
             };
-            let planned = plan(&m, &src, &o).unwrap_or_else(|e| panic!("{}, {file}: {e:#}", model.display()));
+            let planned = plan(&m, &src, &o, &posrecall::progress::Quiet).unwrap_or_else(|e| panic!("{}, {file}: {e:#}", model.display()));
             assert_eq!(planned.targets.len(), count, "{}, {file}", model.display());
         }
     }

@@ -40,7 +40,7 @@ fn thinking_off_renders_the_closed_empty_block() {
     let mut o = plan_options(target_spec(2, 4, Some((1, 80))), 24, Probe::Auto);
     o.template_file = Some(TemplateFile::load(&collection_template(QWEN3), &vars).unwrap());
     o.template = vars;
-    let p = plan(&m, &src, &o).unwrap();
+    let p = plan(&m, &src, &o, &posrecall::progress::Quiet).unwrap();
     assert!(p.frame.tail.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"), "{:?}", p.frame.tail);
     let rec = p.template.as_ref().unwrap();
     assert_eq!((rec.source.as_str(), rec.switches.as_slice()), ("file", &["enable_thinking".to_string()][..]));
@@ -274,7 +274,7 @@ fn prompt_prints_what_the_model_is_given() {
     o.max_new_tokens = None;
     o.template_file = Some(TemplateFile::load(&qwen, &vars).unwrap());
     o.template = vars;
-    let p = plan(&m, &src, &o).unwrap();
+    let p = plan(&m, &src, &o, &posrecall::progress::Quiet).unwrap();
     let i = p.targets.iter().position(|t| t.name == "groupByKey").expect("groupByKey is a target");
     assert_eq!(text, format!("{}{}", p.prefix_text, p.frame.suffix(&p.targets[i], 4, false)));
     let err = String::from_utf8_lossy(&full.stderr);

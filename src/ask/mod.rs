@@ -18,6 +18,7 @@
 pub mod client;
 
 use crate::corpus::{CorpusSpec, Source};
+use crate::progress::Notes;
 use crate::prompt::{self, Frame};
 use crate::run::TargetsFile;
 use crate::template::Think;
@@ -236,7 +237,7 @@ struct Existing {
 /// (a run stopped while writing it) is cut off, so its target is asked again;
 /// returns whether the file needs a newline before the next line (a last line
 /// that is whole but lacks one).
-pub fn read_answered(path: &Path, file: &TargetsFile) -> Result<(HashSet<String>, bool)> {
+pub fn read_answered(path: &Path, file: &TargetsFile, notes: &dyn Notes) -> Result<(HashSet<String>, bool)> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((HashSet::new(), false)),
@@ -282,7 +283,7 @@ pub fn read_answered(path: &Path, file: &TargetsFile) -> Result<(HashSet<String>
     // A line cut short by an interrupted run: drop it, its target is asked again.
     let f = OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
     f.set_len(complete as u64).with_context(|| format!("cannot cut the incomplete last line of {}", path.display()))?;
-    eprintln!("note: dropped an incomplete last line of {} (an interrupted run); its target is asked again", path.display());
+    notes.note(&format!("note: dropped an incomplete last line of {} (an interrupted run); its target is asked again", path.display()));
     Ok((answered, false))
 }
 
@@ -335,7 +336,14 @@ pub struct Tally {
 /// flight and appends each answer to `out` (the file at `path`) as it
 /// arrives. A target's own failure is printed and counted; a server failure
 /// stops the run; a failed write ends it with that error.
-pub fn ask_all(o: &AskOptions, todo: &[&(String, String)], out: &mut File, path: &Path, bar: &ProgressBar) -> Result<Tally> {
+pub fn ask_all(
+    o: &AskOptions,
+    todo: &[&(String, String)],
+    out: &mut File,
+    path: &Path,
+    bar: &ProgressBar,
+    notes: &dyn Notes,
+) -> Result<Tally> {
     let asker = Asker::new(o);
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -350,7 +358,7 @@ pub fn ask_all(o: &AskOptions, todo: &[&(String, String)], out: &mut File, path:
                 while !stop.load(Ordering::SeqCst) {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some((name, prompt)) = todo.get(i) else { break };
-                    let note = |m: String| bar.suspend(|| eprintln!("note: {name}: {m}"));
+                    let note = |m: String| bar.suspend(|| notes.note(&format!("note: {name}: {m}")));
                     let outcome = asker.ask(prompt, stop, &note);
                     if matches!(outcome, Outcome::Fatal(_)) {
                         // Before this worker takes another target.
@@ -364,7 +372,7 @@ pub fn ask_all(o: &AskOptions, todo: &[&(String, String)], out: &mut File, path:
         }
         drop(tx);
         for (i, outcome) in rx {
-            if let Err(e) = record(&todo[i].0, outcome, out, path, bar, &mut tally) {
+            if let Err(e) = record(&todo[i].0, outcome, out, path, bar, &mut tally, notes) {
                 stop.store(true, Ordering::SeqCst);
                 write_error = Some(e);
                 break;
@@ -381,7 +389,15 @@ pub fn ask_all(o: &AskOptions, todo: &[&(String, String)], out: &mut File, path:
 }
 
 /// Writes or reports one target's outcome.
-fn record(name: &str, outcome: Outcome, out: &mut File, path: &Path, bar: &ProgressBar, tally: &mut Tally) -> Result<()> {
+fn record(
+    name: &str,
+    outcome: Outcome,
+    out: &mut File,
+    path: &Path,
+    bar: &ProgressBar,
+    tally: &mut Tally,
+    notes: &dyn Notes,
+) -> Result<()> {
     match outcome {
         Outcome::Answered(a) => {
             let line = Line {
@@ -401,7 +417,7 @@ fn record(name: &str, outcome: Outcome, out: &mut File, path: &Path, bar: &Progr
         }
         Outcome::Failed(m) => {
             tally.failed += 1;
-            bar.suspend(|| eprintln!("posrecall: {name}: {m}"));
+            bar.suspend(|| notes.note(&format!("posrecall: {name}: {m}")));
             bar.inc(1);
         }
         Outcome::Fatal(e) => {

@@ -127,6 +127,14 @@ pub enum DecodeError {
 }
 
 impl DecodeOptions {
+    /// With these drafts: a mode and a length where given, else the
+    /// defaults ([`DraftMode::default`], [`crate::draft::DEFAULT_MAX`]).
+    pub fn drafting(mut self, draft: Option<DraftMode>, draft_max: Option<usize>) -> Self {
+        self.draft = draft.unwrap_or_default();
+        self.draft_max = draft_max.unwrap_or(crate::draft::DEFAULT_MAX);
+        self
+    }
+
     /// Refuses combinations that mean nothing.
     pub fn validate(&self) -> Result<(), DecodeError> {
         if self.forced_only && (self.parallel > 1 || self.fixed_tokens.is_some() || self.check_sequential) {
@@ -165,20 +173,21 @@ impl DecodeOptions {
         if to_run && slots == 1 {
             check_device_kv(model, cfg)?;
         }
+        let mut notes = Vec::new();
         if let Some(why) = fallback.as_ref().filter(|_| to_run) {
-            eprintln!("note: {requested} parallel sequences asked for: answering one question at a time ({why})");
+            notes.push(format!("note: {requested} parallel sequences asked for: answering one question at a time ({why})"));
         }
         let swa_full = slots > 1 && !cfg.swa_full && !window_cache_holds(model, plan, cfg, slots);
         if swa_full && to_run {
-            eprintln!(
+            notes.push(format!(
                 "note: {slots} parallel sequences: keeping whole sequences in the sliding-window cache (as swa-full on): \
                  the window-only cache cannot hold the shared prefix and {slots} answers"
-            );
+            ));
         }
         let whole_window = cfg.swa_full || swa_full;
         let (draft, draft_fallback) = self.draft_mode(model, plan, whole_window);
         if let Some(why) = draft_fallback.as_ref().filter(|_| to_run) {
-            eprintln!("note: answering without drafts ({why})");
+            notes.push(format!("note: answering without drafts ({why})"));
         }
         Ok(Decoding {
             draft,
@@ -193,6 +202,7 @@ impl DecodeOptions {
             swa_full,
             fixed_tokens: self.fixed_tokens,
             restore: self.restore,
+            notes,
         })
     }
 }
@@ -316,6 +326,9 @@ pub struct Decoding {
     pub draft_fallback: Option<String>,
     /// Answer every question without drafts as well, and compare.
     pub check_draft: bool,
+    /// What the user should know about the decoding decided for a run (a
+    /// fallback taken), for the run to pass on to its notes.
+    pub notes: Vec<String>,
 }
 
 impl Decoding {

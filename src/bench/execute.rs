@@ -50,6 +50,8 @@ pub struct ExecOptions<'a> {
     /// Measure the forced pass against this reference (checked with
     /// [`check_reference`] first).
     pub reference: Option<&'a Reference>,
+    /// Where the passes' notes go (a prefix cache entry unusable or unsaved).
+    pub notes: &'a dyn crate::progress::Notes,
 }
 
 /// What every pass shares.
@@ -206,7 +208,7 @@ pub(super) fn load_or_prefill(run: &Run, session: &mut Session, timings: &mut Ti
                 return Ok(());
             }
             Lookup::Missing => {}
-            Lookup::Corrupt(why) => eprintln!("note: {why}"),
+            Lookup::Corrupt(why) => run.exec.notes.note(&format!("note: {why}")),
         }
     }
     let bar = run.bar(prefix.len(), "prefill", "tok");
@@ -220,7 +222,7 @@ pub(super) fn load_or_prefill(run: &Run, session: &mut Session, timings: &mut Ti
         // A cache that cannot be written costs the next run time, not this run.
         match cache.save(session, key, prefix) {
             Ok(()) => timings.cache_save_ms = Some(ms(t)),
-            Err(e) => eprintln!("note: {e:#}"),
+            Err(e) => run.exec.notes.note(&format!("note: {e:#}")),
         }
     }
     Ok(())

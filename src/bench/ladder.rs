@@ -20,6 +20,7 @@ use crate::crop::{Crop, CropMode, LineRange};
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Checkpoint, Session};
+use crate::progress::Notes;
 use crate::progress::ms;
 use crate::run::{RungRecord, Summary, TargetResult, Timings};
 use crate::score::ScoreOptions;
@@ -36,6 +37,10 @@ pub const MAX_LENGTH: usize = 16 << 20;
 pub const MAX_RUNGS: usize = 64;
 /// The shortest rung of an `auto` ladder, in tokens.
 const AUTO_FIRST: usize = 1024;
+
+/// The pass rate the effective length keeps at every length up to it, when
+/// none is given.
+pub const DEFAULT_EFFECTIVE_AT: f64 = 0.5;
 
 /// The lengths asked for, as prefix tokens (the kept file with the frame
 /// around it: everything before a question).
@@ -127,7 +132,7 @@ impl Ladder {
 /// plain run: the crop mode chooses the longest window (capped at the
 /// longest length), and every shorter window keeps the longest run of whole
 /// lines from its first line whose prefix fits its length.
-pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengths) -> Result<Ladder> {
+pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengths, notes: &dyn Notes) -> Result<Ladder> {
     let mut longest_opts = o.clone();
     // The crop mode chooses the longest window under the longest length; a
     // range given by hand, or the whole file, is the longest window itself.
@@ -138,7 +143,7 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
         let top = *l.last().expect("parsed lengths are not empty");
         longest_opts.max_prefix_tokens = Some(o.max_prefix_tokens.map_or(top, |m| m.min(top)));
     }
-    let longest = plan::plan(model, src, &longest_opts)?;
+    let longest = plan::plan(model, src, &longest_opts, notes)?;
     let corpus = &src.corpus;
     let first = longest.crop.first_line - 1;
     let last_max = longest.crop.last_line - 1;
@@ -166,7 +171,7 @@ pub fn plan_ladder(model: &Model, src: &Source, o: &PlanOptions, lengths: &Lengt
                 let found = 0;
                 return Err(too_short(length, est.tokens(first), found, &topts, shortest_that_works()));
             };
-            let p = match rung_plan(model, src, o, &longest, first, l) {
+            let p = match rung_plan(model, src, o, &longest, first, l, notes) {
                 Ok(p) => p,
                 Err(e) => match e.downcast::<TooFewTargets>() {
                     Ok(few) if rungs.is_empty() => {
@@ -280,11 +285,11 @@ fn too_short(length: usize, prefix: usize, found: usize, topts: &targets::Target
 
 /// The plan of the window of 0-based lines `first..=last`: a plain run with
 /// those lines kept.
-fn rung_plan(model: &Model, src: &Source, o: &PlanOptions, longest: &Plan, first: usize, last: usize) -> Result<Plan> {
+fn rung_plan(model: &Model, src: &Source, o: &PlanOptions, longest: &Plan, first: usize, last: usize, notes: &dyn Notes) -> Result<Plan> {
     let mut ro = o.clone();
     ro.target.crop_lines = Some(LineRange { first: first + 1, last: last + 1 });
     ro.max_prefix_tokens = None;
-    let mut p = plan::plan(model, src, &ro)?;
+    let mut p = plan::plan(model, src, &ro, notes)?;
     if last == longest.crop.last_line - 1 {
         // The longest window is the one the crop mode chose.
         p.crop.mode = longest.crop.mode;
@@ -380,7 +385,7 @@ pub fn execute_ladder(
             let t = Instant::now();
             match c.save(&session, k, tokens) {
                 Ok(()) => *timings.cache_save_ms.get_or_insert(0.0) += ms(t),
-                Err(e) => eprintln!("note: {e:#}"),
+                Err(e) => run.exec.notes.note(&format!("note: {e:#}")),
             }
         }
         on_rung(rung);
@@ -411,7 +416,7 @@ fn load_window(run: &Run, session: &mut Session, (cache, key): (&PrefixCache, &s
     match cache.load(session, key, tokens)? {
         Lookup::Loaded => return Ok("cache"),
         Lookup::Missing => {}
-        Lookup::Corrupt(why) => eprintln!("note: {why}"),
+        Lookup::Corrupt(why) => run.exec.notes.note(&format!("note: {why}")),
     }
     let bar = run.bar(tokens.len(), "prefill", "tok");
     session.prefill(tokens, |done| bar.set_position(done as u64))?;

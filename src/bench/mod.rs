@@ -7,9 +7,10 @@
 //! decoded (one at a time or N at once) and the context that needs;
 //! [`execute`] evaluates the prefix once and runs the passes; [`record`]
 //! builds the run file. [`run`] is the one sequence of those steps, for a
-//! plain run and a ladder, with or without a reference; [`sweep`] runs a
-//! whole `models.toml`. The commands turn flags into [`BenchOptions`], call
-//! [`run`] (or [`sweep::run_sweep`]) and print; nothing here knows a flag.
+//! plain run and a ladder, with or without a reference. The commands turn
+//! flags into [`BenchOptions`], call [`run`] and print; the sweep, a layer
+//! above, turns `models.toml` into one set of options per run and calls
+//! [`run`] for each. Nothing here knows a flag, a sweep, or the terminal.
 
 pub mod decoding;
 pub mod execute;
@@ -17,7 +18,6 @@ pub mod ladder;
 pub mod options;
 pub mod plan;
 pub mod record;
-pub mod sweep;
 
 /// The most tokens one answer may generate.
 pub const MAX_NEW_TOKENS: usize = 131_072;
@@ -33,6 +33,7 @@ pub use record::RunSpec;
 use crate::corpus::Source;
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::PrefixCache;
+use crate::progress::Notes;
 use crate::progress::ms;
 use crate::reference::{Mismatch, Reference};
 use crate::run::{RunFile, TargetResult};
@@ -88,17 +89,22 @@ pub struct Opened {
 /// corpus, then the model (a path, or a hub reference resolved to one), with
 /// the GPU layers the options ask for. The
 /// options then record what was offloaded, not what was asked.
-pub fn open(model_path: &std::path::Path, corpus: &crate::corpus::CorpusSpec, opts: &mut BenchOptions) -> Result<Opened> {
+pub fn open(
+    model_path: &std::path::Path,
+    corpus: &crate::corpus::CorpusSpec,
+    opts: &mut BenchOptions,
+    notes: &dyn Notes,
+) -> Result<Opened> {
     let reference = opts.reference.as_deref().map(Reference::load).transpose()?;
     let src = Source::open_spec(corpus, opts.plan.target.rename_seed())?;
     if let Some(note) = src.error_note() {
-        eprintln!("{note}");
+        notes.note(&note);
     }
     let (model_path, origin) = crate::hub::locate(model_path)?;
     opts.origin = origin;
     let model = crate::engine::model::load(&model_path, opts.context.gpu_layers)?;
     if let Some(note) = offload_note(opts.context.gpu_layers, model.gpu_layers) {
-        eprintln!("note: {note}");
+        notes.note(&format!("note: {note}"));
     }
     opts.context.gpu_layers = model.gpu_layers;
     Ok(Opened { model, src, reference })
@@ -115,11 +121,11 @@ fn offload_note(asked: u32, offloaded: u32) -> Option<String> {
 }
 
 /// Plans a run of `model` on `src`: a ladder when lengths are given.
-pub fn plan_run(model: &Model, src: &Source, opts: &BenchOptions) -> Result<Planned> {
+pub fn plan_run(model: &Model, src: &Source, opts: &BenchOptions, notes: &dyn Notes) -> Result<Planned> {
     let o = opts.planning();
     Ok(match &opts.lengths {
-        Some(lengths) => Planned::Ladder(ladder::plan_ladder(model, src, &o, lengths)?),
-        None => Planned::Plain(plan(model, src, &o)?),
+        Some(lengths) => Planned::Ladder(ladder::plan_ladder(model, src, &o, lengths, notes)?),
+        None => Planned::Plain(plan(model, src, &o, notes)?),
     })
 }
 
@@ -148,6 +154,8 @@ pub struct Env<'a> {
     pub multi: Option<&'a MultiProgress>,
     /// The run's start, as its command measures it (`timings.total_ms`).
     pub started: Instant,
+    /// Where the run's notes go.
+    pub notes: &'a dyn Notes,
 }
 
 /// A reference that does not measure this run.
@@ -171,7 +179,13 @@ pub fn run(
     env: &Env,
     sink: &mut dyn Sink,
 ) -> Result<RunFile> {
-    let to_decide = || decide(model, planned.run_plan(), &opts.context, &opts.decode, true);
+    let to_decide = || {
+        let decided = decide(model, planned.run_plan(), &opts.context, &opts.decode, true);
+        if let Ok((_, d)) = &decided {
+            d.notes.iter().for_each(|n| env.notes.note(n));
+        }
+        decided
+    };
     let (cfg, decoding) = match env.multi {
         Some(m) => m.suspend(to_decide),
         None => to_decide(),
@@ -197,11 +211,11 @@ pub fn run(
         // manifest records both models (`reference.model_sha256`).
         let source = &r.header.source;
         if source.model_sha256 != model.sha256 {
-            eprintln!(
+            env.notes.note(&format!(
                 "note: the reference was made by another model file ({}, sha256 {}…): the divergence measures the two models as well as the KV cache",
                 source.build,
                 &source.model_sha256[..source.model_sha256.len().min(12)]
-            );
+            ));
         }
     }
     let cache = opts.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
@@ -213,6 +227,7 @@ pub fn run(
         multi: env.multi,
         save_top_k: opts.save_reference.as_ref().map(|_| opts.top_k()),
         reference,
+        notes: env.notes,
     };
     let score_opts = opts.plan.target.score_options();
     sink.starting();

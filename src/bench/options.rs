@@ -15,7 +15,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 
 /// Everything one benchmark run reads besides the model and the corpus.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct BenchOptions {
     pub plan: PlanOptions,
     pub context: ContextSettings,
@@ -41,6 +41,26 @@ pub struct BenchOptions {
     /// The hub reference the model was resolved from, when it was (set by
     /// `bench::open`, recorded in the manifest).
     pub origin: Option<crate::hub::Origin>,
+}
+
+impl Default for BenchOptions {
+    /// What a run is given when nothing is said: each part's own defaults.
+    fn default() -> Self {
+        BenchOptions {
+            plan: PlanOptions::default(),
+            context: ContextSettings::default(),
+            decode: DecodeOptions::default(),
+            build: None,
+            closed_book: false,
+            prefix_cache: None,
+            lengths: None,
+            effective_at: super::ladder::DEFAULT_EFFECTIVE_AT,
+            reference: None,
+            save_reference: None,
+            reference_top_k: None,
+            origin: None,
+        }
+    }
 }
 
 /// What a ladder of windows does not combine with: each replaces or compares

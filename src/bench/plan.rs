@@ -5,6 +5,7 @@ use crate::corpus::{Corpus, Source};
 use crate::crop::{self, Crop, CropMode, LineRange};
 use crate::engine::Token;
 use crate::engine::model::Model;
+use crate::progress::Notes;
 use crate::prompt::{self, Frame, Probe, SpecialTokens};
 use crate::settings::CtxSize;
 use crate::targets::{self, Target, TargetSpec};
@@ -130,10 +131,10 @@ struct Reserve {
 }
 
 /// Chooses probe, kept range, targets and context size for `model` on `src`.
-pub fn plan(model: &Model, src: &Source, o: &PlanOptions) -> Result<Plan> {
+pub fn plan(model: &Model, src: &Source, o: &PlanOptions, notes: &dyn Notes) -> Result<Plan> {
     let corpus = &src.corpus;
     let topts = o.target.options();
-    let (mut frame, template) = frame_for(model, src, o)?;
+    let (mut frame, template) = frame_for(model, src, o, notes)?;
     let think_budget =
         (template.is_some() && o.template.think == Think::On).then(|| o.think_budget.unwrap_or(crate::template::DEFAULT_THINK_BUDGET));
     // The functions eligible anywhere in the file bound what each question
@@ -334,7 +335,7 @@ fn set_token_offsets(model: &Model, corpus: &Corpus, frame: &Frame, prefix: &[To
 /// rendered by minijinja, else by llama.cpp's renderer, or the completion
 /// probe; with the template's record. Says once on stderr when the template
 /// has no thinking switch.
-fn frame_for(model: &Model, src: &Source, o: &PlanOptions) -> Result<(Frame, Option<TemplateRecord>)> {
+fn frame_for(model: &Model, src: &Source, o: &PlanOptions, notes: &dyn Notes) -> Result<(Frame, Option<TemplateRecord>)> {
     let comment = src.language.line_comment();
     let file = o.template_file.as_ref();
     let template = file.map(|f| f.text.as_str()).or(model.chat_template.as_deref());
@@ -346,12 +347,12 @@ fn frame_for(model: &Model, src: &Source, o: &PlanOptions) -> Result<(Frame, Opt
     let special = SpecialTokens { bos: model.bos_text(), eos: model.eos_text() };
     let mut record = o.template.record(t, file.map(|f| f.path.as_path()))?;
     if let Some(note) = record.no_switch_note(t) {
-        eprintln!("{note}");
+        notes.note(&note);
     }
     let frame = match prompt::chat_frame(t, &special, &record.variables, comment) {
         Ok(f) => {
             if let Err(why) = prompt::check_frame(&f, t, &special, &record.variables) {
-                eprintln!("note: the chat template does not split cleanly at the question: {why}");
+                notes.note(&format!("note: the chat template does not split cleanly at the question: {why}"));
                 record.split_mismatch = Some(why);
             }
             f
@@ -364,7 +365,7 @@ fn frame_for(model: &Model, src: &Source, o: &PlanOptions) -> Result<(Frame, Opt
             let rendered = model
                 .render_builtin(&prompt::marked_message())
                 .with_context(|| format!("chat template: {jinja_err:#}; llama.cpp's renderer"))?;
-            eprintln!("note: rendering the chat template with llama.cpp's built-in renderer ({jinja_err:#})");
+            notes.note(&format!("note: rendering the chat template with llama.cpp's built-in renderer ({jinja_err:#})"));
             prompt::split_frame(&rendered, "llama.cpp", comment)?
         }
     };
@@ -416,12 +417,12 @@ fn line_costs(model: &Model, corpus: &Corpus) -> Vec<usize> {
 /// (each model's own range) are tried from the fewest kept bytes up, and the
 /// first that fits every model is used for all of them (crop mode `lines`).
 /// `names` name the models in errors.
-pub fn plan_shared(models: &[&Model], names: &[&str], src: &Source, options: &[PlanOptions]) -> Result<Vec<Plan>> {
+pub fn plan_shared(models: &[&Model], names: &[&str], src: &Source, options: &[PlanOptions], notes: &dyn Notes) -> Result<Vec<Plan>> {
     let own: Vec<Plan> = models
         .iter()
         .zip(options)
         .zip(names)
-        .map(|((model, o), name)| plan(model, src, o).with_context(|| format!("model `{name}`")))
+        .map(|((model, o), name)| plan(model, src, o, notes).with_context(|| format!("model `{name}`")))
         .collect::<Result<_>>()?;
     let range = |p: &Plan| (p.crop.first_line, p.crop.last_line);
     if own.iter().all(|p| range(p) == range(&own[0])) {
@@ -442,7 +443,7 @@ pub fn plan_shared(models: &[&Model], names: &[&str], src: &Source, options: &[P
         for ((model, o), name) in models.iter().zip(options).zip(names) {
             let mut o = o.clone();
             o.target.crop_lines = Some(LineRange { first: a, last: b });
-            match plan(model, src, &o) {
+            match plan(model, src, &o, notes) {
                 Ok(p) => plans.push(p),
                 Err(e) => {
                     first_failure.get_or_insert_with(|| {

@@ -46,7 +46,10 @@ fn options(args: &AskArgs, lines: usize) -> Result<AskOptions> {
         api: args.api,
         max_tokens: args.max_new_tokens.unwrap_or(TOKENS_PER_LINE * lines).max(1),
         extra,
-        template_kwargs: ask::chat_template_kwargs(args.think, &crate::commands::template_kwargs(args.template_kwargs.as_deref())?),
+        template_kwargs: ask::chat_template_kwargs(
+            args.think,
+            &crate::commands::options::template_kwargs(args.template_kwargs.as_deref())?,
+        ),
         key,
         retries: args.retries,
         timeout: args.timeout,
@@ -82,7 +85,8 @@ pub fn run(args: &AskArgs) -> Result<()> {
         Some(b) => anyhow!("{b}, or give another --out"),
         None => e,
     })?;
-    let (answered, needs_newline) = ask::read_answered(&args.out, &file).map_err(|e| anyhow!("{e:#}; give another --out"))?;
+    let (answered, needs_newline) =
+        ask::read_answered(&args.out, &file, &super::Stderr).map_err(|e| anyhow!("{e:#}; give another --out"))?;
     let todo: Vec<&(String, String)> = prompts.iter().filter(|(name, _)| !answered.contains(name)).collect();
     if todo.is_empty() {
         eprintln!("all {} targets are answered in {}", prompts.len(), args.out.display());
@@ -102,7 +106,7 @@ pub fn run(args: &AskArgs) -> Result<()> {
     }
     let bar = ProgressBar::new(todo.len() as u64);
     bar.set_style(progress::style("     ask [{bar:30}] {pos}/{len} answers  {elapsed}  ETA {eta}"));
-    let tally = ask::ask_all(&opts, &todo, &mut out, &args.out, &bar)?;
+    let tally = ask::ask_all(&opts, &todo, &mut out, &args.out, &bar, &super::Stderr)?;
     bar.finish_and_clear();
     conclude(args, &tally, answered.len(), prompts.len(), todo.len())
 }

@@ -1,72 +1,31 @@
 //! `posrecall bench`: run a model in-process and score its answers. The
-//! flags become one [`BenchOptions`]; the run is [`bench::run`]'s.
+//! flags become one [`bench::BenchOptions`] ([`super::options::bench`]); the
+//! run is [`bench::run`]'s.
 
-use crate::bench::{self, BenchOptions, Env, PlanOptions};
-use crate::cli::{BenchArgs, OnOff};
+use crate::bench::{self, Env};
+use crate::cli::BenchArgs;
 use crate::commands::{corpus_spec, hint};
 use crate::report::terminal;
 use crate::run::TargetResult;
-use crate::settings::ContextSettings;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The flags as the library's options, checked before any model work.
-pub fn options(args: &BenchArgs) -> Result<BenchOptions> {
-    let (template, template_file) = args.template.options()?;
-    let opts = BenchOptions {
-        plan: PlanOptions {
-            target: (&args.target).into(),
-            probe: args.probe,
-            crop: args.crop,
-            ctx: args.ctx,
-            max_prefix_tokens: args.max_prefix_tokens,
-            max_new_tokens: args.max_new_tokens,
-            // `--only 'a, b'`: the names, not the spaces around them.
-            only: args.only.iter().map(|n| n.trim().to_string()).collect(),
-            template,
-            template_file,
-            think_budget: args.template.think_budget,
-            rope: args.rope.rope(),
-        },
-        context: ContextSettings {
-            kv: (args.kv_k.unwrap_or(args.kv), args.kv_v.unwrap_or(args.kv)),
-            flash_attn: args.flash_attn,
-            swa_full: args.swa_full == OnOff::On,
-            threads: args.threads,
-            gpu_layers: args.gpu_layers.unwrap_or_else(bench::default_gpu_layers),
-            rope: args.rope.rope(),
-        },
-        decode: args.decode.options(args.forced_only, args.no_forced),
-        build: args.build.clone(),
-        closed_book: args.closed_book,
-        prefix_cache: args.prefix_cache.clone(),
-        lengths: args.lengths.clone(),
-        effective_at: args.effective_at,
-        reference: args.reference.clone(),
-        save_reference: args.save_reference.clone(),
-        reference_top_k: args.reference_top_k,
-        origin: None,
-    };
-    opts.validate().map_err(|e| hint(e, Some(args.crop)))?;
-    Ok(opts)
-}
-
 pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
-    let mut opts = options(args)?;
+    let mut opts = super::options::bench(args)?;
     let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
     check_outputs(args, &spec)?;
-    let bench::Opened { model, src, reference } = bench::open(&args.model, &spec, &mut opts).map_err(|e| hint(e, None))?;
-    let planned = bench::plan_run(&model, &src, &opts).map_err(|e| hint(e, Some(args.crop)))?;
+    let bench::Opened { model, src, reference } = bench::open(&args.model, &spec, &mut opts, &super::Stderr).map_err(|e| hint(e, None))?;
+    let planned = bench::plan_run(&model, &src, &opts, &super::Stderr).map_err(|e| hint(e, Some(args.crop)))?;
     if let bench::Planned::Ladder(l) = &planned
         && let Some(note) = &l.stopped
     {
         eprintln!("note: {note}");
     }
-    let color = terminal::stdout_wants_color();
+    let color = super::stdout_wants_color();
     let mut shown = Shown { quiet: args.quiet, color, lines: opts.plan.target.lines, crop: args.crop, stdout: Ok(()) };
-    let env = Env { show_progress: !args.quiet, multi: None, started };
+    let env = Env { show_progress: !args.quiet, multi: None, started, notes: &super::Stderr };
     let run = bench::run(&model, &src, &planned, &opts, reference.as_ref(), &env, &mut shown)?;
     if let Some(out) = &args.out {
         run.save(out)?;

@@ -1,11 +1,10 @@
 //! `posrecall matrix models.toml`: every (model × KV) run of a sweep.
 //!
-//! The sweep's file becomes one set of options per run ([`crate::sweep`]);
+//! The sweep's file becomes one set of options per run ([`crate::sweep::file`]);
 //! the loop (one shared range, each model loaded once, its reference run
-//! first, resume, shards) is [`crate::bench::sweep`]'s. Here: the flags, the
+//! first, resume, shards) is [`crate::sweep::run`]'s. Here: the flags, the
 //! shard, `--list`, and what is printed.
 
-use crate::bench::sweep::{OutDirError, SweepOptions, SweepSink, run_sweep};
 use crate::bench::{OptionsError, Plan};
 use crate::cli::MatrixArgs;
 use crate::commands::hint;
@@ -13,14 +12,13 @@ use crate::corpus::Source;
 use crate::report::aggregate::LoadedRun;
 use crate::report::export::{self, Format, Options};
 use crate::run::RunFile;
-use crate::sweep::{Shard, Sweep, SweepRun};
+use crate::sweep::{OutDirError, Shard, Sweep, SweepOptions, SweepRun, SweepSink, run_sweep};
 use anyhow::{Result, anyhow};
 use std::time::Instant;
 
 pub fn run(args: &MatrixArgs) -> Result<()> {
     let sweep = Sweep::load(&args.file)?;
-    let d = &args.decode;
-    let decode = sweep.decode_options(d.options(false, false), d.draft, d.draft_max.map(|k| k as usize));
+    let decode = super::options::decode(&args.decode, false, false, (sweep.draft, sweep.draft_max));
     // The sweep's file was checked as it was read; what the flags add is
     // checked here, by the same rules.
     if let Some(r) = sweep.runs().first() {
@@ -31,7 +29,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
             _ => hint(e, None),
         })?;
     }
-    let shard = args.shard.map(|s| s.resolve(&|name: &str| std::env::var(name).ok())).transpose()?;
+    let shard = args.shard.map(|s| s.resolve(&|name: &str| std::env::var(name).ok())).transpose().map_err(|e| hint(e.into(), None))?;
     let (mine, shard_note) = sweep.shard_runs(shard);
     let templates = sweep.templates()?;
     if args.list {
@@ -53,7 +51,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         decode,
     };
     let mut shown = Shown { args, corpus: spec.path.display().to_string(), shard_note, crop: sweep.crop };
-    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown).map_err(|e| match e.downcast_ref::<OutDirError>() {
+    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown, &super::Stderr).map_err(|e| match e.downcast_ref::<OutDirError>() {
         Some(OutDirError(why)) => anyhow!("--out-dir: {why}"),
         None => e,
     })?;
@@ -137,7 +135,7 @@ fn print_aggregate(args: &MatrixArgs, mine: &[SweepRun], shard: Option<Shard>) -
         let run = RunFile::load(&path)?;
         loaded.push(LoadedRun { path: Some(path), label: r.id.clone(), run });
     }
-    let color = crate::report::terminal::stdout_wants_color();
+    let color = super::stdout_wants_color();
     let exporter = export::exporter(Format::Table, Options { diff: false, color })?;
     if !args.quiet {
         outln!()?;

@@ -18,76 +18,34 @@ pub mod ask;
 pub mod bench;
 pub mod compare;
 pub mod matrix;
+pub mod options;
 pub mod prompt;
 pub mod report;
 pub mod score;
-pub mod shard;
 pub mod targets;
 pub mod template;
 
 use crate::bench::{DecodeError, LadderClash, MemoryLimit, OptionsError, PlanError, TemplateSetting};
-use crate::cli::{DecodeArgs, TargetArgs, TemplateArgs};
 use crate::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
 use crate::crop::{CropError, CropMode};
 use crate::settings::ConfigError;
-use crate::targets::{SpecError, TargetSpec, TooFewTargets};
-use crate::template::{TemplateFile, TemplateVars};
+use crate::targets::{SpecError, TooFewTargets};
 use anyhow::{Context, Result, anyhow, bail};
 use std::path::Path;
 
-impl From<&TargetArgs> for TargetSpec {
-    fn from(a: &TargetArgs) -> TargetSpec {
-        TargetSpec {
-            count: a.count,
-            lines: a.lines,
-            seed: a.seed,
-            crop_lines: a.crop_lines,
-            skip_blank: a.skip_blank,
-            rename: a.rename,
-            pass: a.pass,
-            normalize: a.normalize,
-        }
-    }
+/// Whether stdout should be coloured: a terminal, and `NO_COLOR` unset or empty.
+pub fn stdout_wants_color() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-impl DecodeArgs {
-    /// The decoding asked for; `forced_only` and `no_forced` are `bench`'s.
-    pub fn options(&self, forced_only: bool, no_forced: bool) -> crate::bench::DecodeOptions {
-        crate::bench::DecodeOptions {
-            parallel: self.parallel as usize,
-            check_sequential: self.check_sequential,
-            fixed_tokens: self.fixed_tokens.map(|t| t as usize),
-            kv_memory: self.kv_memory.map(|b| b.as_u64()),
-            restore: self.restore,
-            snapshot_memory: self.snapshot_memory.map(|b| b.as_u64()),
-            forced_only,
-            no_forced,
-            draft: self.draft.unwrap_or_default(),
-            draft_max: self.draft_max.map_or(crate::draft::DEFAULT_MAX, |k| k as usize),
-            check_draft: self.check_draft,
-        }
-    }
-}
+/// The library's notes, on standard error: the face is the only code that
+/// prints.
+pub struct Stderr;
 
-impl TemplateArgs {
-    /// The template variables and the template file, checked before any
-    /// model work: kwargs that are not a JSON object, a template that does
-    /// not parse or raises, are one-line errors naming the flag.
-    pub fn options(&self) -> Result<(TemplateVars, Option<TemplateFile>)> {
-        let vars = TemplateVars { think: self.think, kwargs: template_kwargs(self.template_kwargs.as_deref())? };
-        let file = match &self.chat_template {
-            Some(path) => Some(TemplateFile::load(path, &vars).map_err(|e| anyhow!("--chat-template {e}"))?),
-            None => None,
-        };
-        Ok((vars, file))
-    }
-}
-
-/// `--template-kwargs`: a JSON object, or nothing.
-pub fn template_kwargs(text: Option<&str>) -> Result<serde_json::Map<String, serde_json::Value>> {
-    match text {
-        None => Ok(serde_json::Map::new()),
-        Some(t) => crate::template::parse_kwargs(t).map_err(|e| anyhow!("--template-kwargs {e}, e.g. '{{\"enable_thinking\": false}}'")),
+impl crate::progress::Notes for Stderr {
+    fn note(&self, line: &str) {
+        eprintln!("{line}");
     }
 }
 
@@ -219,6 +177,9 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(d) = e.downcast_ref::<DecodeError>() {
         return anyhow!("{}", decode_message(d));
     }
+    if let Some(s) = e.downcast_ref::<crate::sweep::ShardError>() {
+        return anyhow!("{}", shard_message(s));
+    }
     if let Some(d) = e.downcast_ref::<crate::engine::device::DeviceError>() {
         let crate::engine::device::DeviceError::ModelDoesNotFit { fit, .. } = d;
         return match fit {
@@ -306,6 +267,16 @@ fn options_message(o: &OptionsError) -> String {
         OptionsError::TopKWithoutSave => {
             "--reference-top-k sets what --save-reference keeps; add --save-reference FILE or drop --reference-top-k".into()
         }
+    }
+}
+
+fn shard_message(e: &crate::sweep::ShardError) -> String {
+    use crate::sweep::ShardError as S;
+    match e {
+        S::NoSlurmArray => format!("--shard auto: {e}; for a Kubernetes Indexed Job give the number of shards: --shard N"),
+        S::NoScheduler { n } | S::BothSchedulers { n } => format!("--shard {n}: {e}; give --shard K/{n}"),
+        S::IndexOutOfRange { n, .. } | S::ArraySize { n, .. } => format!("--shard {n}: {e}"),
+        _ => format!("--shard: {e}"),
     }
 }
 

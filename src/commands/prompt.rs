@@ -2,7 +2,7 @@
 //! given for one question, as `bench` would give it, with the token counts;
 //! only the model's vocabulary and metadata are loaded.
 
-use crate::bench::{self, PlanOptions};
+use crate::bench;
 use crate::cli::PromptArgs;
 use crate::commands::{corpus_spec, hint};
 use crate::corpus::Source;
@@ -13,23 +13,7 @@ use anyhow::{Result, bail};
 const SHOWN_LINES: usize = 8;
 
 pub fn run(args: &PromptArgs) -> Result<()> {
-    let (template, template_file) = args.template.options()?;
-    let spec = crate::targets::TargetSpec::from(&args.targets);
-    spec.validate().map_err(|e| hint(e.into(), Some(args.crop)))?;
-    let opts = PlanOptions {
-        target: spec,
-        probe: args.probe,
-        crop: args.crop,
-        ctx: args.ctx,
-        max_prefix_tokens: args.max_prefix_tokens,
-        max_new_tokens: args.max_new_tokens,
-        template,
-        template_file,
-        think_budget: args.template.think_budget,
-        only: Vec::new(),
-        rope: args.rope.rope(),
-    };
-    bench::check_template(&opts).map_err(|e| hint(e.into(), None))?;
+    let opts = super::options::prompt(args)?;
     let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
     let src = Source::open_spec(&corpus, opts.target.rename_seed()).map_err(|e| hint(e, None))?;
     if let Some(note) = src.error_note() {
@@ -37,7 +21,7 @@ pub fn run(args: &PromptArgs) -> Result<()> {
     }
     let (path, _) = crate::hub::locate(&args.model)?;
     let model = model::load_vocab(&path)?;
-    let plan = bench::plan(&model, &src, &opts).map_err(|e| hint(e, Some(args.crop)))?;
+    let plan = bench::plan(&model, &src, &opts, &super::Stderr).map_err(|e| hint(e, Some(args.crop)))?;
     let Some(i) = plan.targets.iter().position(|t| t.name == args.target) else {
         let names: Vec<&str> = plan.targets.iter().map(|t| t.name.as_str()).collect();
         bail!(

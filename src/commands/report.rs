@@ -1,10 +1,10 @@
 //! `posrecall report`: aggregate tables, the colour diffs and one HTML page
 //! from run files and folders of run files.
 
+use super::stdout_wants_color;
 use crate::cli::ReportArgs;
 use crate::report::aggregate::{DifferentLines, load_inputs};
 use crate::report::export::{self, Options};
-use crate::report::terminal::stdout_wants_color;
 use anyhow::Result;
 
 pub fn run(args: &ReportArgs) -> Result<()> {
@@ -25,7 +25,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
         Some(n) => anyhow::anyhow!("--diff works with --format table, md or html (the HTML page always has the diffs), not {}", n.0.name()),
         None => e,
     })?;
-    let runs = load_inputs(&args.inputs).map_err(|e| match e.downcast_ref::<DifferentLines>() {
+    let runs = load_inputs(&args.inputs, &super::Stderr).map_err(|e| match e.downcast_ref::<DifferentLines>() {
         Some(d) => {
             anyhow::anyhow!("cannot compare runs with different --lines: {} has {}, {} has {}", d.first.0, d.first.1, d.other.0, d.other.1)
         }

@@ -158,7 +158,7 @@ fn score_all(targets: &TargetsFile, mut answers: HashMap<String, Answer>, opts: 
 
 /// Prints the legend, every target's diff (unless quiet) and the aggregate.
 pub fn print_run(run: &RunFile, quiet: bool) -> Result<()> {
-    let color = terminal::stdout_wants_color();
+    let color = super::stdout_wants_color();
     if !quiet {
         outln!("{}\n", terminal::legend(color))?;
         for t in &run.targets {

@@ -11,8 +11,8 @@ use anyhow::Result;
 use std::fmt::Write as _;
 
 pub fn run(args: &TargetsArgs) -> Result<()> {
-    let spec = TargetSpec::from(&args.target);
-    let kwargs = crate::ask::chat_template_kwargs(args.think, &crate::commands::template_kwargs(args.template_kwargs.as_deref())?);
+    let spec = crate::commands::options::target_spec(&args.target);
+    let kwargs = crate::ask::chat_template_kwargs(args.think, &crate::commands::options::template_kwargs(args.template_kwargs.as_deref())?);
     let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
     if let Some(path) = &args.emit_prompts {
         check_output("--emit-prompts", path, &[&corpus.path])?;

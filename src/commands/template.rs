@@ -8,7 +8,7 @@ use crate::template::{SpecialTokens, TemplateVars, render};
 use anyhow::{Result, anyhow};
 
 pub fn run(args: &TemplateCmdArgs) -> Result<()> {
-    let vars = TemplateVars { think: args.think, kwargs: crate::commands::template_kwargs(args.template_kwargs.as_deref())? };
+    let vars = TemplateVars { think: args.think, kwargs: crate::commands::options::template_kwargs(args.template_kwargs.as_deref())? };
     let text = crate::template::read(&args.file)?;
     let record = vars.record(&text, Some(&args.file))?;
     let special = SpecialTokens { bos: args.bos_token.clone(), eos: args.eos_token.clone() };

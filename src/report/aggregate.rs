@@ -33,7 +33,7 @@ impl LoadedRun {
 /// Reads every input: a file must be a run file; a folder stands for every
 /// `*.json` in it that parses as a run file, sorted by file name. The result
 /// is never empty, and all runs have the same `params.lines`.
-pub fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<LoadedRun>> {
+pub fn load_inputs(inputs: &[PathBuf], shown: &dyn crate::progress::Notes) -> Result<Vec<LoadedRun>> {
     if inputs.is_empty() {
         bail!("no run files given");
     }
@@ -61,7 +61,7 @@ pub fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<LoadedRun>> {
     check_same_lines(&loaded)?;
     // Only a report that goes ahead says what it left out.
     for note in notes {
-        eprintln!("note: {note}");
+        shown.note(&format!("note: {note}"));
     }
     Ok(loaded)
 }

@@ -8,12 +8,6 @@ use crate::run::{LadderRecord, Summary, TargetResult, Totals};
 use crate::score::LineStatus;
 use console::Style;
 use std::fmt::Write as _;
-use std::io::IsTerminal;
-
-/// Whether stdout should be coloured: a terminal, and `NO_COLOR` unset or empty.
-pub fn stdout_wants_color() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
 
 /// The marker and style of each class.
 fn look(status: LineStatus, color: bool) -> (&'static str, Style) {

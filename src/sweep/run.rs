@@ -3,17 +3,18 @@
 //! reference run first, each run's file written atomically as soon as it is
 //! done, so that an interrupted sweep resumes from the runs it finished.
 //!
-//! [`crate::sweep`] reads the file and gives each run its [`BenchOptions`];
-//! every run is [`super::run`]'s, as `bench`'s is.
+//! [`super::file`] reads the file and gives each run its [`BenchOptions`];
+//! every run is [`bench::run`]'s, as `bench`'s is.
 
-use super::plan::{NoSharedRange, plan_shared};
-use super::{BenchOptions, DecodeOptions, Env, Plan, PlanOptions, Planned, RunSpec};
+use super::file::{ReferenceRole, Sweep, SweepRun};
+use crate::bench::plan::{NoSharedRange, plan_shared};
+use crate::bench::{self, BenchOptions, DecodeOptions, Env, Plan, PlanOptions, Planned, RunSpec};
 use crate::corpus::Source;
 use crate::engine::model::{self, Model};
 use crate::progress;
+use crate::progress::Notes;
 use crate::reference::Reference;
-use crate::run::{RunFile, TargetResult};
-use crate::sweep::{ReferenceRole, Sweep, SweepRun, is_finished};
+use crate::run::{Manifest, RunFile, TargetResult};
 use crate::template::TemplateFile;
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
@@ -52,7 +53,7 @@ pub trait SweepSink {
     fn finished(&mut self, _run: &SweepRun, _file: &RunFile, _started: Instant) -> Result<()> {
         Ok(())
     }
-    /// As [`super::Sink::explain`].
+    /// As [`bench::Sink::explain`].
     fn explain(&self, e: anyhow::Error) -> anyhow::Error {
         e
     }
@@ -76,6 +77,7 @@ struct Ctx<'a> {
     opts: &'a SweepOptions,
     mine: &'a [SweepRun],
     templates: Vec<Option<TemplateFile>>,
+    notes: &'a dyn Notes,
 }
 
 impl Ctx<'_> {
@@ -98,8 +100,9 @@ pub fn run_sweep(
     src: &Source,
     opts: &SweepOptions,
     sink: &mut dyn SweepSink,
+    notes: &dyn Notes,
 ) -> Result<()> {
-    let ctx = Ctx { sweep, opts, mine, templates };
+    let ctx = Ctx { sweep, opts, mine, templates, notes };
     // The output folder first: a wrong one must not cost loading every model.
     prepare_out_dir(&ctx)?;
     let mut models = plan_every_model(&ctx, src, sink)?;
@@ -126,7 +129,7 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
         .collect();
     let names: Vec<&str> = sweep.models.iter().map(|e| e.name.as_str()).collect();
     let refs: Vec<&Model> = models.iter().collect();
-    let plans = plan_shared(&refs, &names, src, &options).map_err(|e| match e.downcast_ref::<NoSharedRange>() {
+    let plans = plan_shared(&refs, &names, src, &options, ctx.notes).map_err(|e| match e.downcast_ref::<NoSharedRange>() {
         Some(n) => anyhow!("{n}; set [corpus] crop_lines or max_tokens, or give that model a larger ctx"),
         None => sink.explain(e),
     })?;
@@ -137,17 +140,17 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
         let planned = match &sweep.lengths {
             Some(lengths) => {
                 o.target.crop_lines = Some(crate::crop::LineRange { first: plan.crop.first_line, last: plan.crop.last_line });
-                let l = super::ladder::plan_ladder(&model, src, &o, lengths)
+                let l = bench::ladder::plan_ladder(&model, src, &o, lengths, ctx.notes)
                     .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?;
                 if let Some(note) = &l.stopped {
-                    eprintln!("note: model `{}`: {note}", e.name);
+                    ctx.notes.note(&format!("note: model `{}`: {note}", e.name));
                 }
                 Planned::Ladder(l)
             }
             None => Planned::Plain(plan),
         };
         // What a load offloads on this machine, so that the runs record it.
-        let gpu_layers = model::resolve_gpu_layers(&path, e.gpu_layers.unwrap_or_else(super::default_gpu_layers))
+        let gpu_layers = model::resolve_gpu_layers(&path, e.gpu_layers.unwrap_or_else(bench::default_gpu_layers))
             .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?;
         out.push(Model1 { path, origin, model: Some(model), planned, gpu_layers });
     }
@@ -207,7 +210,7 @@ fn pending_runs<'r>(ctx: &Ctx<'r>, models: &[Model1], src: &Source, sink: &mut d
             let m = &models[r.model];
             let model = m.model.as_ref().ok_or_else(|| anyhow!("model not loaded"))?;
             let o = ctx.options(r, m);
-            let (cfg, decoding) = super::decide(model, m.planned.run_plan(), &o.context, &o.decode, false).map_err(|e| sink.explain(e))?;
+            let (cfg, decoding) = bench::decide(model, m.planned.run_plan(), &o.context, &o.decode, false).map_err(|e| sink.explain(e))?;
             let spec = RunSpec {
                 model,
                 src,
@@ -228,10 +231,10 @@ fn pending_runs<'r>(ctx: &Ctx<'r>, models: &[Model1], src: &Source, sink: &mut d
                     pending.push(Pending { run: r, kept_if_reference: Some(sha) });
                     continue;
                 }
-                Ok(Kept::No) => {
-                    eprintln!("note: {} is not a finished run of this sweep's configuration; it will be replaced", out.display())
-                }
-                Err(e) => eprintln!("note: {e:#}; it will be replaced"),
+                Ok(Kept::No) => ctx
+                    .notes
+                    .note(&format!("note: {} is not a finished run of this sweep's configuration; it will be replaced", out.display())),
+                Err(e) => ctx.notes.note(&format!("note: {e:#}; it will be replaced")),
             }
         }
         pending.push(Pending { run: r, kept_if_reference: None });
@@ -300,7 +303,7 @@ fn keeps(ctx: &Ctx, r: &SweepRun, model: &Model, existing: &RunFile, spec: &RunS
             match Reference::load(&path).map_err(|e| format!("{e:#}")).and_then(|f| made_by(&f, model, r)) {
                 Ok(()) => Kept::Yes,
                 Err(why) if path.exists() => {
-                    eprintln!("note: {} is not the reference run {} writes: {why}; the run is redone", path.display(), r.id);
+                    ctx.notes.note(&format!("note: {} is not the reference run {} writes: {why}; the run is redone", path.display(), r.id));
                     Kept::No
                 }
                 Err(_) => Kept::No,
@@ -372,15 +375,21 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
                     multi.suspend(|| sink.skipped(r))?;
                     continue;
                 }
-                eprintln!("note: {}: its reference {} is not the one it was measured against; it runs again", r.id, path.display());
+                multi.suspend(|| {
+                    ctx.notes.note(&format!(
+                        "note: {}: its reference {} is not the one it was measured against; it runs again",
+                        r.id,
+                        path.display()
+                    ))
+                });
             }
             overall.set_message(r.id.clone());
             let started = Instant::now();
             let reference = reference_for(ctx, r, &model, o.reference.as_deref())?;
-            let env = Env { show_progress: ctx.opts.show_progress, multi: Some(&multi), started };
+            let env = Env { show_progress: ctx.opts.show_progress, multi: Some(&multi), started, notes: ctx.notes };
             let mut counted = Counted { bar: &overall, outer: sink };
             let run =
-                super::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
+                bench::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
             run.save(&r.file(&ctx.opts.out_dir))?;
             multi.suspend(|| sink.finished(r, &run, started))?;
         }
@@ -395,7 +404,7 @@ struct Counted<'a> {
     outer: &'a dyn SweepSink,
 }
 
-impl super::Sink for Counted<'_> {
+impl bench::Sink for Counted<'_> {
     fn result(&mut self, _r: &TargetResult) {
         self.bar.inc(1);
     }
@@ -403,4 +412,15 @@ impl super::Sink for Counted<'_> {
     fn explain(&self, e: anyhow::Error) -> anyhow::Error {
         self.outer.explain(e)
     }
+}
+
+/// Whether `existing` is a finished run of exactly `manifest` whose targets
+/// are `targets` (name and line, in order), so `--resume` may keep it.
+pub fn is_finished(existing: &crate::run::RunFile, manifest: &Manifest, targets: &[(String, usize)]) -> bool {
+    existing.format == crate::run::FORMAT_VERSION
+        && crate::keys::resume_key(&existing.manifest) == crate::keys::resume_key(manifest)
+        && existing.targets.len() == targets.len()
+        && existing.targets.iter().zip(targets).all(|(t, (name, line))| &t.name == name && t.line == *line)
+        && existing.summary.total.count == targets.len()
+        && existing.timings.is_some()
 }

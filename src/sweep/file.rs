@@ -1,12 +1,12 @@
-//! Sweeps (`posrecall matrix`): the `models.toml` file, the runs it defines,
-//! shards of them, and the key that says whether a run is already done.
-//!
-//! Nothing here touches a model; `commands::matrix` runs what this module
-//! describes. The schema is documented in README.md, "Sweeps".
+//! The `models.toml` file: read through serde, checked, and turned into the
+//! runs it defines, each with the [`BenchOptions`](crate::bench::BenchOptions)
+//! `bench` would be given. Nothing here touches a model; [`super::run`] runs
+//! what this module describes. The schema is documented in docs/GUIDE.md,
+//! "Sweeps".
 
+use super::shard::Shard;
 use crate::crop::{CropMode, LineRange};
 use crate::prompt::Probe;
-use crate::run::Manifest;
 use crate::score::Normalize;
 use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::targets::TargetSpec;
@@ -385,9 +385,13 @@ impl Sweep {
         use crate::bench::{LadderClash, OptionsError};
         let file = self.file.display();
         for run in self.runs() {
-            let opts = self.options(&run, None, &crate::bench::DecodeOptions::default(), Path::new(""));
+            let decode = crate::bench::DecodeOptions::default().drafting(self.draft, self.draft_max);
+            let opts = self.options(&run, None, &decode, Path::new(""));
             let Err(e) = opts.validate() else { continue };
             let m = &self.models[run.model];
+            if let Some(crate::bench::DecodeError::DraftMax(_)) = e.downcast_ref() {
+                bail!("{file}: params.draft_max: {e}");
+            }
             if let Some(OptionsError::Ladder(clash)) = e.downcast_ref::<OptionsError>() {
                 let with = match clash {
                     LadderClash::ClosedBook => "params.closed_book".to_string(),
@@ -438,19 +442,6 @@ impl Sweep {
         )
     }
 
-    /// The sweep's decoding: `flags`, with models.toml's `draft` and
-    /// `draft_max` where the flags (`draft`, `draft_max`) did not say.
-    pub fn decode_options(
-        &self,
-        mut flags: crate::bench::DecodeOptions,
-        draft: Option<crate::draft::DraftMode>,
-        draft_max: Option<usize>,
-    ) -> crate::bench::DecodeOptions {
-        flags.draft = draft.or(self.draft).unwrap_or_default();
-        flags.draft_max = draft_max.or(self.draft_max).unwrap_or(crate::draft::DEFAULT_MAX);
-        flags
-    }
-
     /// One run's options, as `bench` would be given them: `template` is the
     /// model's checked template file ([`Sweep::templates`]), `decode` the
     /// sweep's decoding, `out_dir` where the run's reference file is saved
@@ -477,7 +468,8 @@ impl Sweep {
                 max_prefix_tokens: self.max_prefix_tokens,
                 max_new_tokens: self.max_new_tokens,
                 only: Vec::new(),
-                rope: m.rope,
+                // The run's RoPE is its context's; the planner reads it from there.
+                rope: crate::settings::Rope::default(),
             },
             context: crate::settings::ContextSettings {
                 kv: (run.kv_k, run.kv_v),
@@ -639,11 +631,6 @@ impl Reader<'_> {
                 anyhow!("{file}: params.draft: `{d}` is not one of {}", modes.join(", "))
             })?),
         };
-        if let Some(k) = p.draft_max
-            && !(1..=crate::draft::LIMIT_MAX).contains(&k)
-        {
-            bail!("{file}: params.draft_max: must be between 1 and {}", crate::draft::LIMIT_MAX);
-        }
         Ok((draft, p.draft_max))
     }
 
@@ -655,7 +642,7 @@ impl Reader<'_> {
             .as_deref()
             .map(|l| l.parse::<crate::bench::ladder::Lengths>().map_err(|e| anyhow::anyhow!("{file}: params.lengths: {e}")))
             .transpose()?;
-        let effective_at = p.effective_at.unwrap_or(0.5);
+        let effective_at = p.effective_at.unwrap_or(crate::bench::ladder::DEFAULT_EFFECTIVE_AT);
         if !(0.0..=1.0).contains(&effective_at) {
             bail!("{file}: params.effective_at: must be between 0 and 1");
         }
@@ -820,48 +807,6 @@ impl Reader<'_> {
             yarn_orig_ctx: m.yarn_orig_ctx,
         })
     }
-}
-
-// ---------------------------------------------------------------------------
-// Shards.
-
-/// This process's slice of the runs: shard `k` (1-based) of `n`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
-    pub k: usize,
-    pub n: usize,
-}
-
-impl Shard {
-    /// Whether the `i`-th run (0-based, in [`Sweep::runs`] order) is this shard's.
-    pub fn owns(&self, i: usize) -> bool {
-        i % self.n == self.k - 1
-    }
-
-    /// This shard's runs, in the order given.
-    pub fn select<T: Clone>(&self, runs: &[T]) -> Vec<T> {
-        runs.iter().enumerate().filter(|(i, _)| self.owns(*i)).map(|(_, r)| r.clone()).collect()
-    }
-}
-
-impl std::fmt::Display for Shard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.k, self.n)
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Resuming.
-
-/// Whether `existing` is a finished run of exactly `manifest` whose targets
-/// are `targets` (name and line, in order), so `--resume` may keep it.
-pub fn is_finished(existing: &crate::run::RunFile, manifest: &Manifest, targets: &[(String, usize)]) -> bool {
-    existing.format == crate::run::FORMAT_VERSION
-        && crate::keys::resume_key(&existing.manifest) == crate::keys::resume_key(manifest)
-        && existing.targets.len() == targets.len()
-        && existing.targets.iter().zip(targets).all(|(t, (name, line))| &t.name == name && t.line == *line)
-        && existing.summary.total.count == targets.len()
-        && existing.timings.is_some()
 }
 
 #[cfg(test)]

@@ -1,8 +1,31 @@
-//! `matrix --shard K/N|N|auto`: which shard this process runs, from the
-//! flag and the job array's environment (Slurm, Kubernetes Indexed Jobs).
+//! Shards: which slice of a sweep's runs this process runs, from `K/N`,
+//! `N` or `auto` and the job array's environment (Slurm, Kubernetes Indexed
+//! Jobs).
 
-use crate::sweep::Shard;
-use anyhow::{Result, anyhow, bail};
+/// This process's slice of the runs: shard `k` (1-based) of `n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub k: usize,
+    pub n: usize,
+}
+
+impl Shard {
+    /// Whether the `i`-th run (0-based, in [`Sweep::runs`] order) is this shard's.
+    pub fn owns(&self, i: usize) -> bool {
+        i % self.n == self.k - 1
+    }
+
+    /// This shard's runs, in the order given.
+    pub fn select<T: Clone>(&self, runs: &[T]) -> Vec<T> {
+        runs.iter().enumerate().filter(|(i, _)| self.owns(*i)).map(|(_, r)| r.clone()).collect()
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
 
 /// `--shard` as typed: `K/N`, `N` (K from the environment), or `auto` (K
 /// and N from a Slurm job array).
@@ -35,32 +58,52 @@ impl std::str::FromStr for ShardArg {
     }
 }
 
-fn env_number(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<i64>> {
+/// The job array's environment does not name one shard. The messages name
+/// the scheduler's variables, not the flag: the face adds that.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ShardError {
+    #[error("{name}={value} is not a whole number")]
+    NotANumber { name: &'static str, value: String },
+    #[error("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not")]
+    CountMissing,
+    #[error("SLURM_ARRAY_TASK_COUNT is {0}; a job array has at least one task")]
+    EmptyArray(i64),
+    #[error("the Slurm array task {id} (min {min}, count {count}) is not one of tasks {min}..{}; use a contiguous array (array=0-{})", min + count - 1, count - 1)]
+    NotInArray { id: i64, min: i64, count: i64 },
+    #[error("finding the shard needs a Slurm job array (SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT)")]
+    NoSlurmArray,
+    #[error("both JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID are set")]
+    BothSchedulers { n: usize },
+    #[error("JOB_COMPLETION_INDEX={index} is not between 0 and {}", n - 1)]
+    IndexOutOfRange { n: usize, index: i64 },
+    #[error("the Slurm array has {count} tasks (SLURM_ARRAY_TASK_COUNT), not {n}")]
+    ArraySize { n: usize, count: usize },
+    #[error(
+        "this shard's number comes from JOB_COMPLETION_INDEX (Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID (Slurm job array), and neither is set"
+    )]
+    NoScheduler { n: usize },
+}
+
+fn env_number(env: &dyn Fn(&str) -> Option<String>, name: &'static str) -> Result<Option<i64>, ShardError> {
     match env(name) {
         None => Ok(None),
-        Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| anyhow!("--shard: {name}={v} is not a whole number")),
+        Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| ShardError::NotANumber { name, value: v }),
     }
 }
 
 /// K and N of a Slurm job array, when this is one.
-fn slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(usize, usize)>> {
+fn slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(usize, usize)>, ShardError> {
     let Some(id) = env_number(env, "SLURM_ARRAY_TASK_ID")? else {
         return Ok(None);
     };
     let min = env_number(env, "SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-    let count = env_number(env, "SLURM_ARRAY_TASK_COUNT")?
-        .ok_or_else(|| anyhow!("--shard: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"))?;
+    let count = env_number(env, "SLURM_ARRAY_TASK_COUNT")?.ok_or(ShardError::CountMissing)?;
     if count < 1 {
-        bail!("--shard: SLURM_ARRAY_TASK_COUNT is {count}; a job array has at least one task");
+        return Err(ShardError::EmptyArray(count));
     }
     let k = id - min + 1;
     if k < 1 || k > count {
-        bail!(
-            "--shard: the Slurm array task {id} (min {min}, count {count}) is not one of tasks {min}..{}; \
-             use a contiguous array (e.g. --array=0-{})",
-            min + count - 1,
-            count - 1
-        );
+        return Err(ShardError::NotInArray { id, min, count });
     }
     Ok(Some((k as usize, count as usize)))
 }
@@ -70,41 +113,18 @@ impl ShardArg {
     /// (a Kubernetes Indexed Job: K = index + 1) or a Slurm array
     /// (`SLURM_ARRAY_TASK_ID` − `SLURM_ARRAY_TASK_MIN` + 1, whose
     /// `SLURM_ARRAY_TASK_COUNT` must then be N); `auto` takes K and N from Slurm.
-    pub fn resolve(self, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard> {
+    pub fn resolve(self, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, ShardError> {
         match self {
             ShardArg::Given { k, n } => Ok(Shard { k, n }),
-            ShardArg::Auto => match slurm(env)? {
-                Some((k, n)) => Ok(Shard { k, n }),
-                None => bail!(
-                    "--shard auto needs a Slurm job array (SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT); \
-                     for a Kubernetes Indexed Job give the number of shards: --shard N"
-                ),
+            ShardArg::Auto => slurm(env)?.map(|(k, n)| Shard { k, n }).ok_or(ShardError::NoSlurmArray),
+            ShardArg::Count(n) => match (env_number(env, "JOB_COMPLETION_INDEX")?, slurm(env)?) {
+                (Some(_), Some(_)) => Err(ShardError::BothSchedulers { n }),
+                (Some(index), None) if index < 0 || index as usize >= n => Err(ShardError::IndexOutOfRange { n, index }),
+                (Some(index), None) => Ok(Shard { k: index as usize + 1, n }),
+                (None, Some((_, count))) if count != n => Err(ShardError::ArraySize { n, count }),
+                (None, Some((k, _))) => Ok(Shard { k, n }),
+                (None, None) => Err(ShardError::NoScheduler { n }),
             },
-            ShardArg::Count(n) => {
-                let k8s = env_number(env, "JOB_COMPLETION_INDEX")?;
-                let array = slurm(env)?;
-                match (k8s, array) {
-                    (Some(_), Some(_)) => {
-                        bail!("--shard {n}: both JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID are set; give --shard K/{n}")
-                    }
-                    (Some(i), None) => {
-                        if i < 0 || i as usize >= n {
-                            bail!("--shard {n}: JOB_COMPLETION_INDEX={i} is not between 0 and {}", n - 1);
-                        }
-                        Ok(Shard { k: i as usize + 1, n })
-                    }
-                    (None, Some((k, count))) => {
-                        if count != n {
-                            bail!("--shard {n}: the Slurm array has {count} tasks (SLURM_ARRAY_TASK_COUNT), not {n}");
-                        }
-                        Ok(Shard { k, n })
-                    }
-                    (None, None) => bail!(
-                        "--shard {n} takes this shard's number from JOB_COMPLETION_INDEX (Kubernetes Indexed Job) \
-                         or SLURM_ARRAY_TASK_ID (Slurm job array), and neither is set; give --shard K/{n}"
-                    ),
-                }
-            }
         }
     }
 }
@@ -146,9 +166,9 @@ mod tests {
         let none = env_of(&[]);
         assert_eq!(ShardArg::Given { k: 1, n: 2 }.resolve(&none).unwrap(), Shard { k: 1, n: 2 });
         let e = error(ShardArg::Count(2).resolve(&none));
-        assert!(e.contains("neither is set; give --shard K/2"), "{e}");
+        assert!(e.contains("and neither is set"), "{e}");
         let e = error(ShardArg::Auto.resolve(&none));
-        assert!(e.contains("--shard auto needs a Slurm job array"), "{e}");
+        assert!(e.contains("needs a Slurm job array"), "{e}");
 
         let k8s = env_of(&[("JOB_COMPLETION_INDEX", "1")]);
         assert_eq!(ShardArg::Count(3).resolve(&k8s).unwrap(), Shard { k: 2, n: 3 });

@@ -1,0 +1,144 @@
+//! The one conversion of the command line into the library's options
+//! (ripgrep's `hiargs`): every flag is read here and nowhere else, each
+//! becomes exactly one field, and the defaults a flag leaves unset are the
+//! library's own. The rules and ranges are the library's, checked once by
+//! [`BenchOptions::validate`] (and [`crate::targets::TargetSpec::validate`]);
+//! [`super::hint`] words their errors as the flags that set them.
+
+use crate::bench::{BenchOptions, DecodeOptions, PlanOptions};
+use crate::cli::{BenchArgs, DecodeArgs, OnOff, PromptArgs, RopeArgs, TargetArgs, TemplateArgs};
+use crate::settings::{ContextSettings, Rope};
+use crate::targets::TargetSpec;
+use crate::template::{TemplateFile, TemplateVars};
+use anyhow::{Result, anyhow};
+
+/// What picks the targets and scores the answers.
+pub fn target_spec(a: &TargetArgs) -> TargetSpec {
+    TargetSpec {
+        count: a.count,
+        lines: a.lines,
+        seed: a.seed,
+        crop_lines: a.crop_lines,
+        skip_blank: a.skip_blank,
+        rename: a.rename,
+        pass: a.pass,
+        normalize: a.normalize,
+    }
+}
+
+/// Context extension: `--rope-scale N` is the frequency scale 1/N.
+pub fn rope(a: &RopeArgs) -> Rope {
+    Rope {
+        scaling: a.rope_scaling,
+        freq_base: a.rope_freq_base,
+        freq_scale: a.rope_scale.map(|n| 1.0 / n).or(a.rope_freq_scale),
+        yarn_orig_ctx: a.yarn_orig_ctx.map(|n| n as u32),
+    }
+}
+
+/// The template variables and the template file, checked before any model
+/// work: kwargs that are not a JSON object, a template that does not parse
+/// or raises, are one-line errors naming the flag.
+pub fn template(a: &TemplateArgs) -> Result<(TemplateVars, Option<TemplateFile>)> {
+    let vars = TemplateVars { think: a.think, kwargs: template_kwargs(a.template_kwargs.as_deref())? };
+    let file = match &a.chat_template {
+        Some(path) => Some(TemplateFile::load(path, &vars).map_err(|e| anyhow!("--chat-template {e}"))?),
+        None => None,
+    };
+    Ok((vars, file))
+}
+
+/// `--template-kwargs`: a JSON object, or nothing.
+pub fn template_kwargs(text: Option<&str>) -> Result<serde_json::Map<String, serde_json::Value>> {
+    match text {
+        None => Ok(serde_json::Map::new()),
+        Some(t) => crate::template::parse_kwargs(t).map_err(|e| anyhow!("--template-kwargs {e}, e.g. '{{\"enable_thinking\": false}}'")),
+    }
+}
+
+/// The decoding asked for. `forced_only` and `no_forced` are `bench`'s;
+/// `sweep_draft` is what a sweep's file says of drafts, which the flags
+/// override (both unset: the library's defaults).
+pub fn decode(
+    a: &DecodeArgs,
+    forced_only: bool,
+    no_forced: bool,
+    sweep_draft: (Option<crate::draft::DraftMode>, Option<usize>),
+) -> DecodeOptions {
+    DecodeOptions {
+        parallel: a.parallel as usize,
+        check_sequential: a.check_sequential,
+        fixed_tokens: a.fixed_tokens.map(|t| t as usize),
+        kv_memory: a.kv_memory.map(|b| b.as_u64()),
+        restore: a.restore,
+        snapshot_memory: a.snapshot_memory.map(|b| b.as_u64()),
+        forced_only,
+        no_forced,
+        check_draft: a.check_draft,
+        ..DecodeOptions::default()
+    }
+    .drafting(a.draft.or(sweep_draft.0), a.draft_max.map(|k| k as usize).or(sweep_draft.1))
+}
+
+/// `prompt`'s flags: what `bench` plans with, checked as `bench` checks it.
+pub fn prompt(a: &PromptArgs) -> Result<PlanOptions> {
+    let (template, template_file) = template(&a.template)?;
+    let opts = PlanOptions {
+        target: target_spec(&a.targets),
+        probe: a.probe,
+        crop: a.crop,
+        ctx: a.ctx,
+        max_prefix_tokens: a.max_prefix_tokens,
+        max_new_tokens: a.max_new_tokens,
+        template,
+        template_file,
+        think_budget: a.template.think_budget,
+        only: Vec::new(),
+        rope: rope(&a.rope),
+    };
+    opts.target.validate().map_err(|e| super::hint(e.into(), Some(a.crop)))?;
+    crate::bench::check_template(&opts).map_err(|e| super::hint(e.into(), None))?;
+    Ok(opts)
+}
+
+/// `bench`'s flags as one run's options, checked before any model work.
+pub fn bench(a: &BenchArgs) -> Result<BenchOptions> {
+    let (template, template_file) = template(&a.template)?;
+    let opts = BenchOptions {
+        plan: PlanOptions {
+            target: target_spec(&a.target),
+            probe: a.probe,
+            crop: a.crop,
+            ctx: a.ctx,
+            max_prefix_tokens: a.max_prefix_tokens,
+            max_new_tokens: a.max_new_tokens,
+            // `--only 'a, b'`: the names, not the spaces around them.
+            only: a.only.iter().map(|n| n.trim().to_string()).collect(),
+            template,
+            template_file,
+            think_budget: a.template.think_budget,
+            // The run's RoPE is its context's; the planner reads it from there.
+            rope: Rope::default(),
+        },
+        context: ContextSettings {
+            kv: (a.kv_k.unwrap_or(a.kv), a.kv_v.unwrap_or(a.kv)),
+            flash_attn: a.flash_attn,
+            swa_full: a.swa_full == OnOff::On,
+            threads: a.threads,
+            gpu_layers: a.gpu_layers.unwrap_or_else(crate::bench::default_gpu_layers),
+            rope: rope(&a.rope),
+        },
+        decode: decode(&a.decode, a.forced_only, a.no_forced, (None, None)),
+        build: a.build.clone(),
+        closed_book: a.closed_book,
+        prefix_cache: a.prefix_cache.clone(),
+        lengths: a.lengths.clone(),
+        effective_at: a.effective_at,
+        reference: a.reference.clone(),
+        save_reference: a.save_reference.clone(),
+        reference_top_k: a.reference_top_k,
+        origin: None,
+    };
+    opts.validate().map_err(|e| super::hint(e, Some(a.crop)))?;
+    Ok(opts)
+}

@@ -1,0 +1,13 @@
+//! Sweeps (`posrecall matrix`): a layer above [`crate::bench`], which never
+//! imports it. [`file`] reads `models.toml` into one set of options per
+//! (model × KV) run, [`shard`] says which of the runs this process owns, and
+//! [`run`] runs them: one shared range, each model loaded once, its reference
+//! run first, each run file written as soon as it is done, resumable.
+
+pub mod file;
+pub mod run;
+pub mod shard;
+
+pub use file::{ModelEntry, ReferenceRole, Sweep, SweepRun, expand_vars, process_env};
+pub use run::{OutDirError, SweepOptions, SweepSink, is_finished, run_sweep};
+pub use shard::{Shard, ShardArg, ShardError};
