@@ -1,4 +1,4 @@
-//! The layering rules of ARCHITECTURE (README, "Layout"), checked on the
+//! The layering rules of ARCHITECTURE (docs/DEVELOPMENT.md, "Layout"), checked on the
 //! source tree read as Rust (`syn`), not as text: the layers point one way,
 //! only the engine touches llama.cpp, the messages below the commands name no
 //! command-line flag, and no function is long without a reason. Paths are

@@ -701,7 +701,8 @@ fn bad_urls_and_timeouts_are_refused_before_anything_is_asked() {
 }
 
 // ---------------------------------------------------------------------------
-// The README's promises on failures, retries, the key and concurrency
+// docs/GUIDE.md's promises on failures, retries, the key and concurrency
+// ("Models behind an HTTP server")
 // ---------------------------------------------------------------------------
 
 /// The gaps between consecutive requests.

@@ -1,4 +1,4 @@
-//! Outputs are written atomically (README: run files and reports are
+//! Outputs are written atomically (docs/GUIDE.md: run files and reports are
 //! "written atomically", a temporary file in the same folder and then a
 //! rename). An interrupted writer leaves the previous file whole, never a
 //! prefix of the new one, and a normal run leaves no temporary file behind.

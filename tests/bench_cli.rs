@@ -349,7 +349,7 @@ fn prefix_cache_loads_verified_state_and_rebuilds_a_corrupt_one() {
     assert_eq!(responses(&plain), responses(&r));
 }
 
-/// The options the README lists for `bench` reach the run: each is run end
+/// The options docs/GUIDE.md lists for `bench` reach the run: each is run end
 /// to end and checked in the run file against what it must change.
 #[test]
 fn bench_options_reach_the_run() {

@@ -371,7 +371,7 @@ fn score_counts_missing_hallucinated_and_extra_in_the_run_file() {
 // Bad input
 // ---------------------------------------------------------------------------
 
-/// A failed run: exit status `code` (README: 1 for a bad file, 2 for a
+/// A failed run: exit status `code` (docs/GUIDE.md: 1 for a bad file, 2 for a
 /// malformed command line), one `posrecall: error:` line, no panic, and
 /// nothing left in `out_dir` (neither the output nor a temporary file).
 fn assert_clean_failure(o: &Output, out_dir: &Path, code: i32, what: &str) -> String {

@@ -569,16 +569,17 @@ fn every_subcommand_refuses_hostile_arguments() {
         let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("note:")).collect();
         assert_eq!(lines.len(), 1, "{args:?}: {err}");
         assert!(lines[0].starts_with("posrecall: error:"), "{args:?}: {err}");
-        // The README's exit codes: 2 for a command line that does not parse
-        // (clap's own words), 1 for one that parses and is refused.
+        // docs/GUIDE.md's exit codes ("Exit codes and errors"): 2 for a command
+        // line that does not parse (clap's own words), 1 for one that parses
+        // and is refused.
         let want = if is_usage_error(lines[0]) { 2 } else { 1 };
         assert_eq!(code, Some(want), "{args:?}: exit {code:?}, expected {want}: {err}");
         assert!(names_what_it_refuses(&args, lines[0]), "{args:?}: the message names nothing of the command line: {err}");
         let left: Vec<_> = std::fs::read_dir(out.path()).unwrap().collect();
         assert!(left.is_empty(), "{args:?} left files behind");
     }
-    // How many hostile command lines CI tries (README, "Development").
-    assert_eq!(cases.len(), 280, "the README says 280 hostile command lines");
+    // How many hostile command lines CI tries (docs/DEVELOPMENT.md, "Hardening").
+    assert_eq!(cases.len(), 280, "docs/DEVELOPMENT.md says 280 hostile command lines");
     eprintln!("{} hostile command lines refused cleanly", cases.len());
 }
 

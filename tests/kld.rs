@@ -67,10 +67,11 @@ fn reference_divergence_is_zero_for_itself_and_grows_with_coarser_kv() {
     assert_eq!(reference["top_k"], 256);
     assert_eq!(reference["sha256"].as_str().unwrap(), std::fs::read_to_string(p("ref.sha256")).unwrap().trim());
 
-    assert_eq!(forced_tokens, 313, "the README's count of forced tokens");
+    assert_eq!(forced_tokens, 313, "docs/GUIDE.md's count of forced tokens");
 
     // Coarser KV types move the distributions, q4_0 more than q8_0: the
-    // README's figures (mean nats per token, share of the same top-1)
+    // figures of docs/GUIDE.md, "KV precision against a reference" (mean
+    // nats per token, share of the same top-1)
     // measured here, held to within a factor of 2.
     let mut means = Vec::new();
     for (kv, readme_mean, readme_top1) in [("q8_0", 0.0011, 0.987), ("q4_0", 0.052, 0.936)] {
@@ -80,9 +81,9 @@ fn reference_divergence_is_zero_for_itself_and_grows_with_coarser_kv() {
         let s = &r["summary"]["forced"]["kld"];
         let mean = s["mean"].as_f64().unwrap();
         assert!(mean > 0.0, "{kv}: {s}");
-        assert!((readme_mean / 2.0..=readme_mean * 2.0).contains(&mean), "{kv}: mean KLD {mean}, the README says {readme_mean}");
+        assert!((readme_mean / 2.0..=readme_mean * 2.0).contains(&mean), "{kv}: mean KLD {mean}, docs/GUIDE.md says {readme_mean}");
         let top1 = s["same_top1"].as_f64().unwrap();
-        assert!((top1 - readme_top1).abs() <= 0.02, "{kv}: same top-1 {top1}, the README says {readme_top1}");
+        assert!((top1 - readme_top1).abs() <= 0.02, "{kv}: same top-1 {top1}, docs/GUIDE.md says {readme_top1}");
         assert!(s["p99"].as_f64().unwrap() >= mean && s["max"].as_f64().unwrap() >= s["p99"].as_f64().unwrap());
         // Per line: the mean over its tokens, and the target mean is their token-weighted mean.
         for i in 0..4 {
@@ -154,7 +155,7 @@ fn the_stored_top_k_bounds_the_full_vocabulary_divergence() {
     }
     let (em, bm) = (kld(&exact, 0)["mean"].as_f64().unwrap(), kld(&bound, 0)["mean"].as_f64().unwrap());
     // Measured 1.81% below on this target (escapeHtml: 1.9%, docs/METHOD.md);
-    // a bound that loosened past 2.5% would no longer be the README's figure.
+    // a bound that loosened past 2.5% would no longer be docs/GUIDE.md's figure.
     assert!(em > 0.0 && (em - bm) / em < 0.025, "exact {em}, top-256 {bm}: the bound should be within 2.5%");
 }
 

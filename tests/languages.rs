@@ -285,10 +285,10 @@ fn folder_flags_on_the_command_line() {
 }
 
 /// The default corpora: each holds the eligible functions of 20 lines that
-/// the README's language table states (at least 16, a full default run;
+/// the language table of docs/GUIDE.md states ("Languages"; at least 16, a full default run;
 /// `scripts/fetch-corpus --language L` fetches them). The counts are the
 /// table's, written here by hand: a change to the extractor that moves one
-/// fails here until the README says so too.
+/// fails here until docs/GUIDE.md says so too.
 #[test]
 fn default_corpora_hold_enough_targets() {
     let readme = [("javascript", 41), ("typescript", 55), ("python", 37), ("rust", 54), ("go", 39), ("c", 47), ("cpp", 26), ("java", 56)];
@@ -298,7 +298,7 @@ fn default_corpora_hold_enough_targets() {
     let mut table: Vec<&str> = readme.iter().map(|(l, _)| *l).collect();
     defaults.sort_unstable();
     table.sort_unstable();
-    assert_eq!(defaults, table, "the default corpora and the README's table");
+    assert_eq!(defaults, table, "the default corpora and docs/GUIDE.md's table");
     for (language, want) in readme {
         let p = fetched(language);
         let spec = CorpusSpec { dir: p.is_dir(), ..CorpusSpec::file(&p) };
@@ -307,7 +307,7 @@ fn default_corpora_hold_enough_targets() {
         assert_eq!(src.language.name(), language, "{file}");
         let n = all(&src, 20).len();
         assert!(n >= 16, "{file}: only {n} eligible functions");
-        assert_eq!(n, want, "{file}: {n} eligible functions, the README's table says {want}");
+        assert_eq!(n, want, "{file}: {n} eligible functions, docs/GUIDE.md's table says {want}");
         assert_ground_truth(&src, 20);
     }
 }
@@ -742,7 +742,7 @@ fn a_code_model_recalls_a_function_of_every_languages_default_corpus() {
 
 /// The promise for the default corpora: the densest window Gemma 3
 /// 270M (32K context) holds has 16 targets of 20 lines in every language,
-/// and SmolLM2's 8K window at least 8 (README, "Languages": 8–13 there).
+/// and SmolLM2's 8K window at least 8 (docs/GUIDE.md, "Languages": 8–13 there).
 /// Only the vocabularies are loaded: this plans, it does not decode.
 #[test]
 fn default_corpora_fill_the_densest_window_of_the_fetched_models() {

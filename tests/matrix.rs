@@ -328,7 +328,8 @@ fn shards_cover_every_run_exactly_once_and_scheduler_variables_pick_the_same_sli
     assert_one_error_line(&matrix_cmd(&toml, &["--list", "--shard", "3/2"]).output().unwrap(), "3/2");
 }
 
-/// README: "Without `--shard` the environment is ignored", and a Slurm
+/// docs/GUIDE.md, "Sharding over a scheduler": "Without `--shard` the
+/// environment is ignored", and a Slurm
 /// array's task count must be the N of `--shard N`.
 #[test]
 fn without_shard_the_environment_is_ignored_and_a_slurm_count_must_be_n() {

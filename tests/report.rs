@@ -330,7 +330,7 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
     assert!(!one.contains("Per target"), "{one}");
 }
 
-/// The marker README.md ("Without colour ... each diff line carries a marker")
+/// The marker docs/GUIDE.md ("Without colour ... each diff line carries a marker")
 /// documents for each line class.
 fn marker(status: LineStatus) -> char {
     match status {
@@ -852,7 +852,7 @@ fn check_top1_chart(html: &str, runs: &[(String, RunFile)]) {
     }
 }
 
-/// The grid cell README.md documents: matched lines, ✓ pass or ✗ fail, and
+/// The grid cell docs/GUIDE.md ("Reports") documents: matched lines, ✓ pass or ✗ fail, and
 /// after `·` the target's top-1 share when it has one (`12 ✓ · 0.93`).
 fn grid_cell(t: &TargetResult) -> String {
     let mark = format!("{} {}", t.score.matched, if t.score.pass { "✓" } else { "✗" });
