@@ -95,6 +95,24 @@ pub enum Command {
     /// Each model is loaded once; one kept line range that fits every model is
     /// used for every run; each run file is written as soon as it is done.
     Matrix(MatrixArgs),
+    /// Print a shell completion script, e.g. `posrecall completions bash > /etc/bash_completion.d/posrecall`.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), e.g. `posrecall man > posrecall.1`; `posrecall man bench` for one command's page.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// A command whose own page to print (posrecall-COMMAND(1)) [default: posrecall(1)].
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -404,7 +422,9 @@ pub enum OnOff {
     Off,
 }
 
-/// How answers are decoded; shared by `bench` and `matrix`.
+/// How answers are decoded; shared by `bench` and `matrix`. The developer
+/// switches (checks of the method against itself, memory bounds, the restore
+/// mode) are hidden from `--help` and documented in docs/DEVELOPMENT.md.
 #[derive(Debug, Clone, Default, Args)]
 pub struct DecodeArgs {
     /// Answer up to N questions at once, as sequences sharing the evaluated prefix in one
@@ -414,7 +434,7 @@ pub struct DecodeArgs {
     pub parallel: u32,
     /// With --parallel: answer every question one at a time as well, and record how many
     /// answers differ and by how much (run file: summary.sequential).
-    #[arg(long)]
+    #[arg(long, hide = true)]
     pub check_sequential: bool,
     /// Generate exactly T tokens per question, ignoring end-of-generation and the line
     /// limit: equal work for throughput measurement (answers are still scored).
@@ -422,16 +442,16 @@ pub struct DecodeArgs {
     pub fixed_tokens: Option<u64>,
     /// With --parallel: the most memory its KV cache may take, e.g. 6GiB [default: 90% of the
     /// free memory where the cache lives]. A larger N is refused, naming the largest that fits.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", hide = true)]
     pub kv_memory: Option<bytesize::ByteSize>,
     /// How each question's changes to the prefix state are undone: lean removes the
     /// question's cells and writes back only the sliding-window and recurrent state;
     /// full writes the whole saved state back (both exact; run file: runtime.restore).
-    #[arg(long, value_name = "HOW", default_value = "lean")]
+    #[arg(long, value_name = "HOW", default_value = "lean", hide = true)]
     pub restore: crate::settings::RestoreMode,
     /// The most host memory the prefix snapshot may take, e.g. 2GiB [default: 90% of the
     /// free main memory]. A run whose snapshot would not fit is refused before the prefill.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", hide = true)]
     pub snapshot_memory: Option<bytesize::ByteSize>,
     /// Where draft tokens come from: truth (the target's own lines, then the file), lookup
     /// (n-grams of the answer found in the file) or none (one token per step). Drafts are
@@ -445,7 +465,7 @@ pub struct DecodeArgs {
     pub draft_max: Option<u32>,
     /// Answer every question again without drafts and record whether and where the
     /// answers part, and how close the call was there (run file: summary.undrafted).
-    #[arg(long)]
+    #[arg(long, hide = true)]
     pub check_draft: bool,
 }
 

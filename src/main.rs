@@ -33,6 +33,8 @@ fn main() {
         Command::Matrix(a) => commands::matrix::run(a),
         Command::Template(a) => commands::template::run(a),
         Command::Prompt(a) => commands::prompt::run(a),
+        Command::Completions(a) => commands::generate::completions(a),
+        Command::Man(a) => commands::generate::man(a),
     };
     if let Err(e) = result {
         // Like ripgrep: a reader that closed the pipe (`posrecall targets

@@ -18,6 +18,7 @@ mod controls;
 mod draft;
 mod engine;
 mod extract;
+mod face;
 mod forced;
 mod hardening;
 mod hub;

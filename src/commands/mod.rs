@@ -17,6 +17,7 @@ macro_rules! outln {
 pub mod ask;
 pub mod bench;
 pub mod compare;
+pub mod generate;
 pub mod matrix;
 pub mod options;
 pub mod prompt;
