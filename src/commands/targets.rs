@@ -60,12 +60,8 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
     Ok(())
 }
 
-/// Reads, crops, selects: the targets file for `corpus` under `opts`.
-pub fn build(path: &std::path::Path, opts: &TargetSpec) -> Result<(Source, TargetsFile)> {
-    build_spec(&CorpusSpec::file(path), opts)
-}
-
-/// [`build`] for a file or folder corpus.
+/// Reads, crops, selects: the targets file for a file or folder corpus
+/// under `opts`.
 pub fn build_spec(corpus: &CorpusSpec, opts: &TargetSpec) -> Result<(Source, TargetsFile)> {
     opts.validate()?;
     let src = Source::open_spec(corpus, opts.rename_seed())?;
