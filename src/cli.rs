@@ -117,7 +117,7 @@ pub struct ManArgs {
 
 #[derive(Debug, Args)]
 pub struct MatrixArgs {
-    /// The sweep definition (README, "Sweeps").
+    /// The sweep definition (docs/GUIDE.md, "Sweeps").
     #[arg(value_name = "models.toml")]
     pub file: PathBuf,
     /// Write one run file per run here: MODEL__KVK-KVV.json.
@@ -510,7 +510,7 @@ pub struct BenchArgs {
     /// KV-cache type for V (overrides --kv; a quantised V needs flash attention).
     #[arg(long, value_enum)]
     pub kv_v: Option<KvType>,
-    /// Layers to offload to the GPU (default: all, when the build has a GPU backend).
+    /// Layers to offload to the GPU [default: on a build with a GPU backend, as many as fit in 90% of its free memory; else none].
     #[arg(long)]
     pub gpu_layers: Option<u32>,
     /// Context size in tokens, or `auto`: prefix + question + answer budget, capped at the trained context (times --rope-scale with a scaling).

@@ -370,7 +370,7 @@ fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
     let (ma, mb) = (mode(a), mode(b));
     if ma != mb && a.manifest.command == "bench" && b.manifest.command == "bench" {
         notes.push(format!(
-            "A decoded {ma}, B {mb}: batched and one-token decodes can round differently, so some answers may part at near ties (README, Parallel decoding)"
+            "A decoded {ma}, B {mb}: batched and one-token decodes can round differently, so some answers may part at near ties (docs/GUIDE.md, Parallel decoding)"
         ));
     }
     // Older runs recorded no draft mode: they decoded one token per step.
@@ -380,7 +380,7 @@ fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
     if da != db && generated(a) && generated(b) {
         notes.push(format!(
             "A drafted its answers in draft mode {da}, B in draft mode {db}: a batch that verifies drafts can round differently \
-             from a one-token step, so some answers may part at near ties (README, Exact speculative decoding)"
+             from a one-token step, so some answers may part at near ties (docs/GUIDE.md, Exact speculative decoding)"
         ));
     }
     let (fa, fb) = (a.manifest.params.fixed_tokens, b.manifest.params.fixed_tokens);
