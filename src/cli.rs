@@ -5,12 +5,12 @@
 use crate::ask::ApiKind;
 use crate::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
 use crate::bench::{MAX_NEW_TOKENS, MAX_THREADS};
-use crate::crop::{CropMode, LineRange};
 use crate::prompt::Probe;
+use crate::prompt::template::{MAX_THINK_BUDGET, Think};
 use crate::score::Normalize;
 use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::targets::TargetSpec;
-use crate::template::{MAX_THINK_BUDGET, Think};
+use crate::targets::crop::{CropMode, LineRange};
 use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -458,7 +458,7 @@ pub struct DecodeArgs {
     /// verified in one batch against the model's greedy choices, so answers stay greedy
     /// [default: truth; in a sweep, models.toml's draft].
     #[arg(long, value_name = "MODE", value_enum)]
-    pub draft: Option<crate::draft::DraftMode>,
+    pub draft: Option<crate::decode::draft::DraftMode>,
     /// The most draft tokens verified in one step [default: 16; in a sweep, models.toml's
     /// draft_max].
     #[arg(long, value_name = "K")]
@@ -562,7 +562,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub save_reference: Option<PathBuf>,
     /// Tokens kept per forced position by --save-reference (the rest is kept as one mass) [default: 256].
-    #[arg(long, value_name = "K", value_parser = ranged(1, crate::reference::MAX_TOP_K))]
+    #[arg(long, value_name = "K", value_parser = ranged(1, crate::record::reference::MAX_TOP_K))]
     pub reference_top_k: Option<usize>,
     /// Measure the forced pass against a reference file: KL divergence, same top-1, Δp per token.
     #[arg(long, value_name = "FILE")]
@@ -599,8 +599,8 @@ mod tests {
         let mut cmd = super::Cli::command();
         let bench = cmd.find_subcommand_mut("bench").expect("bench").render_help().to_string();
         let flat = bench.split_whitespace().collect::<Vec<_>>().join(" ");
-        let budget = format!("the answer follows [default: {}]", crate::template::DEFAULT_THINK_BUDGET);
-        let top_k = format!("as one mass) [default: {}]", crate::reference::DEFAULT_TOP_K);
+        let budget = format!("the answer follows [default: {}]", crate::prompt::template::DEFAULT_THINK_BUDGET);
+        let top_k = format!("as one mass) [default: {}]", crate::record::reference::DEFAULT_TOP_K);
         assert!(flat.contains(&budget), "{flat}");
         assert!(flat.contains(&top_k), "{flat}");
     }

@@ -1,34 +1,29 @@
 //! posrecall: positional, verbatim recall of long code by local LLMs.
 //!
-//! The data flows one way through the modules, and each stage has its own file:
-//! [`corpus`] (read a source file, find function declarations) → [`targets`]
-//! (crop, eligibility, ground truth, depth-stratified sampling) → [`prompt`]
-//! (the probes) → [`engine`] (llama.cpp, in-process) → [`score`] (parse and
-//! align answers) → [`run`] (the run file) → [`report`] (what people read).
+//! The data flows one way, and each stage is a folder: [`corpus`] (read a
+//! source file, find function declarations) → [`targets`] (crop,
+//! eligibility, ground truth, depth-stratified sampling) → [`prompt`] (the
+//! probes, chat templates, thinking) → [`engine`] (llama.cpp, in-process,
+//! running the [`decode`] method: drafts, logits) → [`score`] (parse and align
+//! answers, teacher-forced metrics, KL divergence, statistics) → [`record`]
+//! (the run file, the reference file, the reuse keys) → [`report`] (what
+//! people read). [`bench`] runs one benchmark through these stages, [`sweep`]
+//! many of them from a models.toml, [`ask`] a served model; [`settings`] is the
+//! neutral data they share and [`support`] the plumbing (files, the model
+//! hub, progress). [`cli`] and [`commands`] are the face.
 
 pub mod ask;
 pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod corpus;
-pub mod crop;
-pub mod draft;
+pub mod decode;
 pub mod engine;
-pub mod forced;
-pub mod fsutil;
-pub mod hub;
-pub mod keys;
-pub mod kld;
-pub mod logits;
-pub mod progress;
 pub mod prompt;
-pub mod reasoning;
-pub mod reference;
+pub mod record;
 pub mod report;
-pub mod run;
 pub mod score;
 pub mod settings;
-pub mod stats;
+pub mod support;
 pub mod sweep;
 pub mod targets;
-pub mod template;

@@ -456,16 +456,17 @@ fn no_function_is_long_without_a_reason() {
 fn the_record_and_report_layers_import_no_engine() {
     // The run file, the reference file, the neutral settings, the keys and
     // the reports read data; only the bench layer and the engine run models.
-    let record = |f: &str| ["run.rs", "reference.rs", "settings.rs", "keys.rs"].contains(&f) || f.starts_with("report/");
+    let record = |f: &str| f == "settings.rs" || f.starts_with("record/") || f.starts_with("report/");
     let found: Vec<String> = sources().iter().filter(|s| record(&s.file)).flat_map(|s| refers_to(s, &["engine", "bench"])).collect();
     assert!(found.is_empty(), "the record layer reaches into the engine or the run sequence:\n{}", found.join("\n"));
 }
 
 #[test]
 fn the_engine_imports_nothing_from_the_method() {
-    // The engine is below the method: it may read the neutral settings and
-    // the logits helpers, and files, nothing that plans, scores or records.
-    let allowed = ["engine", "settings", "logits", "fsutil", "draft"];
+    // The engine is below the method: it may read the neutral settings, the
+    // decoding method it runs (drafts, logits) and the support code, nothing
+    // that plans, scores or records.
+    let allowed = ["engine", "settings", "decode", "support"];
     let mut found = Vec::new();
     for s in sources().iter().filter(|s| s.file.starts_with("engine/")) {
         for p in s.facts.paths.iter().filter(|p| p.absolute && !allowed.contains(&p.segments[0].as_str())) {
@@ -538,4 +539,111 @@ fn the_print_check_sees_prints() {
         read("bench/x.rs", "fn f() { bar.suspend(|| eprintln!(\"note\")); }\n#[cfg(test)]\nmod tests { fn t() { println!(\"x\"); } }");
     let names: Vec<&str> = facts.macros.iter().map(|(_, n)| n.as_str()).collect();
     assert_eq!(names, ["eprintln"]);
+}
+
+/// The layers, bottom up (ARCHITECTURE): the neutral settings and the
+/// support code; the method, one folder per stage of the pipeline (corpus →
+/// targets → prompt, the decoding method, score); the engine and the record;
+/// the reports; one run (bench) or a served model's (ask); the sweep; the
+/// face. A module names modules of its own layer or below, never above, and
+/// every top-level module of `src/` is in exactly one layer.
+const LAYERS: &[&[&str]] = &[
+    &["settings", "support"],
+    &["corpus", "targets", "prompt", "decode", "score"],
+    &["engine", "record"],
+    &["report"],
+    &["bench", "ask"],
+    &["sweep"],
+    &["cli", "commands"],
+];
+
+/// The top-level module a file belongs to (`record/run.rs` → `record`);
+/// `None` for the crate root and `main.rs`.
+fn top_module(file: &str) -> Option<&str> {
+    let first = file.split('/').next()?;
+    let name = first.trim_end_matches(".rs");
+    (!matches!(name, "lib" | "main")).then_some(name)
+}
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// Every reference from one top-level module to another: (from, to, where).
+fn module_edges(sources: &[Source]) -> Vec<(String, String, String)> {
+    let mut edges = Vec::new();
+    for s in sources {
+        let Some(from) = top_module(&s.file) else { continue };
+        for p in s.facts.paths.iter().filter(|p| p.absolute) {
+            let to = p.segments[0].as_str();
+            if to != from && layer_of(to).is_some() {
+                edges.push((from.to_string(), to.to_string(), at(s, p.line)));
+            }
+        }
+        for (line, doc) in &s.facts.docs {
+            for to in LAYERS.iter().flat_map(|l| l.iter()).filter(|&&to| to != from) {
+                if doc.contains(&format!("crate::{to}::")) || doc.contains(&format!("crate::{to}`")) {
+                    edges.push((from.to_string(), to.to_string(), at(s, *line)));
+                }
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn every_module_is_in_a_layer() {
+    let mut missing: Vec<String> =
+        sources().iter().filter_map(|s| top_module(&s.file)).filter(|m| layer_of(m).is_none()).map(str::to_string).collect();
+    missing.dedup();
+    assert!(missing.is_empty(), "top-level modules in no layer of LAYERS (put each in a pipeline folder): {missing:?}");
+}
+
+#[test]
+fn the_layers_point_down() {
+    let sources = sources();
+    let up: Vec<String> = module_edges(&sources)
+        .into_iter()
+        .filter(|(from, to, _)| layer_of(to) > layer_of(from))
+        .map(|(from, to, at)| format!("{at} ({from} names {to}, a layer above)"))
+        .collect();
+    assert!(up.is_empty(), "references up the layers:\n{}", up.join("\n"));
+}
+
+#[test]
+fn no_two_modules_name_each_other() {
+    // Sideways references within a layer are allowed; a circle is not: it
+    // would leave neither module readable without the other.
+    let edges = module_edges(&sources());
+    let names = |a: &str, b: &str| edges.iter().find(|(f, t, _)| f == a && t == b).map(|e| e.2.clone());
+    let mut modules: Vec<&str> = LAYERS.iter().flat_map(|l| l.iter().copied()).collect();
+    modules.sort();
+    // A path from `to` back to `from` through the graph closes a circle.
+    let reaches = |start: &str, goal: &str| {
+        let mut seen = vec![start.to_string()];
+        let mut todo = vec![start.to_string()];
+        while let Some(m) = todo.pop() {
+            for (_, t, _) in edges.iter().filter(|(f, ..)| *f == m) {
+                if t == goal {
+                    return true;
+                }
+                if !seen.contains(t) {
+                    seen.push(t.clone());
+                    todo.push(t.clone());
+                }
+            }
+        }
+        false
+    };
+    let mut circles = Vec::new();
+    for a in &modules {
+        for b in &modules {
+            if let Some(at) = names(a, b)
+                && reaches(b, a)
+            {
+                circles.push(format!("{a} → {b} at {at}, and {b} leads back to {a}"));
+            }
+        }
+    }
+    assert!(circles.is_empty(), "modules in a circle:\n{}", circles.join("\n"));
 }

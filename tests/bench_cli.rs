@@ -194,7 +194,7 @@ fn bad_input_fails_cleanly() {
     // The hash cache (the file is hashed before llama.cpp reads it) forgets
     // a file that is gone the next time it hashes another.
     let hashed = || -> Vec<String> {
-        let cache = read(&posrecall::fsutil::cache_dir().join("sha256-cache.json"));
+        let cache = read(&posrecall::support::fsutil::cache_dir().join("sha256-cache.json"));
         cache["files"].as_object().unwrap().keys().cloned().collect()
     };
     let key = std::fs::canonicalize(&truncated).unwrap().display().to_string();
@@ -304,7 +304,7 @@ fn prefix_cache_loads_verified_state_and_rebuilds_a_corrupt_one() {
     let bytes = std::fs::read(&state).unwrap();
     let cut = &bytes[..bytes.len() - 100];
     std::fs::write(&state, cut).unwrap();
-    std::fs::write(&sidecar, format!("{}\n", posrecall::fsutil::sha256_hex(cut))).unwrap();
+    std::fs::write(&sidecar, format!("{}\n", posrecall::support::fsutil::sha256_hex(cut))).unwrap();
     let (r, err) = run(&with_cache, "cut-vouched.json");
     assert!(err.contains("ignored") && err.contains("cut short"), "{err}");
     assert_eq!(r["timings"]["prefix_source"], "prefill");

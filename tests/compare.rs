@@ -24,12 +24,12 @@
 //! fixture pair ("tests/compare.rs, a.json against b.json").
 //!
 //! The same values are also recomputed on every test run by the [`reference`]
-//! module below (integers and brute force, no code shared with src/stats.rs),
+//! module below (integers and brute force, no code shared with src/score/stats.rs),
 //! in `cited_values_match_an_independent_enumeration`: a cited constant that
 //! drifts from its definition, or from the fixtures, fails there.
 
+use posrecall::record::run::RunFile;
 use posrecall::report::compare::{Flip, compare};
-use posrecall::run::RunFile;
 use posrecall::score::Normalize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -167,7 +167,7 @@ fn compare_pair(cited: &Cited) -> posrecall::report::compare::Comparison {
     compare(&load(a), &fixture(a), &load(b), &fixture(b)).unwrap()
 }
 
-fn check_signed(got: &posrecall::stats::Wilcoxon, cited: &Signed) {
+fn check_signed(got: &posrecall::score::stats::Wilcoxon, cited: &Signed) {
     assert_eq!((got.n, got.zeros), (cited.n, cited.zeros));
     close(got.w_plus, cited.w_plus);
     close(got.w_minus, cited.w_minus);
@@ -448,7 +448,7 @@ fn runs_scored_under_the_old_blank_line_rule_are_refused() {
 }
 
 /// The statistics written again from their definitions, in integers and by
-/// brute force, sharing no code with src/stats.rs (which uses log-space
+/// brute force, sharing no code with src/score/stats.rs (which uses log-space
 /// binomials, a rank-sum dynamic programme and a memoised power search): the
 /// independent source the cited constants are checked against in CI.
 /// `scripts/stats-reference` does the same in exact Python arithmetic.
@@ -559,7 +559,7 @@ fn check_against_reference(cited: &Cited) {
     if let Some(top1) = &cited.wilcoxon_top1 {
         // top1_share has at most two decimals in the fixtures: in hundredths
         // the differences are integers, so zeros and ties are exact.
-        let hundredths = |t: &posrecall::run::TargetResult| (t.forced.as_ref().unwrap().top1_share * 100.0).round() as i64;
+        let hundredths = |t: &posrecall::record::run::TargetResult| (t.forced.as_ref().unwrap().top1_share * 100.0).round() as i64;
         let d: Vec<i64> = pairs.iter().map(|(x, y)| hundredths(y) - hundredths(x)).collect();
         let got = reference::wilcoxon(&d);
         let want = doubled(top1);
@@ -591,7 +591,7 @@ fn cited_values_match_an_independent_enumeration() {
             close(got[1], want[1]);
         }
     }
-    // The power figures and sample sizes cited in src/stats.rs's own tests
+    // The power figures and sample sizes cited in src/score/stats.rs's own tests
     // (power_matches_brute_force, sample_size_search); those at N = 300, 301
     // and the cap of 500 are past MAX_N and come from scripts/stats-reference only.
     let power = |n, p10, p01, want: f64| {

@@ -12,14 +12,14 @@ use common::*;
 use serde_json::Value;
 
 /// A near tie where a batch's rounding can flip the greedy choice: twice
-/// the forced pass's threshold ([`posrecall::forced::NEAR_TIE_EPS`]).
+/// the forced pass's threshold ([`posrecall::score::forced::NEAR_TIE_EPS`]).
 /// Batched partings measured here go up to 0.28 logits for drafts and 0.73
 /// for parallel answers (docs/AGREEMENT.md); SmolLM2 parts at 0.254 on
 /// dense.js, just over the forced pass's 0.25.
-const NEAR_TIE: f64 = 2.0 * posrecall::forced::NEAR_TIE_EPS as f64;
+const NEAR_TIE: f64 = 2.0 * posrecall::score::forced::NEAR_TIE_EPS as f64;
 
 fn lodash() -> std::path::PathBuf {
-    let p = posrecall::fsutil::default_corpus_path();
+    let p = posrecall::support::fsutil::default_corpus_path();
     assert!(p.exists(), "{} is missing: run scripts/fetch-corpus", p.display());
     p
 }

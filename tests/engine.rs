@@ -50,7 +50,7 @@ fn smollm2_chat_prompt_fidelity() {
     let _g = serial();
     let m = model::load(&smollm2(), gpu_layers()).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
-    let p = plan(&m, &src, &plan_options(target_spec(4, 10, None), 32, Probe::Auto), &posrecall::progress::Quiet).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(4, 10, None), 32, Probe::Auto), &posrecall::support::progress::Quiet).unwrap();
     assert_eq!(p.frame.kind, Kind::Chat, "SmolLM2 has a chat template: auto must pick chat");
     assert_eq!(p.frame.renderer.as_deref(), Some("minijinja"));
     // llama.cpp's built-in renderer drops this default system prompt; ours keeps it.
@@ -69,7 +69,7 @@ fn gemma3_base_model_gets_the_completion_probe_with_exact_tokens() {
     let m = model::load(&gemma3(), gpu_layers()).unwrap();
     assert!(m.chat_template.is_none(), "this Gemma 3 build is a base model");
     let src = Source::open(&fixture("dense.js")).unwrap();
-    let p = plan(&m, &src, &plan_options(target_spec(4, 10, None), 32, Probe::Auto), &posrecall::progress::Quiet).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(4, 10, None), 32, Probe::Auto), &posrecall::support::progress::Quiet).unwrap();
     assert_eq!(p.frame.kind, Kind::Completion);
     for (t, q) in p.targets.iter().zip(&p.queries) {
         let text = p.frame.suffix(t, 10, false);
@@ -87,7 +87,8 @@ fn smollm2_restore_equals_fresh_context_f16_and_q8_0() {
     // Lines 1..100: 863 tokens, so the prefill spans two of llama.cpp's
     // 512-token batches and the restored state is the second batch's too.
     // Two targets: each costs a fresh context's prefill per KV type.
-    let p = plan(&m, &src, &plan_options(target_spec(2, 10, Some((1, 100))), 24, Probe::Auto), &posrecall::progress::Quiet).unwrap();
+    let p =
+        plan(&m, &src, &plan_options(target_spec(2, 10, Some((1, 100))), 24, Probe::Auto), &posrecall::support::progress::Quiet).unwrap();
     assert!(p.prefix_tokens.len() > 512, "prefix of {} tokens", p.prefix_tokens.len());
     for kv in [KvType::F16, KvType::Q8_0] {
         assert_restore_equivalence(&m, &p, &context(p.n_ctx, kv, false), free(24));
@@ -103,7 +104,8 @@ fn gemma3_sliding_window_restore_equals_fresh_context() {
     let src = Source::open(&fixture("dense.js")).unwrap();
     // Lines 1..200: 1,681 tokens, over three windows of 512. Two targets:
     // each costs a fresh context's prefill.
-    let p = plan(&m, &src, &plan_options(target_spec(2, 10, Some((1, 200))), 24, Probe::Auto), &posrecall::progress::Quiet).unwrap();
+    let p =
+        plan(&m, &src, &plan_options(target_spec(2, 10, Some((1, 200))), 24, Probe::Auto), &posrecall::support::progress::Quiet).unwrap();
     assert!(p.prefix_tokens.len() >= 3 * window, "prefix of {} tokens must be several sliding windows of {window}", p.prefix_tokens.len());
     // The lean snapshot is the sliding-window layers' part (their window's
     // cells), smaller than the full one, which adds every prefix cell of the
@@ -122,7 +124,8 @@ fn gemma3_window_only_cache_forgets_old_positions() {
     let m = model::load(&gemma3(), gpu_layers()).unwrap();
     let src = Source::open(&fixture("dense.js")).unwrap();
     // Lines 1..200: 1,681 tokens, over three windows of 512.
-    let p = plan(&m, &src, &plan_options(target_spec(3, 10, Some((1, 200))), 24, Probe::Auto), &posrecall::progress::Quiet).unwrap();
+    let p =
+        plan(&m, &src, &plan_options(target_spec(3, 10, Some((1, 200))), 24, Probe::Auto), &posrecall::support::progress::Quiet).unwrap();
     let mut seen = Vec::new();
     for swa_full in [false, true] {
         let mut s = posrecall::engine::session::Session::new(&m, &context(p.n_ctx, KvType::F16, swa_full)).unwrap();

@@ -9,8 +9,8 @@ use posrecall::bench::plan;
 use posrecall::corpus::Source;
 use posrecall::engine::model;
 use posrecall::engine::session::Session;
-use posrecall::forced::NEAR_TIE_EPS;
 use posrecall::prompt::Probe;
+use posrecall::score::forced::NEAR_TIE_EPS;
 use posrecall::settings::KvType;
 use serde_json::Value;
 use std::process::Command;
@@ -25,7 +25,8 @@ fn forced_pass_agrees_with_greedy_decoding() {
     let src = Source::open(&fixture("dense.js")).unwrap();
     let max_new = 40;
     // Lines 1..150 (1,221 tokens) hold 7 functions of 8 lines: 6 of them.
-    let p = plan(&m, &src, &plan_options(target_spec(6, 8, Some((1, 150))), max_new, Probe::Chat), &posrecall::progress::Quiet).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(6, 8, Some((1, 150))), max_new, Probe::Chat), &posrecall::support::progress::Quiet)
+        .unwrap();
     assert_eq!(p.targets.len(), 6);
     // The default KV type. (With f16 KV on CPU, batched and one-token decodes
     // were seen to differ by up to 0.32 logits; see docs/METHOD.md.)
@@ -95,7 +96,8 @@ fn lines_in_the_context_score_clearly_higher_than_lines_not_in_it() {
     let src = Source::open(&fixture("distinct.js")).unwrap();
     // Keep the first half of the file; the second half's functions are unseen.
     let keep = 90;
-    let p = plan(&m, &src, &plan_options(target_spec(4, 8, Some((1, keep))), 16, Probe::Completion), &posrecall::progress::Quiet).unwrap();
+    let p = plan(&m, &src, &plan_options(target_spec(4, 8, Some((1, keep))), 16, Probe::Completion), &posrecall::support::progress::Quiet)
+        .unwrap();
     let n_lines = src.corpus.line_count();
     let opts = target_spec(4, 8, None).options();
     let unseen: Vec<_> =

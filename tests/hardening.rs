@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use tempfile::TempDir;
 
 fn lodash() -> PathBuf {
-    let p = posrecall::fsutil::default_corpus_path();
+    let p = posrecall::support::fsutil::default_corpus_path();
     assert!(p.is_file(), "{} is missing: run scripts/fetch-corpus", p.display());
     p
 }
@@ -259,7 +259,7 @@ fn smaller_cases() {
 fn atomic_write_errors_name_the_path_given() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("missing-folder").join("out.json");
-    let e = posrecall::fsutil::write_atomic(&path, b"x").unwrap_err();
+    let e = posrecall::support::fsutil::write_atomic(&path, b"x").unwrap_err();
     let msg = format!("{e:#}");
     assert!(msg.contains(&path.display().to_string()), "{msg}");
     assert!(!msg.contains(".tmp-"), "{msg}");
@@ -592,8 +592,8 @@ proptest! {
         let dir = TempDir::new().unwrap();
         let path = dir.path().join("x.json");
         std::fs::write(&path, &bytes).unwrap();
-        let _ = posrecall::run::RunFile::load(&path);
-        let _ = posrecall::run::TargetsFile::load(&path);
+        let _ = posrecall::record::run::RunFile::load(&path);
+        let _ = posrecall::record::run::TargetsFile::load(&path);
     }
 
     /// A run file with one byte changed is read or refused, never a panic.
@@ -606,7 +606,7 @@ proptest! {
         let dir = TempDir::new().unwrap();
         let path = dir.path().join("a.json");
         std::fs::write(&path, &damaged).unwrap();
-        let _ = posrecall::run::RunFile::load(&path);
+        let _ = posrecall::record::run::RunFile::load(&path);
     }
 
     /// Target extraction takes any text: functions are found or not, and
@@ -641,7 +641,7 @@ proptest! {
         let template = parts.concat();
         let content = "m".repeat(1000);
         let started = std::time::Instant::now();
-        let r = posrecall::template::render(&template, &content, &Default::default(), &Default::default());
+        let r = posrecall::prompt::template::render(&template, &content, &Default::default(), &Default::default());
         prop_assert!(started.elapsed().as_secs() < 5, "{template} took {:?}", started.elapsed());
         if let Ok(out) = r {
             prop_assert!(out.len() <= 2 * content.len() + (1 << 20), "{template}: {} bytes", out.len());

@@ -32,7 +32,8 @@ fn hybrid_restore_equals_fresh_context_and_empties_cleanly() {
         let m = model::load(&path, gpu_layers()).unwrap();
         assert!(m.recurrent_or_hybrid, "{name}: llama.cpp must see recurrent memory");
         let src = Source::open(&fixture("dense.js")).unwrap();
-        let p = plan(&m, &src, &plan_options(target_spec(3, 6, Some((1, 80))), TOKENS, Probe::Auto), &posrecall::progress::Quiet).unwrap();
+        let p = plan(&m, &src, &plan_options(target_spec(3, 6, Some((1, 80))), TOKENS, Probe::Auto), &posrecall::support::progress::Quiet)
+            .unwrap();
         // More than one batch: the prefix is evaluated in chunks.
         let n_batch = context(p.n_ctx, KvType::F16, false).n_batch as usize;
         assert!(p.prefix_tokens.len() > n_batch, "{name}: prefix of {} tokens", p.prefix_tokens.len());

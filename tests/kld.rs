@@ -214,7 +214,7 @@ fn a_reference_for_other_settings_or_damaged_is_refused() {
     refuse(&m, &only, "no checksum file");
     // Not a reference at all, with a checksum that vouches for it.
     std::fs::write(p("ref"), "{}\n").unwrap();
-    std::fs::write(p("ref.sha256"), format!("{}\n", posrecall::fsutil::sha256_hex(b"{}\n"))).unwrap();
+    std::fs::write(p("ref.sha256"), format!("{}\n", posrecall::support::fsutil::sha256_hex(b"{}\n"))).unwrap();
     refuse(&m, &only, "not a posrecall reference file");
 }
 

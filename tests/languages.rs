@@ -230,7 +230,7 @@ fn a_folder_is_one_corpus_in_path_order_with_path_comments() {
         let comment = if f.path.ends_with(".py") { "#" } else { "//" };
         assert_eq!(lines[f.first_line - 2], format!("{comment} {}", f.path));
         let on_disk = std::fs::read(dir.path().join(&f.path)).unwrap();
-        assert_eq!(f.sha256, posrecall::fsutil::sha256_hex(&on_disk));
+        assert_eq!(f.sha256, posrecall::support::fsutil::sha256_hex(&on_disk));
         let first = String::from_utf8_lossy(&on_disk).lines().next().unwrap_or("").to_string();
         assert_eq!(lines[f.first_line - 1], first);
     }
@@ -263,13 +263,13 @@ fn folder_flags_on_the_command_line() {
     assert_eq!(v["corpus"]["language"], "mixed");
     assert_eq!(ok(&posrecall(&args)), out, "the same targets on every run");
     // What `ask` reads back: the folder with the recorded globs gives the same text.
-    let file = posrecall::run::TargetsFile::load(&{
+    let file = posrecall::record::run::TargetsFile::load(&{
         let p = dir.path().join("t.json");
         std::fs::write(&p, &out).unwrap();
         p
     })
     .unwrap();
-    let again = Source::open_spec(&CorpusSpec::recorded(dir.path(), &file.corpus), None).unwrap();
+    let again = Source::open_spec(&file.corpus.spec(dir.path()), None).unwrap();
     assert_eq!(again.corpus.sha256, file.corpus.sha256);
     assert_eq!(file.corpus.include, ["src/**/*.py", "*.go"]);
     // --language picks that language's files.
@@ -294,7 +294,7 @@ fn default_corpora_hold_enough_targets() {
     let readme = [("javascript", 41), ("typescript", 55), ("python", 37), ("rust", 54), ("go", 39), ("c", 47), ("cpp", 26), ("java", 56)];
     // Every default corpus is in the table: the others' languages, and
     // javascript's lodash, which is the default of defaults.
-    let mut defaults: Vec<&str> = posrecall::fsutil::DEFAULT_CORPORA.iter().map(|(l, _)| *l).chain(["javascript"]).collect();
+    let mut defaults: Vec<&str> = posrecall::support::fsutil::DEFAULT_CORPORA.iter().map(|(l, _)| *l).chain(["javascript"]).collect();
     let mut table: Vec<&str> = readme.iter().map(|(l, _)| *l).collect();
     defaults.sort_unstable();
     table.sort_unstable();
@@ -339,7 +339,7 @@ fn script_targets(program: &str, script: &str, path: &Path, lines: usize) -> Vec
 
 /// The fetched default corpus of `language`.
 fn fetched(language: &str) -> PathBuf {
-    let p = posrecall::fsutil::default_corpus_for(language).unwrap();
+    let p = posrecall::support::fsutil::default_corpus_for(language).unwrap();
     assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", p.display());
     p
 }
@@ -692,11 +692,11 @@ fn a_code_model_recalls_a_function_of_every_languages_default_corpus() {
     let dir = TempDir::new().unwrap();
     let mut languages: Vec<&str> = CODE_MODEL_WINDOWS.iter().map(|w| w.0).collect();
     languages.sort_unstable();
-    let mut defaults: Vec<&str> = posrecall::fsutil::DEFAULT_CORPORA.iter().map(|d| d.0).collect();
+    let mut defaults: Vec<&str> = posrecall::support::fsutil::DEFAULT_CORPORA.iter().map(|d| d.0).collect();
     defaults.sort_unstable();
     assert_eq!(languages, defaults, "one window per default corpus but JavaScript's (lodash: tests/qwen_coder.rs)");
     for &(language, lines, count, name, opening) in CODE_MODEL_WINDOWS {
-        let corpus = posrecall::fsutil::default_corpus_for(language).unwrap();
+        let corpus = posrecall::support::fsutil::default_corpus_for(language).unwrap();
         assert!(corpus.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", corpus.display());
         let pick = ["--language", language, "--crop-lines", lines, "--count", count, "--lines", "8"];
         let listed: serde_json::Value = serde_json::from_str(&ok(&posrecall(&[&["targets", "--json"][..], &pick].concat()))).unwrap();
@@ -747,15 +747,15 @@ fn a_code_model_recalls_a_function_of_every_languages_default_corpus() {
 #[test]
 fn default_corpora_fill_the_densest_window_of_the_fetched_models() {
     use posrecall::bench::{PlanOptions, plan};
-    use posrecall::crop::CropMode;
     use posrecall::prompt::Probe;
+    use posrecall::targets::crop::CropMode;
     let _guard = common::serial();
     let mut defaults = vec![("javascript", "lodash.js")];
-    defaults.extend(posrecall::fsutil::DEFAULT_CORPORA.iter().copied());
+    defaults.extend(posrecall::support::fsutil::DEFAULT_CORPORA.iter().copied());
     for (model, count) in [(common::gemma3(), 16), (common::smollm2(), 8)] {
         let m = posrecall::engine::model::load_vocab(&model).unwrap();
         for (language, file) in &defaults {
-            let p = posrecall::fsutil::default_corpus_for(language).unwrap();
+            let p = posrecall::support::fsutil::default_corpus_for(language).unwrap();
             assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", p.display());
             let src = Source::open_spec(&CorpusSpec { dir: p.is_dir(), ..CorpusSpec::file(&p) }, None).unwrap();
             let o = PlanOptions {
@@ -763,7 +763,8 @@ fn default_corpora_fill_the_densest_window_of_the_fetched_models() {
                 max_new_tokens: None,
                 ..common::plan_options(common::target_spec(count, 20, None), 0, Probe::Auto)
             };
-            let planned = plan(&m, &src, &o, &posrecall::progress::Quiet).unwrap_or_else(|e| panic!("{}, {file}: {e:#}", model.display()));
+            let planned =
+                plan(&m, &src, &o, &posrecall::support::progress::Quiet).unwrap_or_else(|e| panic!("{}, {file}: {e:#}", model.display()));
             assert_eq!(planned.targets.len(), count, "{}, {file}", model.display());
         }
     }
@@ -802,7 +803,7 @@ fn globs_on_one_file_are_refused() {
 /// as the option's help says.
 #[test]
 fn targets_language_alone_uses_the_default_corpus() {
-    let p = posrecall::fsutil::default_corpus_for("python").unwrap();
+    let p = posrecall::support::fsutil::default_corpus_for("python").unwrap();
     assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language python", p.display());
     let out = ok(&posrecall(&["targets", "--language", "python", "--count", "2", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -17,7 +17,7 @@ use std::process::Command;
 const WINDOW: &[&str] = &["--crop-lines", "700:850", "--count", "4", "--lines", "8", "--threads", "2", "--quiet"];
 
 fn lodash() -> std::path::PathBuf {
-    let p = posrecall::fsutil::default_corpus_path();
+    let p = posrecall::support::fsutil::default_corpus_path();
     assert!(p.exists(), "{} is missing: run scripts/fetch-corpus", p.display());
     p
 }

@@ -9,7 +9,7 @@
 use crate::common;
 
 use common::{ok, posrecall, s};
-use posrecall::fsutil::default_corpus_path;
+use posrecall::support::fsutil::default_corpus_path;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

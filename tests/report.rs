@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::*;
-use posrecall::run::{RunFile, TargetResult};
+use posrecall::record::run::{RunFile, TargetResult};
 use posrecall::score::LineStatus;
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -293,7 +293,7 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
     let table = report_ok(&[s(&r.a), s(&r.b)]);
     assert!(table.contains("Per target, by depth"), "{table}");
     assert!(table.contains("Pass rate by depth quarter"), "{table}");
-    let mark = |t: &posrecall::run::TargetResult| {
+    let mark = |t: &posrecall::record::run::TargetResult| {
         let f = t.forced.as_ref().expect("bench runs have forced metrics");
         format!("{} {} · {:.2}", t.score.matched, if t.score.pass { "✓" } else { "✗" }, f.top1_share)
     };

@@ -6,9 +6,9 @@ use crate::common;
 use common::*;
 use posrecall::bench::plan::{NoSharedRange, plan_shared};
 use posrecall::corpus::Source;
-use posrecall::crop::CropMode;
 use posrecall::engine::model;
 use posrecall::prompt::Probe;
+use posrecall::targets::crop::CropMode;
 
 #[test]
 fn closed_book_and_rename_in_params_reach_every_run() {
@@ -53,7 +53,9 @@ fn no_range_that_fits_every_model_is_a_clear_error() {
     small.crop = CropMode::Densest;
     small.max_prefix_tokens = Some(400);
     let large = plan_options(target_spec(4, 10, None), 16, Probe::Auto);
-    let e = plan_shared(&[&s, &g], &["small", "large"], &src, &[small, large], &posrecall::progress::Quiet).err().expect("no shared range");
+    let e = plan_shared(&[&s, &g], &["small", "large"], &src, &[small, large], &posrecall::support::progress::Quiet)
+        .err()
+        .expect("no shared range");
     let msg = format!("{e:#}");
     assert!(e.downcast_ref::<NoSharedRange>().is_some(), "{msg}");
     assert!(msg.contains("no one range of lines fits every model"), "{msg}");

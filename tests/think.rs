@@ -10,7 +10,7 @@ use posrecall::bench::plan;
 use posrecall::corpus::Source;
 use posrecall::engine::model;
 use posrecall::prompt::Probe;
-use posrecall::template::{TemplateFile, TemplateVars, Think};
+use posrecall::prompt::template::{TemplateFile, TemplateVars, Think};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Command;
@@ -40,7 +40,7 @@ fn thinking_off_renders_the_closed_empty_block() {
     let mut o = plan_options(target_spec(2, 4, Some((1, 80))), 24, Probe::Auto);
     o.template_file = Some(TemplateFile::load(&collection_template(QWEN3), &vars).unwrap());
     o.template = vars;
-    let p = plan(&m, &src, &o, &posrecall::progress::Quiet).unwrap();
+    let p = plan(&m, &src, &o, &posrecall::support::progress::Quiet).unwrap();
     assert!(p.frame.tail.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"), "{:?}", p.frame.tail);
     let rec = p.template.as_ref().unwrap();
     assert_eq!((rec.source.as_str(), rec.switches.as_slice()), ("file", &["enable_thinking".to_string()][..]));
@@ -81,7 +81,7 @@ fn bench_records_the_template_and_keys_the_cache_by_the_prefix() {
     let t = &a["manifest"]["runtime"]["template"];
     assert_eq!(t["source"], "file");
     assert_eq!(t["path"], s(&qwen));
-    assert_eq!(t["sha256"], posrecall::fsutil::sha256_hex(&std::fs::read(&qwen).unwrap()));
+    assert_eq!(t["sha256"], posrecall::support::fsutil::sha256_hex(&std::fs::read(&qwen).unwrap()));
     assert_eq!(t["switches"], json!(["enable_thinking"]));
     assert_eq!(t["variables"], json!({"enable_thinking": false}));
     assert_eq!(a["manifest"]["params"]["think"], "off");
@@ -274,7 +274,7 @@ fn prompt_prints_what_the_model_is_given() {
     o.max_new_tokens = None;
     o.template_file = Some(TemplateFile::load(&qwen, &vars).unwrap());
     o.template = vars;
-    let p = plan(&m, &src, &o, &posrecall::progress::Quiet).unwrap();
+    let p = plan(&m, &src, &o, &posrecall::support::progress::Quiet).unwrap();
     let i = p.targets.iter().position(|t| t.name == "groupByKey").expect("groupByKey is a target");
     assert_eq!(text, format!("{}{}", p.prefix_text, p.frame.suffix(&p.targets[i], 4, false)));
     let err = String::from_utf8_lossy(&full.stderr);

@@ -40,7 +40,7 @@ fn a_timing_model_has_the_real_models_header_other_weights_and_finite_outputs() 
 
     // The same bytes as the expansion `header` checked, by another hash.
     assert_eq!(expanded, recorded);
-    assert_eq!(posrecall::fsutil::file_sha256(&out).unwrap(), recorded);
+    assert_eq!(posrecall::support::fsutil::file_sha256(&out).unwrap(), recorded);
     // The real model's header byte for byte and its size; other weights.
     let (model, timing) = (bytes(&real), bytes(&out));
     let head = bytes(&header);

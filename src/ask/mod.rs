@@ -17,11 +17,11 @@
 
 pub mod client;
 
-use crate::corpus::{CorpusSpec, Source};
-use crate::progress::Notes;
+use crate::corpus::Source;
+use crate::prompt::template::Think;
 use crate::prompt::{self, Frame};
-use crate::run::TargetsFile;
-use crate::template::Think;
+use crate::record::run::TargetsFile;
+use crate::support::progress::Notes;
 use anyhow::{Context, Result, bail};
 use client::{Asker, Outcome, ServerError};
 use indicatif::ProgressBar;
@@ -143,7 +143,7 @@ fn port_ok(authority: Option<&ureq::http::uri::Authority>) -> bool {
 pub fn prompts(file: &TargetsFile, corpus: Option<&Path>, api: ApiKind) -> Result<Vec<(String, String)>> {
     let recorded = PathBuf::from(&file.corpus.path);
     let path = corpus.map(Path::to_path_buf).unwrap_or_else(|| recorded.clone());
-    let source = Source::open_spec(&CorpusSpec::recorded(&path, &file.corpus), None).with_context(|| match corpus {
+    let source = Source::open_spec(&file.corpus.spec(&path), None).with_context(|| match corpus {
         Some(_) => "the corpus given".to_string(),
         None => "the corpus the targets file names (it may have moved)".to_string(),
     })?;

@@ -2,7 +2,7 @@
 //! the shared prefix, decided per model before any decoding.
 
 use super::plan::Plan;
-use crate::draft::DraftMode;
+use crate::decode::draft::DraftMode;
 use crate::engine::model::Model;
 use crate::settings::{ContextConfig, KvType, RestoreMode};
 
@@ -33,7 +33,7 @@ pub struct DecodeOptions {
     pub forced_only: bool,
     /// Skip the teacher-forced pass.
     pub no_forced: bool,
-    /// Where answers' draft tokens come from ([`crate::draft`]).
+    /// Where answers' draft tokens come from ([`crate::decode::draft`]).
     pub draft: DraftMode,
     /// The most draft tokens verified in one step.
     pub draft_max: usize,
@@ -53,7 +53,7 @@ impl Default for DecodeOptions {
             forced_only: false,
             no_forced: false,
             draft: DraftMode::default(),
-            draft_max: crate::draft::DEFAULT_MAX,
+            draft_max: crate::decode::draft::DEFAULT_MAX,
             check_draft: false,
         }
     }
@@ -76,7 +76,7 @@ pub enum DecodeError {
     ForcedOnlyGeneratesNothing,
     #[error("checking against sequential answers needs parallel answers (2 or more sequences)")]
     CheckNeedsParallel,
-    #[error("the draft length must be 1 to {max}, not {0}", max = crate::draft::LIMIT_MAX)]
+    #[error("the draft length must be 1 to {max}, not {0}", max = crate::decode::draft::LIMIT_MAX)]
     DraftMax(usize),
     #[error(
         "checking drafted answers against undrafted ones needs drafted answers: a draft mode other than none, one sequence, no fixed length"
@@ -128,10 +128,10 @@ pub enum DecodeError {
 
 impl DecodeOptions {
     /// With these drafts: a mode and a length where given, else the
-    /// defaults ([`DraftMode::default`], [`crate::draft::DEFAULT_MAX`]).
+    /// defaults ([`DraftMode::default`], [`crate::decode::draft::DEFAULT_MAX`]).
     pub fn drafting(mut self, draft: Option<DraftMode>, draft_max: Option<usize>) -> Self {
         self.draft = draft.unwrap_or_default();
-        self.draft_max = draft_max.unwrap_or(crate::draft::DEFAULT_MAX);
+        self.draft_max = draft_max.unwrap_or(crate::decode::draft::DEFAULT_MAX);
         self
     }
 
@@ -146,7 +146,7 @@ impl DecodeOptions {
         if self.kv_memory.is_some() && self.parallel < 2 {
             return Err(DecodeError::KvMemoryWithoutParallel);
         }
-        if !(1..=crate::draft::LIMIT_MAX).contains(&self.draft_max) {
+        if !(1..=crate::decode::draft::LIMIT_MAX).contains(&self.draft_max) {
             return Err(DecodeError::DraftMax(self.draft_max));
         }
         if self.check_draft && (self.draft == DraftMode::None || self.parallel > 1 || self.fixed_tokens.is_some() || self.forced_only) {

@@ -5,20 +5,20 @@
 
 use super::decoding::Decoding;
 use super::plan::{Plan, token_starts};
-use crate::draft::{DraftMode, Drafter};
+use crate::decode::draft::{DraftMode, Drafter};
 use crate::engine::Token;
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Generation, Limit, Session};
-use crate::forced::{ContextGain, Forced, TokenReading};
-use crate::kld::{Kld, Reader, TopK};
-use crate::progress::{self, ms};
 use crate::prompt;
-use crate::reasoning;
-use crate::reference::{Mismatch, RefTarget, Reference};
-use crate::run::{ClosedBook, SequentialCheck, TargetResult, Timings};
+use crate::prompt::reasoning;
+use crate::record::reference::{Mismatch, RefTarget, Reference};
+use crate::record::run::{ClosedBook, SequentialCheck, TargetResult, Timings};
+use crate::score::forced::{ContextGain, Forced, TokenReading};
+use crate::score::kld::{Kld, Reader, TopK};
 use crate::score::{self, ScoreOptions};
 use crate::settings::ContextConfig;
+use crate::support::progress::{self, ms};
 use crate::targets::Target;
 use anyhow::{Context, Result, bail};
 use indicatif::MultiProgress;
@@ -51,7 +51,7 @@ pub struct ExecOptions<'a> {
     /// [`check_reference`] first).
     pub reference: Option<&'a Reference>,
     /// Where the passes' notes go (a prefix cache entry unusable or unsaved).
-    pub notes: &'a dyn crate::progress::Notes,
+    pub notes: &'a dyn crate::support::progress::Notes,
 }
 
 /// What every pass shares.
@@ -75,7 +75,7 @@ impl Run<'_> {
     }
 
     /// The drafter of a sequential answer to `target`: its ground truth
-    /// ([`crate::draft::truth_texts`]) tokenized as the forced pass
+    /// ([`crate::decode::draft::truth_texts`]) tokenized as the forced pass
     /// tokenizes text. `None` at a fixed length (whose answers are
     /// throughput work, not copies).
     fn drafter<'f>(&self, target: &Target, file: &'f [i32], question: &'f [i32]) -> Option<Drafter<'f>> {
@@ -84,7 +84,7 @@ impl Run<'_> {
             return None;
         }
         let truths = match decoding.draft {
-            DraftMode::Truth => crate::draft::truth_texts(&target.header, &target.expected, &target.extra_window)
+            DraftMode::Truth => crate::decode::draft::truth_texts(&target.header, &target.expected, &target.extra_window)
                 .iter()
                 .map(|text| self.model.tokenize_plain(text).iter().map(|t| t.0).collect())
                 .collect(),
@@ -559,7 +559,7 @@ fn forced_pass(run: &Run, session: &mut Session, target: &Target, query: &[Token
             return;
         }
         if unusable.is_none() {
-            unusable = crate::logits::first_unusable(logits).map(|(id, v)| (scored_index, id, v));
+            unusable = crate::decode::logits::first_unusable(logits).map(|(id, v)| (scored_index, id, v));
         }
         let t = Instant::now();
         if let Some(k) = run.exec.save_top_k {

@@ -16,15 +16,15 @@ use super::decoding::Decoding;
 use super::execute::{ExecOptions, Executed, Run, answer, new_session};
 use super::plan::{self, Plan, PlanOptions, token_starts};
 use crate::corpus::{Corpus, Source};
-use crate::crop::{Crop, CropMode, LineRange};
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Checkpoint, Session};
-use crate::progress::Notes;
-use crate::progress::ms;
-use crate::run::{RungRecord, Summary, TargetResult, Timings};
+use crate::record::run::{RungRecord, Summary, TargetResult, Timings};
 use crate::score::ScoreOptions;
 use crate::settings::ContextConfig;
+use crate::support::progress::Notes;
+use crate::support::progress::ms;
+use crate::targets::crop::{Crop, CropMode, LineRange};
 use crate::targets::{self, TooFewTargets};
 use anyhow::Result;
 use std::time::Instant;
@@ -91,7 +91,7 @@ impl std::str::FromStr for Lengths {
     }
 }
 
-pub use crate::run::length_label as label;
+pub use crate::record::run::length_label as label;
 
 /// A ladder that cannot be planned; the messages name no flag.
 #[derive(Debug, thiserror::Error)]
@@ -476,7 +476,7 @@ fn extend_window(run: &Run, session: &mut Session, checkpoint: &mut Option<Check
 pub fn rung_summary(results: &[TargetResult]) -> RungRecord {
     let summary = Summary::of(results);
     let (k, n) = (summary.total.passes as u64, summary.total.count as u64);
-    let (pass_low, pass_high) = crate::stats::wilson95(k, n);
+    let (pass_low, pass_high) = crate::score::stats::wilson95(k, n);
     RungRecord {
         length: 0,
         prefix_tokens: 0,

@@ -33,11 +33,11 @@ pub use record::RunSpec;
 use crate::corpus::Source;
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::PrefixCache;
-use crate::progress::Notes;
-use crate::progress::ms;
-use crate::reference::{Mismatch, Reference};
-use crate::run::{RunFile, TargetResult};
+use crate::record::reference::{Mismatch, Reference};
+use crate::record::run::{RunFile, TargetResult};
 use crate::settings::{ContextConfig, ContextSettings};
+use crate::support::progress::Notes;
+use crate::support::progress::ms;
 use anyhow::Result;
 use indicatif::MultiProgress;
 use std::cell::RefCell;
@@ -100,7 +100,7 @@ pub fn open(
     if let Some(note) = src.error_note() {
         notes.note(&note);
     }
-    let (model_path, origin) = crate::hub::locate(model_path)?;
+    let (model_path, origin) = crate::support::hub::locate(model_path)?;
     opts.origin = origin;
     let model = crate::engine::model::load(&model_path, opts.context.gpu_layers)?;
     if let Some(note) = offload_note(opts.context.gpu_layers, model.gpu_layers) {

@@ -35,12 +35,12 @@ pub struct BenchOptions {
     /// Save the teacher-forced distributions as a reference file here.
     pub save_reference: Option<PathBuf>,
     /// Tokens of each forced position's distribution a saved reference
-    /// keeps; `None`: [`crate::reference::DEFAULT_TOP_K`]. Given, it needs a
+    /// keeps; `None`: [`crate::record::reference::DEFAULT_TOP_K`]. Given, it needs a
     /// reference to save.
     pub reference_top_k: Option<usize>,
     /// The hub reference the model was resolved from, when it was (set by
     /// `bench::open`, recorded in the manifest).
-    pub origin: Option<crate::hub::Origin>,
+    pub origin: Option<crate::support::hub::Origin>,
 }
 
 impl Default for BenchOptions {
@@ -129,7 +129,7 @@ fn template_setting(p: &PlanOptions) -> Option<TemplateSetting> {
     [
         (p.template_file.is_some(), TemplateSetting::File),
         (!p.template.kwargs.is_empty(), TemplateSetting::Kwargs),
-        (p.template.think == crate::template::Think::On, TemplateSetting::ThinkOn),
+        (p.template.think == crate::prompt::template::Think::On, TemplateSetting::ThinkOn),
     ]
     .into_iter()
     .find_map(|(given, s)| given.then_some(s))
@@ -144,7 +144,7 @@ pub fn check_template(p: &PlanOptions) -> Result<(), OptionsError> {
     {
         return Err(OptionsError::TemplateWithCompletion(s));
     }
-    if p.think_budget.is_some() && p.template.think != crate::template::Think::On {
+    if p.think_budget.is_some() && p.template.think != crate::prompt::template::Think::On {
         return Err(OptionsError::BudgetWithoutThinking);
     }
     Ok(())
@@ -194,7 +194,7 @@ impl BenchOptions {
 
     /// Tokens kept per forced position by a saved reference.
     pub fn top_k(&self) -> usize {
-        self.reference_top_k.unwrap_or(crate::reference::DEFAULT_TOP_K)
+        self.reference_top_k.unwrap_or(crate::record::reference::DEFAULT_TOP_K)
     }
 
     /// The options the planner reads: a fixed answer length is the answer

@@ -2,14 +2,14 @@
 //! the targets, the token counts and the context size.
 
 use crate::corpus::{Corpus, Source};
-use crate::crop::{self, Crop, CropMode, LineRange};
 use crate::engine::Token;
 use crate::engine::model::Model;
-use crate::progress::Notes;
+use crate::prompt::template::{TemplateError, TemplateFile, TemplateRecord, TemplateVars, Think};
 use crate::prompt::{self, Frame, Probe, SpecialTokens};
 use crate::settings::CtxSize;
+use crate::support::progress::Notes;
+use crate::targets::crop::{self, Crop, CropMode, LineRange};
 use crate::targets::{self, Target, TargetSpec};
-use crate::template::{TemplateError, TemplateFile, TemplateRecord, TemplateVars, Think};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -47,7 +47,7 @@ pub struct PlanOptions {
     pub template: TemplateVars,
     pub template_file: Option<TemplateFile>,
     /// Reasoning tokens allowed before the answer when thinking is on;
-    /// `None`: [`crate::template::DEFAULT_THINK_BUDGET`].
+    /// `None`: [`crate::prompt::template::DEFAULT_THINK_BUDGET`].
     pub think_budget: Option<usize>,
     /// The context extension: with a scaling, `--ctx auto` may go past the
     /// trained context (set from the run's context settings by
@@ -107,7 +107,7 @@ pub struct Plan {
     pub think_budget: Option<usize>,
     /// The template's reasoning markers, to close the reasoning when its
     /// budget is spent (thinking on, where the template shows them).
-    pub reasoning_markers: Option<crate::reasoning::Markers>,
+    pub reasoning_markers: Option<crate::prompt::reasoning::Markers>,
 }
 
 impl Plan {
@@ -135,8 +135,8 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions, notes: &dyn Notes) -> 
     let corpus = &src.corpus;
     let topts = o.target.options();
     let (mut frame, template) = frame_for(model, src, o, notes)?;
-    let think_budget =
-        (template.is_some() && o.template.think == Think::On).then(|| o.think_budget.unwrap_or(crate::template::DEFAULT_THINK_BUDGET));
+    let think_budget = (template.is_some() && o.template.think == Think::On)
+        .then(|| o.think_budget.unwrap_or(crate::prompt::template::DEFAULT_THINK_BUDGET));
     // The functions eligible anywhere in the file bound what each question
     // and each forced pass needs, whatever range is kept.
     let everywhere = targets::eligible(corpus, &src.parsed, 0, corpus.line_count() - 1, &topts);
@@ -173,7 +173,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions, notes: &dyn Notes) -> 
     let (selected, queries) = keep_only(selected, queries, &o.only, || targets::eligible(corpus, &src.parsed, first, last, &topts))?;
     let reasoning_markers = think_budget.and_then(|_| {
         let text = o.template_file.as_ref().map(|f| f.text.as_str()).or(model.chat_template.as_deref())?;
-        crate::reasoning::markers(&frame.tail, text)
+        crate::prompt::reasoning::markers(&frame.tail, text)
     });
     Ok(Plan {
         crop: Crop::of(corpus, mode, first, last),

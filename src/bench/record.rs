@@ -6,11 +6,11 @@ use super::execute::Executed;
 use super::plan::Plan;
 use crate::corpus::Source;
 use crate::engine::model::Model;
-use crate::fsutil::sha256_hex;
-use crate::kld::TopK;
-use crate::reference::{self, Header, Identity, RefTarget, Reference};
-use crate::run::{CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, Params, ReferenceInfo, RunFile, Runtime, Summary};
+use crate::record::reference::{self, Header, Identity, RefTarget, Reference};
+use crate::record::run::{CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, Params, ReferenceInfo, RunFile, Runtime, Summary};
+use crate::score::kld::TopK;
 use crate::settings::ContextConfig;
+use crate::support::fsutil::sha256_hex;
 use crate::targets::TargetSpec;
 
 /// Everything a run file records besides the measurements.
@@ -24,7 +24,7 @@ pub struct RunSpec<'a> {
     /// The build label; `None`: the model file's name.
     pub build: Option<&'a str>,
     /// The hub reference the model came from.
-    pub origin: Option<&'a crate::hub::Origin>,
+    pub origin: Option<&'a crate::support::hub::Origin>,
     pub target: &'a TargetSpec,
     pub decoding: &'a Decoding,
     /// The reference the forced pass is measured against.
@@ -55,9 +55,9 @@ impl RunSpec<'_> {
     }
 
     /// What a reference made by this run, or compared with it, must share
-    /// ([`crate::keys::reference_identity`]).
+    /// ([`crate::record::keys::reference_identity`]).
     pub fn reference_identity(&self) -> Identity {
-        crate::keys::reference_identity(&self.manifest(), self.model.vocab_fingerprint())
+        crate::record::keys::reference_identity(&self.manifest(), self.model.vocab_fingerprint())
     }
 
     /// Writes this run's forced distributions as a reference file.
@@ -96,7 +96,11 @@ impl RunSpec<'_> {
             parts: model
                 .parts
                 .iter()
-                .map(|p| crate::run::ModelPart { path: p.path.display().to_string(), size_bytes: p.size_bytes, sha256: p.sha256.clone() })
+                .map(|p| crate::record::run::ModelPart {
+                    path: p.path.display().to_string(),
+                    size_bytes: p.size_bytes,
+                    sha256: p.sha256.clone(),
+                })
                 .collect(),
             architecture: model.architecture.clone(),
             name: model.name.clone(),
@@ -122,7 +126,7 @@ impl RunSpec<'_> {
             think: self.plan.template.as_ref().map(|t| t.think),
             think_budget: self.plan.think_budget,
             draft: decoding.fixed_tokens.is_none().then(|| decoding.draft.as_str().to_string()).filter(|_| !decoding.forced_only),
-            draft_max: (decoding.draft != crate::draft::DraftMode::None).then_some(decoding.draft_max),
+            draft_max: (decoding.draft != crate::decode::draft::DraftMode::None).then_some(decoding.draft_max),
             ..Params::of(self.target)
         }
     }
@@ -144,18 +148,18 @@ impl RunSpec<'_> {
     }
 
     /// The name of this run's evaluated prefix in a prefix cache
-    /// ([`crate::keys::prefix_cache_key`]).
+    /// ([`crate::record::keys::prefix_cache_key`]).
     pub fn prefix_cache_key(&self) -> String {
-        crate::keys::prefix_cache_key(&self.manifest())
+        crate::record::keys::prefix_cache_key(&self.manifest())
     }
 
     /// The run file of a length ladder (this spec's plan is its longest
     /// window's): every window's results, and per window its record.
     pub fn ladder_run_file(&self, lx: super::ladder::LadderExecuted, stopped: Option<String>, effective_at: f64, total_ms: f64) -> RunFile {
         let mut run = self.run_file(lx.executed, total_ms);
-        run.ladder = Some(crate::run::LadderRecord {
+        run.ladder = Some(crate::record::run::LadderRecord {
             effective_at,
-            effective_length: crate::run::RungRecord::effective_length(&lx.rungs, effective_at),
+            effective_length: crate::record::run::RungRecord::effective_length(&lx.rungs, effective_at),
             stopped,
             rungs: lx.rungs,
         });

@@ -5,8 +5,8 @@
 use crate::bench::{self, Env};
 use crate::cli::BenchArgs;
 use crate::commands::{corpus_spec, hint};
+use crate::record::run::TargetResult;
 use crate::report::terminal;
-use crate::run::TargetResult;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -47,7 +47,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 /// and each other: a wrong path must not cost the run, nor destroy a file.
 fn check_outputs(args: &BenchArgs, corpus: &crate::corpus::CorpusSpec) -> Result<()> {
     let sidecars: Vec<PathBuf> =
-        [&args.reference, &args.save_reference].iter().filter_map(|p| p.as_deref()).map(crate::reference::sidecar).collect();
+        [&args.reference, &args.save_reference].iter().filter_map(|p| p.as_deref()).map(crate::record::reference::sidecar).collect();
     let mut inputs: Vec<&Path> = vec![args.model.as_path()];
     let mut dirs: Vec<(&str, &Path)> = Vec::new();
     match corpus.dir {
@@ -75,7 +75,7 @@ struct Shown {
     quiet: bool,
     color: bool,
     lines: usize,
-    crop: crate::crop::CropMode,
+    crop: crate::targets::crop::CropMode,
     stdout: Result<()>,
 }
 

@@ -2,8 +2,8 @@
 //! ([`crate::report::compare`]), as text or JSON.
 
 use crate::cli::CompareArgs;
+use crate::record::run::RunFile;
 use crate::report::compare::{compare, render_text};
-use crate::run::RunFile;
 use anyhow::Result;
 
 pub fn run(args: &CompareArgs) -> Result<()> {

@@ -9,9 +9,9 @@ use crate::bench::{OptionsError, Plan};
 use crate::cli::MatrixArgs;
 use crate::commands::hint;
 use crate::corpus::Source;
+use crate::record::run::RunFile;
 use crate::report::aggregate::LoadedRun;
 use crate::report::export::{self, Format, Options};
-use crate::run::RunFile;
 use crate::sweep::{OutDirError, Shard, Sweep, SweepOptions, SweepRun, SweepSink, run_sweep};
 use anyhow::{Result, anyhow};
 use std::time::Instant;
@@ -73,7 +73,7 @@ struct Shown<'a> {
     args: &'a MatrixArgs,
     corpus: String,
     shard_note: String,
-    crop: crate::crop::CropMode,
+    crop: crate::targets::crop::CropMode,
 }
 
 impl SweepSink for Shown<'_> {

@@ -28,8 +28,8 @@ pub mod template;
 
 use crate::bench::{DecodeError, LadderClash, MemoryLimit, OptionsError, PlanError, TemplateSetting};
 use crate::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
-use crate::crop::{CropError, CropMode};
 use crate::settings::ConfigError;
+use crate::targets::crop::{CropError, CropMode};
 use crate::targets::{SpecError, TooFewTargets};
 use anyhow::{Context, Result, anyhow, bail};
 use std::path::Path;
@@ -44,7 +44,7 @@ pub fn stdout_wants_color() -> bool {
 /// prints.
 pub struct Stderr;
 
-impl crate::progress::Notes for Stderr {
+impl crate::support::progress::Notes for Stderr {
     fn note(&self, line: &str) {
         eprintln!("{line}");
     }
@@ -60,9 +60,9 @@ pub fn out(text: &str) -> Result<()> {
 }
 
 /// Checks, before any work, that the output `flag` names can be written and
-/// is none of `inputs` ([`crate::fsutil::check_output`]).
+/// is none of `inputs` ([`crate::support::fsutil::check_output`]).
 pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
-    crate::fsutil::check_output(out, inputs).map_err(|e| anyhow!("{flag}: {e}"))
+    crate::support::fsutil::check_output(out, inputs).map_err(|e| anyhow!("{flag}: {e}"))
 }
 
 /// Checks every output against every input, every input folder (an output
@@ -72,10 +72,10 @@ pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
 pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[&Path], input_dirs: &[(&str, &Path)]) -> Result<()> {
     for (i, (flag, out)) in outputs.iter().enumerate() {
         check_output(flag, out, inputs)?;
-        if let Some((dir_flag, dir)) = input_dirs.iter().find(|(_, d)| crate::fsutil::is_inside(out, d)) {
+        if let Some((dir_flag, dir)) = input_dirs.iter().find(|(_, d)| crate::support::fsutil::is_inside(out, d)) {
             bail!("{flag}: {} is inside the {dir_flag} folder {}; writing it would change that input", out.display(), dir.display());
         }
-        if let Some((other, _)) = outputs[..i].iter().find(|(_, o)| crate::fsutil::same_path(o, out)) {
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, o)| crate::support::fsutil::same_path(o, out)) {
             bail!("{flag}: {} is also the {other} output; one would overwrite the other", out.display());
         }
     }
@@ -172,7 +172,7 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(ConfigError::QuantizedVNeedsFlashAttn(t)) = e.downcast_ref::<ConfigError>() {
         return anyhow!("a quantised V cache (--kv-v {t}) needs flash attention; drop --flash-attn off or use --kv-v f16");
     }
-    if let Some(t) = e.downcast_ref::<crate::template::TemplateError>() {
+    if let Some(t) = e.downcast_ref::<crate::prompt::template::TemplateError>() {
         return anyhow!("{t}; give a working template with --chat-template FILE, or fix --template-kwargs");
     }
     if let Some(d) = e.downcast_ref::<DecodeError>() {

@@ -7,9 +7,9 @@
 
 use crate::bench::{BenchOptions, DecodeOptions, PlanOptions};
 use crate::cli::{BenchArgs, DecodeArgs, OnOff, PromptArgs, RopeArgs, TargetArgs, TemplateArgs};
+use crate::prompt::template::{TemplateFile, TemplateVars};
 use crate::settings::{ContextSettings, Rope};
 use crate::targets::TargetSpec;
-use crate::template::{TemplateFile, TemplateVars};
 use anyhow::{Result, anyhow};
 
 /// What picks the targets and scores the answers.
@@ -52,7 +52,9 @@ pub fn template(a: &TemplateArgs) -> Result<(TemplateVars, Option<TemplateFile>)
 pub fn template_kwargs(text: Option<&str>) -> Result<serde_json::Map<String, serde_json::Value>> {
     match text {
         None => Ok(serde_json::Map::new()),
-        Some(t) => crate::template::parse_kwargs(t).map_err(|e| anyhow!("--template-kwargs {e}, e.g. '{{\"enable_thinking\": false}}'")),
+        Some(t) => {
+            crate::prompt::template::parse_kwargs(t).map_err(|e| anyhow!("--template-kwargs {e}, e.g. '{{\"enable_thinking\": false}}'"))
+        }
     }
 }
 
@@ -63,7 +65,7 @@ pub fn decode(
     a: &DecodeArgs,
     forced_only: bool,
     no_forced: bool,
-    sweep_draft: (Option<crate::draft::DraftMode>, Option<usize>),
+    sweep_draft: (Option<crate::decode::draft::DraftMode>, Option<usize>),
 ) -> DecodeOptions {
     DecodeOptions {
         parallel: a.parallel as usize,

@@ -19,7 +19,7 @@ pub fn run(args: &PromptArgs) -> Result<()> {
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
-    let (path, _) = crate::hub::locate(&args.model)?;
+    let (path, _) = crate::support::hub::locate(&args.model)?;
     let model = model::load_vocab(&path)?;
     let plan = bench::plan(&model, &src, &opts, &super::Stderr).map_err(|e| hint(e, Some(args.crop)))?;
     let Some(i) = plan.targets.iter().position(|t| t.name == args.target) else {

@@ -33,7 +33,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     })?;
     let text = exporter.render(&runs)?;
     match &args.out {
-        Some(path) => crate::fsutil::write_atomic(path, text.as_bytes()),
+        Some(path) => crate::support::fsutil::write_atomic(path, text.as_bytes()),
         None => crate::commands::out(&text),
     }
 }

@@ -1,9 +1,9 @@
 //! `posrecall score`: score answers that a model produced elsewhere.
 
 use crate::cli::ScoreArgs;
-use crate::reasoning;
+use crate::prompt::reasoning;
+use crate::record::run::{External, FORMAT_VERSION, Manifest, RunFile, Runtime, Summary, TargetResult, TargetsFile};
 use crate::report::terminal;
-use crate::run::{External, FORMAT_VERSION, Manifest, RunFile, Runtime, Summary, TargetResult, TargetsFile};
 use crate::score::{self, ScoreOptions};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
@@ -25,7 +25,7 @@ struct Answer {
 
 /// Reads `{"name", "response"}` lines; blank lines are skipped.
 fn read_answers(path: &std::path::Path) -> Result<HashMap<String, Answer>> {
-    let text = crate::fsutil::read_text(path).with_context(|| format!("cannot read responses {}", path.display()))?;
+    let text = crate::support::fsutil::read_text(path).with_context(|| format!("cannot read responses {}", path.display()))?;
     let mut answers = HashMap::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

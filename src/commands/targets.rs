@@ -3,10 +3,11 @@
 use crate::cli::TargetsArgs;
 use crate::commands::{check_output, corpus_spec, hint, out};
 use crate::corpus::{CorpusSpec, Source};
-use crate::crop::{Crop, CropMode};
-use crate::run::{CorpusInfo, Params, TARGETS_FORMAT_VERSION, TargetsFile};
+use crate::record::run::{CorpusInfo, Params, TARGETS_FORMAT_VERSION, TargetsFile};
+use crate::support::fsutil;
 use crate::targets::TargetSpec;
-use crate::{fsutil, prompt, targets};
+use crate::targets::crop::{Crop, CropMode};
+use crate::{prompt, targets};
 use anyhow::Result;
 use std::fmt::Write as _;
 

@@ -4,12 +4,12 @@
 
 use crate::cli::TemplateCmdArgs;
 use crate::prompt;
-use crate::template::{SpecialTokens, TemplateVars, render};
+use crate::prompt::template::{SpecialTokens, TemplateVars, render};
 use anyhow::{Result, anyhow};
 
 pub fn run(args: &TemplateCmdArgs) -> Result<()> {
     let vars = TemplateVars { think: args.think, kwargs: crate::commands::options::template_kwargs(args.template_kwargs.as_deref())? };
-    let text = crate::template::read(&args.file)?;
+    let text = crate::prompt::template::read(&args.file)?;
     let record = vars.record(&text, Some(&args.file))?;
     let special = SpecialTokens { bos: args.bos_token.clone(), eos: args.eos_token.clone() };
     let content = args

@@ -116,7 +116,7 @@ pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) 
             }
         };
         let bytes = std::fs::read(root.join(&rel)).with_context(|| format!("cannot read {}/{rel}", root.display()))?;
-        let sha256 = crate::fsutil::sha256_hex(&bytes);
+        let sha256 = crate::support::fsutil::sha256_hex(&bytes);
         let body = match file_text(&rel, bytes) {
             Ok(body) => body,
             Err(note) => {

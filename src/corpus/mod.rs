@@ -53,7 +53,7 @@ impl Corpus {
         if bytes.contains(&0) {
             bail!("corpus {} is a binary file, not source code", path.display());
         }
-        let sha256 = crate::fsutil::sha256_hex(&bytes);
+        let sha256 = crate::support::fsutil::sha256_hex(&bytes);
         let text = String::from_utf8(bytes).map_err(|e| {
             anyhow::anyhow!("corpus {} is not UTF-8 text (invalid byte at offset {})", path.display(), e.utf8_error().valid_up_to())
         })?;
@@ -245,8 +245,8 @@ impl CorpusSpec {
             (None, Some(p)) => CorpusSpec::file(p),
             (None, None) => {
                 let path = match language {
-                    Some(l) => crate::fsutil::default_corpus_for(l).ok_or_else(|| CorpusSpecError::NoDefault(l.to_string()))?,
-                    None => crate::fsutil::default_corpus_path(),
+                    Some(l) => crate::support::fsutil::default_corpus_for(l).ok_or_else(|| CorpusSpecError::NoDefault(l.to_string()))?,
+                    None => crate::support::fsutil::default_corpus_path(),
                 };
                 if !path.exists() {
                     return Err(CorpusSpecError::DefaultMissing { language: language.map(str::to_string), path });
@@ -267,17 +267,6 @@ impl CorpusSpec {
     /// One file, its language from its extension.
     pub fn file(path: &Path) -> CorpusSpec {
         CorpusSpec { path: path.to_path_buf(), ..CorpusSpec::default() }
-    }
-
-    /// The corpus a run or targets file recorded, read again from `path`
-    /// (the recorded one, or where it is now): a folder with the same
-    /// globs, or one file, in the language recorded.
-    pub fn recorded(path: &Path, info: &crate::run::CorpusInfo) -> CorpusSpec {
-        let language = (info.language != "mixed").then(|| info.language.clone());
-        if info.files.is_empty() {
-            return CorpusSpec { language, ..CorpusSpec::file(path) };
-        }
-        CorpusSpec { path: path.to_path_buf(), dir: true, include: info.include.clone(), exclude: info.exclude.clone(), language }
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! The settings it reads are plain data in [`crate::settings`];
 //! [`model`] loads a GGUF model (one file or the parts of a split one) and
-//! reads its metadata; [`gguf`] reads a file's header and finds a split
+//! reads its metadata; [`params`] turns the settings into llama.cpp's
+//! parameters, once; [`gguf`] reads a file's header and finds a split
 //! model's parts; [`session`] owns a
 //! context: prefill, snapshot, restore and greedy generation, with timings;
 //! [`parallel`] answers many questions at once over one prefix; [`device`]
@@ -12,6 +13,7 @@ pub mod device;
 pub mod gguf;
 pub mod model;
 pub mod parallel;
+mod params;
 pub mod prefix_cache;
 pub mod session;
 pub mod state_size;

@@ -135,12 +135,12 @@ fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
 /// file's sha256, or [`split_identity`] of the parts'.
 fn identity(files: &[PathBuf]) -> Result<(String, Vec<Part>)> {
     if let [one] = files {
-        return Ok((crate::fsutil::cached_sha256(one)?, Vec::new()));
+        return Ok((crate::support::fsutil::cached_sha256(one)?, Vec::new()));
     }
     let mut parts = Vec::with_capacity(files.len());
     for f in files {
         let size_bytes = std::fs::metadata(f)?.len();
-        parts.push(Part { path: f.clone(), size_bytes, sha256: crate::fsutil::cached_sha256(f)? });
+        parts.push(Part { path: f.clone(), size_bytes, sha256: crate::support::fsutil::cached_sha256(f)? });
     }
     let shas: Vec<&str> = parts.iter().map(|p| p.sha256.as_str()).collect();
     Ok((split_identity(&shas), parts))
@@ -156,7 +156,7 @@ pub fn split_identity(part_sha256s: &[&str]) -> String {
         text.push_str(s);
         text.push('\n');
     }
-    crate::fsutil::sha256_hex(text.as_bytes())
+    crate::support::fsutil::sha256_hex(text.as_bytes())
 }
 
 /// `{architecture}.{key}` as a number, when the GGUF has it as one.
@@ -234,7 +234,7 @@ impl Model {
         let v_len = meta_u32(m, "attention.value_length").unwrap_or(head_dim) as i64;
         let heads = m.n_head_kv().max(1) as i64;
         let row = |t: crate::settings::KvType, len: i64| {
-            let ggml: llama_cpp_sys_2::ggml_type = super::session::kv_cache_type(t).into();
+            let ggml: llama_cpp_sys_2::ggml_type = super::params::kv_cache_type(t).into();
             // SAFETY: a pure function of a valid type id and a count.
             unsafe { llama_cpp_sys_2::ggml_row_size(ggml, heads * len) as u64 }
         };
@@ -371,7 +371,7 @@ impl Model {
             all.extend_from_slice(&(piece.len() as u32).to_le_bytes());
             all.extend_from_slice(&piece);
         }
-        (n as usize, crate::fsutil::sha256_hex(&all))
+        (n as usize, crate::support::fsutil::sha256_hex(&all))
     }
 
     /// llama.cpp's built-in chat renderer, used only when Jinja rendering fails.

@@ -10,7 +10,7 @@
 //! memory once per step for all slots instead of once per slot.
 
 use super::session::{Generation, Limit, Session, greedy_sampler};
-use crate::draft::Drafter;
+use crate::decode::draft::Drafter;
 use crate::settings::StepStats;
 use anyhow::{Context, Result, bail};
 use llama_cpp_2::llama_batch::LlamaBatch;

@@ -52,7 +52,7 @@ impl PrefixCache {
         if !state.exists() {
             return Ok(Lookup::Missing);
         }
-        let problem = match (std::fs::read_to_string(&sidecar), crate::fsutil::file_sha256(&state)) {
+        let problem = match (std::fs::read_to_string(&sidecar), crate::support::fsutil::file_sha256(&state)) {
             (Err(_), _) => Some("its checksum file is missing".to_string()),
             (_, Err(e)) => Some(format!("it cannot be read ({e})")),
             (Ok(want), Ok(got)) if want.trim() != got => Some("its sha256 does not match (corrupt or truncated)".to_string()),
@@ -81,7 +81,7 @@ impl PrefixCache {
         let unique = |suffix: &str| -> Result<std::path::PathBuf> {
             let (_, path) = tempfile::Builder::new()
                 .prefix(&format!(".{key}.{suffix}.tmp-{}-", std::process::id()))
-                .permissions(crate::fsutil::new_file_permissions())
+                .permissions(crate::support::fsutil::new_file_permissions())
                 .tempfile_in(&self.dir)?
                 .keep()?;
             Ok(path)
@@ -92,7 +92,7 @@ impl PrefixCache {
         })?;
         let result = (|| -> Result<()> {
             session.save_prefix_file(&tmp_state, tokens)?;
-            let sha = crate::fsutil::file_sha256(&tmp_state)?;
+            let sha = crate::support::fsutil::file_sha256(&tmp_state)?;
             std::fs::write(&tmp_sidecar, format!("{sha}\n"))?;
             std::fs::rename(&tmp_state, &state)?;
             std::fs::rename(&tmp_sidecar, &sidecar)?;

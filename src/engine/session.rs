@@ -24,74 +24,17 @@
 //! context's on plain, sliding-window and hybrid recurrent models.
 
 use super::model::Model;
-use crate::draft::Drafter;
-use crate::settings::{ContextConfig, FlashAttn, KvType, RestoreMode, RopeScaling, StepStats};
+use super::params::llama_params;
+use crate::decode::draft::Drafter;
+use crate::settings::{ContextConfig, RestoreMode, StepStats};
 use anyhow::{Context, Result, anyhow, bail};
 use llama_cpp_2::context::LlamaContext;
-use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams, RopeScalingType};
 use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
-use std::num::NonZeroU32;
 use std::time::Instant;
-
-/// The one place a run's context parameters become llama.cpp's.
-fn llama_params(cfg: &ContextConfig) -> LlamaContextParams {
-    let flash = match cfg.flash_attn {
-        FlashAttn::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
-        FlashAttn::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
-        FlashAttn::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
-    };
-    let mut params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(cfg.n_ctx))
-        .with_n_batch(cfg.n_batch)
-        .with_n_ubatch(cfg.n_ubatch)
-        .with_n_seq_max(cfg.n_seq.max(1))
-        .with_kv_unified(cfg.kv_unified)
-        .with_n_threads(cfg.threads)
-        .with_n_threads_batch(cfg.threads)
-        .with_type_k(kv_cache_type(cfg.type_k))
-        .with_type_v(kv_cache_type(cfg.type_v))
-        .with_flash_attention_policy(flash)
-        .with_swa_full(cfg.swa_full)
-        // Without this, llama.cpp's own timings read 0.
-        .with_no_perf(false);
-    // Each RoPE setting not given stays llama.cpp's "from the model".
-    let rope = &cfg.rope;
-    if let Some(s) = rope.scaling {
-        params = params.with_rope_scaling_type(match s {
-            RopeScaling::None => RopeScalingType::None,
-            RopeScaling::Linear => RopeScalingType::Linear,
-            RopeScaling::Yarn => RopeScalingType::Yarn,
-        });
-    }
-    if let Some(b) = rope.freq_base {
-        params = params.with_rope_freq_base(b);
-    }
-    if let Some(s) = rope.freq_scale {
-        params = params.with_rope_freq_scale(s);
-    }
-    if let Some(n) = rope.yarn_orig_ctx {
-        params = params.with_yarn_orig_ctx(n);
-    }
-    params
-}
-
-pub(super) fn kv_cache_type(t: KvType) -> KvCacheType {
-    match t {
-        KvType::F32 => KvCacheType::F32,
-        KvType::F16 => KvCacheType::F16,
-        KvType::Bf16 => KvCacheType::BF16,
-        KvType::Q8_0 => KvCacheType::Q8_0,
-        KvType::Q5_1 => KvCacheType::Q5_1,
-        KvType::Q5_0 => KvCacheType::Q5_0,
-        KvType::Q4_1 => KvCacheType::Q4_1,
-        KvType::Q4_0 => KvCacheType::Q4_0,
-        KvType::Iq4Nl => KvCacheType::IQ4_NL,
-    }
-}
 
 /// When generation stops.
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +73,7 @@ pub struct Generation {
     pub invalid_utf8: bool,
     /// A drafted answer's drafts: filled here for parallel answers; a
     /// sequential answer's drafter is its caller's, which fills it.
-    pub draft: Option<crate::draft::DraftStats>,
+    pub draft: Option<crate::decode::draft::DraftStats>,
 }
 
 impl Generation {
@@ -553,7 +496,7 @@ impl<'m> Session<'m> {
 
     /// [`Session::generate_with`], with the draft tokens `drafter` proposes
     /// verified in the step that evaluates the last sampled token (see
-    /// [`crate::draft`]): the longest run the greedy choices agree with is
+    /// [`crate::decode::draft`]): the longest run the greedy choices agree with is
     /// kept, with the model's own next token, and the rejected tokens' cells
     /// are removed. Without a drafter, with a reasoning budget (whose
     /// closing text is fed into the answer), or where drafts cannot be rolled
@@ -587,7 +530,7 @@ impl<'m> Session<'m> {
         let mut tokens = Vec::new();
         let mut ids: Vec<i32> = Vec::new();
         let close_len = self.span_budget.as_ref().map_or(0, |b| b.close.len());
-        let draft_room = if drafting && drafter.is_some() { crate::draft::LIMIT_MAX } else { 0 };
+        let draft_room = if drafting && drafter.is_some() { crate::decode::draft::LIMIT_MAX } else { 0 };
         let mut batch = LlamaBatch::new(1 + close_len.max(draft_room), 1);
         let mut closed = false;
         let mut tok = sampler.sample(&self.ctx, ((query.len() - 1) % self.n_batch) as i32);
@@ -685,7 +628,7 @@ impl<'m> Session<'m> {
     /// Teacher forcing: evaluates `query` then `forced` after the prefix in
     /// batched decodes with logits at every position, and returns, for each
     /// forced token, the model's top-1 token, the gap between its two best
-    /// logits, and the forced token's log-probability (see [`crate::logits::read_logits`]).
+    /// logits, and the forced token's log-probability (see [`crate::decode::logits::read_logits`]).
     /// Call [`Session::restore`] first, as for [`Session::generate`].
     pub fn force(&mut self, query: &[LlamaToken], forced: &[LlamaToken]) -> Result<Vec<(LlamaToken, f32, f32)>> {
         self.force_with(query, forced, |_, _| {})
@@ -720,7 +663,7 @@ impl<'m> Session<'m> {
                 if i >= first_logit && i + 1 < seq.len() {
                     let logits = self.ctx.get_logits_ith(j as i32);
                     let next = seq[i + 1].0 as usize;
-                    let (best, gap, logprob) = crate::logits::read_logits(logits, next);
+                    let (best, gap, logprob) = crate::decode::logits::read_logits(logits, next);
                     each(i - first_logit, logits);
                     out.push((LlamaToken(best as i32), gap, logprob));
                 }

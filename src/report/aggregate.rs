@@ -5,7 +5,7 @@
 //! Nothing here formats anything; the format modules (table, markdown, csv,
 //! json, html) each turn these values into text.
 
-use crate::run::{RunFile, TargetResult, Totals};
+use crate::record::run::{RunFile, TargetResult, Totals};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ impl LoadedRun {
 /// Reads every input: a file must be a run file; a folder stands for every
 /// `*.json` in it that parses as a run file, sorted by file name. The result
 /// is never empty, and all runs have the same `params.lines`.
-pub fn load_inputs(inputs: &[PathBuf], shown: &dyn crate::progress::Notes) -> Result<Vec<LoadedRun>> {
+pub fn load_inputs(inputs: &[PathBuf], shown: &dyn crate::support::progress::Notes) -> Result<Vec<LoadedRun>> {
     if inputs.is_empty() {
         bail!("no run files given");
     }
@@ -89,7 +89,7 @@ fn load_folder(dir: &Path) -> Result<(Vec<PathRun>, Vec<String>)> {
             Ok(run) => runs.push((f, run)),
             // A run under the old scoring rule is a run, not a stray file:
             // leaving it out would silently change what the folder means.
-            Err(e) if e.is::<crate::run::OldScoring>() => return Err(e),
+            Err(e) if e.is::<crate::record::run::OldScoring>() => return Err(e),
             Err(e) => skipped.push(format!("skipped {}: {}", f.display(), e.root_cause())),
         }
     }
@@ -168,7 +168,7 @@ pub struct Row {
     pub context_matched: Option<i64>,
     /// Divergence from the run's reference (`bench --reference`), and the
     /// reference's build and KV types (`build k/v`).
-    pub kld: Option<crate::kld::KldSummary>,
+    pub kld: Option<crate::score::kld::KldSummary>,
     pub reference: Option<String>,
 }
 
@@ -367,7 +367,7 @@ pub fn target_columns(runs: &[LoadedRun]) -> Vec<TargetColumn<'_>> {
 /// A target's name, with the ladder length it was asked at: `name @4k`.
 pub fn with_length(name: &str, length: Option<usize>) -> String {
     match length {
-        Some(l) => format!("{name} @{}", crate::run::length_label(l)),
+        Some(l) => format!("{name} @{}", crate::record::run::length_label(l)),
         None => name.to_string(),
     }
 }

@@ -1,8 +1,8 @@
 //! The charts of the HTML page: inline SVG, drawn with plotters or by hand
 //! (the depth × length heat map), and the series colour of each run.
 
+use crate::record::run::TargetResult;
 use crate::report::aggregate::LoadedRun;
-use crate::run::TargetResult;
 use anyhow::Result;
 use html_escape::encode_text as text;
 use plotters::coord::Shift;
@@ -179,7 +179,7 @@ pub(super) fn depth_chart(runs: &[LoadedRun], value: impl Fn(&TargetResult) -> O
 }
 
 /// One run's depth × length heat map, as an SVG table of cells.
-pub(super) fn heat_map(run: usize, label: &str, l: &crate::run::LadderRecord, lines: usize) -> String {
+pub(super) fn heat_map(run: usize, label: &str, l: &crate::record::run::LadderRecord, lines: usize) -> String {
     const CW: usize = 92;
     const CH: usize = 40;
     const LEFT: usize = 86;
@@ -196,7 +196,7 @@ pub(super) fn heat_map(run: usize, label: &str, l: &crate::run::LadderRecord, li
         let _ = writeln!(
             out,
             "<text x=\"{x}\" y=\"30\" font-size=\"13\" text-anchor=\"middle\">{} <tspan font-size=\"10\">({})</tspan></text>",
-            crate::run::length_label(r.length),
+            crate::record::run::length_label(r.length),
             r.prefix_tokens
         );
     }
@@ -225,7 +225,7 @@ pub(super) fn heat_map(run: usize, label: &str, l: &crate::run::LadderRecord, li
                     format!("{}/{} · {}", t.passes, t.count, t.matched),
                     format!(
                         "{} at depth {}: {} of {} passed, {} matched lines ({:.0}% of {}), {} missing, {} hallucinated",
-                        crate::run::length_label(r.length),
+                        crate::record::run::length_label(r.length),
                         crate::report::aggregate::quarter_label(q),
                         t.passes,
                         t.count,
@@ -278,7 +278,7 @@ pub(super) fn length_chart(runs: &[LoadedRun]) -> Result<String> {
     render_svg((960, 340), |root| {
         let x_label = |x: &f64| {
             let n = 2f64.powf(*x).round() as usize;
-            if (x - x.round()).abs() > 1e-6 { String::new() } else { crate::run::length_label(n) }
+            if (x - x.round()).abs() > 1e-6 { String::new() } else { crate::record::run::length_label(n) }
         };
         let y_label = |y: &f64| if *y < 0.0 || *y > 1.0 { String::new() } else { format!("{y:.1}") };
         let mesh = Mesh {

@@ -6,14 +6,14 @@
 //! exact Wilcoxon signed-rank test on Δmatched (and on Δtop1_share when both
 //! runs have teacher-forced metrics), and how many targets would give 80%
 //! power to detect the observed pass-rate difference. The statistics live in
-//! [`crate::stats`]; this module pairs the targets and refuses runs that are
+//! [`crate::score::stats`]; this module pairs the targets and refuses runs that are
 //! not comparable; [`crate::report::verdict`] words the result.
 
 use crate::report::verdict::verdict;
 // The command prints the text view from here.
+use crate::record::run::RunFile;
 pub use crate::report::verdict::render_text;
-use crate::run::RunFile;
-use crate::stats::{self, SampleSize, Wilcoxon};
+use crate::score::stats::{self, SampleSize, Wilcoxon};
 use anyhow::{Result, bail};
 use serde::Serialize;
 use std::path::Path;
@@ -194,7 +194,7 @@ pub fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) ->
     let lengths = |r: &RunFile| r.ladder.as_ref().map(|l| l.rungs.iter().map(|g| g.length).collect::<Vec<_>>());
     let show = |l: Option<Vec<usize>>| match l {
         None => "one window, no ladder".to_string(),
-        Some(v) => format!("lengths {}", v.iter().map(|&n| crate::run::length_label(n)).collect::<Vec<_>>().join(", ")),
+        Some(v) => format!("lengths {}", v.iter().map(|&n| crate::record::run::length_label(n)).collect::<Vec<_>>().join(", ")),
     };
     if lengths(a) != lengths(b) {
         bail!("cannot compare {an} and {bn}: they were asked at different lengths ({} against {})", show(lengths(a)), show(lengths(b)));
@@ -212,22 +212,29 @@ fn short(sha: &str) -> &str {
 /// out; `None` where there is nothing to cut, or nothing in common.
 fn at_common_lengths(a: &RunFile, b: &RunFile) -> Option<(RunFile, RunFile, String)> {
     let (la, lb) = (a.ladder.as_ref()?, b.ladder.as_ref()?);
-    let window = |l: &crate::run::LadderRecord, length: usize| l.rungs.iter().find(|g| g.length == length).map(|g| g.crop.sha256.clone());
+    let window =
+        |l: &crate::record::run::LadderRecord, length: usize| l.rungs.iter().find(|g| g.length == length).map(|g| g.crop.sha256.clone());
     let common: Vec<usize> =
         la.rungs.iter().map(|g| g.length).filter(|&n| window(lb, n).is_some_and(|w| Some(w) == window(la, n))).collect();
-    let all = |l: &crate::run::LadderRecord| l.rungs.iter().map(|g| g.length).collect::<Vec<_>>();
+    let all = |l: &crate::record::run::LadderRecord| l.rungs.iter().map(|g| g.length).collect::<Vec<_>>();
     if common.is_empty() || (common == all(la) && common == all(lb)) {
         return None;
     }
-    let left = |l: &crate::run::LadderRecord| {
-        l.rungs.iter().map(|g| g.length).filter(|n| !common.contains(n)).map(crate::run::length_label).collect::<Vec<_>>().join(", ")
+    let left = |l: &crate::record::run::LadderRecord| {
+        l.rungs
+            .iter()
+            .map(|g| g.length)
+            .filter(|n| !common.contains(n))
+            .map(crate::record::run::length_label)
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let (only_a, only_b) = (left(la), left(lb));
     let side = |name: &str, lengths: &str| (!lengths.is_empty()).then(|| format!("{name}'s {lengths}"));
     let out: Vec<String> = [side("A", &only_a), side("B", &only_b)].into_iter().flatten().collect();
     let note = format!(
         "compared at the lengths both ladders ran on the same windows ({}); left out: {}",
-        common.iter().map(|&n| crate::run::length_label(n)).collect::<Vec<_>>().join(", "),
+        common.iter().map(|&n| crate::record::run::length_label(n)).collect::<Vec<_>>().join(", "),
         out.join(" and ")
     );
     Some((a.at_lengths(&common), b.at_lengths(&common), note))
@@ -284,7 +291,7 @@ fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
     // Divergences compare only when both runs measured them against one reference.
     let reference = |r: &RunFile| r.manifest.reference.as_ref().map(|x| x.sha256.clone());
     let same_reference = reference(a).is_some() && reference(a) == reference(b);
-    let kld = |t: &crate::run::TargetResult| same_reference.then(|| t.forced.as_ref()?.kld.as_ref().map(|k| k.mean)).flatten();
+    let kld = |t: &crate::record::run::TargetResult| same_reference.then(|| t.forced.as_ref()?.kld.as_ref().map(|k| k.mean)).flatten();
     let mut rows: Vec<Row> = a
         .targets
         .iter()

@@ -14,13 +14,13 @@
 //! The charts are `<div class="chart" id="chart-matched">` and
 //! `<div class="chart" id="chart-top1">`.
 
-use crate::forced::Forced;
+use crate::record::run::{RunFile, TargetResult};
 use crate::report::aggregate::{Grid, LoadedRun, TargetColumn, rows, target_columns};
 use crate::report::charts::{chart, depth_chart, heat_map, length_chart, series_color};
 use crate::report::export::Exporter;
 use crate::report::tabular::{self, Tabular};
-use crate::run::{RunFile, TargetResult};
 use crate::score::LineStatus;
+use crate::score::forced::Forced;
 use anyhow::Result;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 use std::fmt::Write as _;
@@ -44,7 +44,7 @@ pub fn write_bench_page(run: &RunFile, run_file: Option<&Path>, html: &Path) -> 
         .unwrap_or_else(|| "run".into());
     let loaded = LoadedRun { path: run_file.map(Path::to_path_buf), label, run: run.clone() };
     let page = Html.render(std::slice::from_ref(&loaded))?;
-    crate::fsutil::write_atomic(html, page.as_bytes())
+    crate::support::fsutil::write_atomic(html, page.as_bytes())
 }
 
 const STYLE: &str = r#"
@@ -270,7 +270,7 @@ fn ladder_section(runs: &[LoadedRun]) -> Result<String> {
     out.push_str("</p>\n<ul class=\"caption\">\n");
     for r in runs {
         if let Some(l) = &r.run.ladder {
-            let eff = l.effective_length.map_or("below the shortest length".to_string(), crate::run::length_label);
+            let eff = l.effective_length.map_or("below the shortest length".to_string(), crate::record::run::length_label);
             let _ = writeln!(
                 out,
                 "<li>{}: effective length (pass rate ≥ {:.2} at every length up to it) {}{}</li>",
@@ -424,7 +424,7 @@ fn meta_table(runs: &[LoadedRun]) -> String {
 }
 
 /// The parameters cell of a run's row.
-fn params_cell(m: &crate::run::Manifest) -> String {
+fn params_cell(m: &crate::record::run::Manifest) -> String {
     let mut params = format!(
         "count {}, lines {}, pass {}, seed {}, normalize {}{}",
         m.params.count,

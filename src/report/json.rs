@@ -1,8 +1,8 @@
 //! `--format json`: the "Report JSON" shape documented in docs/RUN_FORMAT.md.
 
+use crate::record::run::Totals;
 use crate::report::aggregate::{Grid, LoadedRun, Row, rows};
 use crate::report::export::Exporter;
-use crate::run::Totals;
 use anyhow::Result;
 use serde::Serialize;
 

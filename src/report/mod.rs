@@ -28,7 +28,7 @@ pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
 
 /// One target's teacher-forced metrics as phrases: top-1 share, mean
 /// log-prob, exact lines, first divergence, near ties.
-pub fn forced_phrases(f: &crate::forced::Forced) -> [String; 5] {
+pub fn forced_phrases(f: &crate::score::forced::Forced) -> [String; 5] {
     let exact = f.lines_exact.iter().filter(|&&e| e).count();
     let divergence = match f.first_divergence {
         Some(d) => format!("first divergence line {} token {}", d.line, d.token),

@@ -4,7 +4,7 @@
 //! hallucinated, blue extra. Without colour (not a terminal, or `NO_COLOR`
 //! set) every line carries a marker instead, so a log stays readable.
 
-use crate::run::{LadderRecord, Summary, TargetResult, Totals};
+use crate::record::run::{LadderRecord, Summary, TargetResult, Totals};
 use crate::score::LineStatus;
 use console::Style;
 use std::fmt::Write as _;
@@ -79,7 +79,7 @@ pub fn totals_line(t: &Totals) -> String {
 }
 
 /// One target's teacher-forced metrics as one line.
-fn forced_line(f: &crate::forced::Forced) -> String {
+fn forced_line(f: &crate::score::forced::Forced) -> String {
     super::forced_phrases(f).join(", ")
 }
 
@@ -157,7 +157,7 @@ pub fn summary(s: &Summary) -> String {
 /// targets and the matched lines; then per length the pass rate with its
 /// 95% interval and the forced top-1 share, and the effective length.
 pub fn ladder_grid(l: &LadderRecord) -> String {
-    use crate::run::length_label as label;
+    use crate::record::run::length_label as label;
     const W: usize = 14;
     let mut out = String::from("recall by depth and length (passes/targets, matched lines):\n");
     let _ = write!(out, "{:<11}", "depth");

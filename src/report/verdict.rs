@@ -3,7 +3,7 @@
 //! [`Comparison`] that [`crate::report::compare`] made.
 
 use crate::report::compare::{ALPHA, Comparison, Flip, POWER, Row};
-use crate::stats::{self, SampleSize, Wilcoxon};
+use crate::score::stats::{self, SampleSize, Wilcoxon};
 use std::fmt::Write as _;
 
 /// A p-value for people: three significant digits, "1" at the top, and
@@ -219,7 +219,7 @@ fn length_table(c: &Comparison, out: &mut String) {
         let _ = writeln!(
             out,
             "{:>8} {:>9} {:>9} {:>11} {:>+10} {:>9} {:>11}",
-            crate::run::length_label(l.length),
+            crate::record::run::length_label(l.length),
             format!("{}/{}", x.a.passes, x.targets_count),
             format!("{}/{}", x.b.passes, x.targets_count),
             fmt_p(x.mcnemar.p),
@@ -237,7 +237,7 @@ fn target_table(c: &Comparison, out: &mut String) {
     let ladder = c.targets.iter().any(|r| r.length.is_some());
     let length = |r: Option<usize>| match (ladder, r) {
         (false, _) => String::new(),
-        (true, l) => format!("{:>6}  ", l.map_or("-".to_string(), crate::run::length_label)),
+        (true, l) => format!("{:>6}  ", l.map_or("-".to_string(), crate::record::run::length_label)),
     };
     let mut head = format!(
         "{}{:<w_name$}  {:>5}  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}",

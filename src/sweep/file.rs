@@ -5,12 +5,12 @@
 //! "Sweeps".
 
 use super::shard::Shard;
-use crate::crop::{CropMode, LineRange};
 use crate::prompt::Probe;
+use crate::prompt::template::{TemplateFile, TemplateVars, Think};
 use crate::score::Normalize;
 use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::targets::TargetSpec;
-use crate::template::{TemplateFile, TemplateVars, Think};
+use crate::targets::crop::{CropMode, LineRange};
 use anyhow::{Result, anyhow, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -154,7 +154,7 @@ pub struct Sweep {
     pub effective_at: f64,
     /// `params.draft` and `params.draft_max`, which `matrix --draft` and
     /// `--draft-max` override.
-    pub draft: Option<crate::draft::DraftMode>,
+    pub draft: Option<crate::decode::draft::DraftMode>,
     pub draft_max: Option<usize>,
     pub models: Vec<ModelEntry>,
 }
@@ -192,10 +192,10 @@ pub enum ReferenceRole {
 }
 
 /// How variables in paths are looked up: the process environment, with
-/// `POSRECALL_CACHE` defaulting to [`crate::fsutil::cache_dir`].
+/// `POSRECALL_CACHE` defaulting to [`crate::support::fsutil::cache_dir`].
 pub fn process_env(name: &str) -> Option<String> {
     if name == "POSRECALL_CACHE" {
-        return Some(crate::fsutil::cache_dir().to_string_lossy().into_owned());
+        return Some(crate::support::fsutil::cache_dir().to_string_lossy().into_owned());
     }
     std::env::var(name).ok()
 }
@@ -269,7 +269,7 @@ impl Sweep {
     /// Reads and checks `path`: every model file must exist. Errors are one
     /// line that names the file and the key.
     pub fn load(path: &Path) -> Result<Sweep> {
-        let text = crate::fsutil::read_text(path).map_err(|e| anyhow!("cannot read sweep file {}: {e}", path.display()))?;
+        let text = crate::support::fsutil::read_text(path).map_err(|e| anyhow!("cannot read sweep file {}: {e}", path.display()))?;
         let sweep = Sweep::parse(&text, path, &process_env)?;
         let missing = |p: &Path| match p.is_dir() {
             true => "is a folder, not a file",
@@ -335,9 +335,9 @@ impl Sweep {
         if raw.model.is_empty() {
             bail!("{file}: no [[model]] entries");
         }
-        let think_budget = p.think_budget.unwrap_or(crate::template::DEFAULT_THINK_BUDGET);
-        if !(1..=crate::template::MAX_THINK_BUDGET).contains(&think_budget) {
-            bail!("{file}: params.think_budget: must be between 1 and {}", crate::template::MAX_THINK_BUDGET);
+        let think_budget = p.think_budget.unwrap_or(crate::prompt::template::DEFAULT_THINK_BUDGET);
+        if !(1..=crate::prompt::template::MAX_THINK_BUDGET).contains(&think_budget) {
+            bail!("{file}: params.think_budget: must be between 1 and {}", crate::prompt::template::MAX_THINK_BUDGET);
         }
         let defaults = TemplateVars {
             think: r.think(p.think.as_deref(), "params.think")?.unwrap_or_default(),
@@ -606,7 +606,7 @@ impl Reader<'_> {
     fn model_path(&self, s: &str, key: &str) -> Result<PathBuf> {
         let path = self.resolve(s, key)?;
         let expanded = expand_vars(s, self.env).map_err(|e| self.err(key, e))?;
-        Ok(match !path.exists() && crate::hub::is_reference(&expanded) {
+        Ok(match !path.exists() && crate::support::hub::is_reference(&expanded) {
             true => PathBuf::from(expanded),
             false => path,
         })
@@ -622,12 +622,12 @@ impl Reader<'_> {
     }
 
     /// params.draft and params.draft_max.
-    fn draft(&self, p: &RawParams) -> Result<(Option<crate::draft::DraftMode>, Option<usize>)> {
+    fn draft(&self, p: &RawParams) -> Result<(Option<crate::decode::draft::DraftMode>, Option<usize>)> {
         let file = self.file;
         let draft = match p.draft.as_deref() {
             None => None,
-            Some(d) => Some(crate::draft::DraftMode::parse(d).ok_or_else(|| {
-                let modes: Vec<&str> = crate::draft::DraftMode::ALL.iter().map(|m| m.as_str()).collect();
+            Some(d) => Some(crate::decode::draft::DraftMode::parse(d).ok_or_else(|| {
+                let modes: Vec<&str> = crate::decode::draft::DraftMode::ALL.iter().map(|m| m.as_str()).collect();
                 anyhow!("{file}: params.draft: `{d}` is not one of {}", modes.join(", "))
             })?),
         };
@@ -919,7 +919,7 @@ gpu_layers = 0
         }
         let defaults = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
         assert_eq!(defaults.models[0].template.think, Think::Off);
-        assert_eq!(defaults.think_budget, crate::template::DEFAULT_THINK_BUDGET);
+        assert_eq!(defaults.think_budget, crate::prompt::template::DEFAULT_THINK_BUDGET);
         let err =
             Sweep::parse(&GOOD.replace("lines = 6\n", "lines = 6\nthink = \"maybe\"\n"), Path::new("m.toml"), &env_of(&[("CACHE", "/c")]))
                 .unwrap_err()
@@ -1004,12 +1004,12 @@ gpu_layers = 0
     /// with the variable set, empty and unset.)
     #[test]
     fn posrecall_cache_is_the_cache_folder_and_other_names_the_environment() {
-        let cache = crate::fsutil::cache_dir().to_string_lossy().into_owned();
+        let cache = crate::support::fsutil::cache_dir().to_string_lossy().into_owned();
         assert_eq!(process_env("POSRECALL_CACHE").as_deref(), Some(cache.as_str()));
         assert_eq!(expand_vars("${POSRECALL_CACHE}/models/m.gguf", &process_env).unwrap(), format!("{cache}/models/m.gguf"));
         let text = "[[model]]\nname = \"m\"\npath = \"$POSRECALL_CACHE/models/m.gguf\"\nkv = [\"f16\"]\n";
         let s = Sweep::parse(text, Path::new("/elsewhere/models.toml"), &process_env).unwrap();
-        assert_eq!(s.models[0].path, crate::fsutil::cache_dir().join("models").join("m.gguf"));
+        assert_eq!(s.models[0].path, crate::support::fsutil::cache_dir().join("models").join("m.gguf"));
         // No other variable has a default.
         assert_eq!(process_env("PATH"), std::env::var("PATH").ok());
         assert_eq!(process_env("POSRECALL_TEST_SURELY_UNSET_7f3a"), None);

@@ -11,11 +11,11 @@ use crate::bench::plan::{NoSharedRange, plan_shared};
 use crate::bench::{self, BenchOptions, DecodeOptions, Env, Plan, PlanOptions, Planned, RunSpec};
 use crate::corpus::Source;
 use crate::engine::model::{self, Model};
-use crate::progress;
-use crate::progress::Notes;
-use crate::reference::Reference;
-use crate::run::{Manifest, RunFile, TargetResult};
-use crate::template::TemplateFile;
+use crate::prompt::template::TemplateFile;
+use crate::record::reference::Reference;
+use crate::record::run::{Manifest, RunFile, TargetResult};
+use crate::support::progress;
+use crate::support::progress::Notes;
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
 use std::path::{Path, PathBuf};
@@ -63,7 +63,7 @@ pub trait SweepSink {
 struct Model1 {
     /// The model's file (a hub reference resolved) and where it came from.
     path: std::path::PathBuf,
-    origin: Option<crate::hub::Origin>,
+    origin: Option<crate::support::hub::Origin>,
     /// Loaded without GPU offload: planning needs only the tokenizer and the
     /// metadata. Reused for the runs when the runs offload nothing either.
     model: Option<Model>,
@@ -116,7 +116,7 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
     let sweep = ctx.sweep;
     let (mut models, mut located) = (Vec::with_capacity(sweep.models.len()), Vec::new());
     for e in &sweep.models {
-        let (path, origin) = crate::hub::locate(&e.path).with_context(|| format!("model `{}`", e.name))?;
+        let (path, origin) = crate::support::hub::locate(&e.path).with_context(|| format!("model `{}`", e.name))?;
         models.push(model::load(&path, 0).with_context(|| format!("model `{}`", e.name))?);
         located.push((path, origin));
     }
@@ -139,7 +139,7 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
         // of the model's own tokens.
         let planned = match &sweep.lengths {
             Some(lengths) => {
-                o.target.crop_lines = Some(crate::crop::LineRange { first: plan.crop.first_line, last: plan.crop.last_line });
+                o.target.crop_lines = Some(crate::targets::crop::LineRange { first: plan.crop.first_line, last: plan.crop.last_line });
                 let l = bench::ladder::plan_ladder(&model, src, &o, lengths, ctx.notes)
                     .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?;
                 if let Some(note) = &l.stopped {
@@ -163,7 +163,7 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
 fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
     let dir = &ctx.opts.out_dir;
     std::fs::create_dir_all(dir).map_err(|e| OutDirError(format!("cannot create the output folder {}: {e}", dir.display())))?;
-    crate::fsutil::check_output(&dir.join(".posrecall-out-dir-check"), &[]).map_err(|e| OutDirError(format!("{e:#}")))?;
+    crate::support::fsutil::check_output(&dir.join(".posrecall-out-dir-check"), &[]).map_err(|e| OutDirError(format!("{e:#}")))?;
     // Every file this shard writes, before any model work: none may be a
     // folder or one of the sweep's inputs (the file, the corpus, a model, a
     // chat template), and the corpus folder may not hold them.
@@ -175,10 +175,10 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
         inputs.extend(m.chat_template.as_deref());
     }
     for r in ctx.mine {
-        for out in [r.file(dir), r.reference_file(dir), crate::reference::sidecar(&r.reference_file(dir))] {
-            crate::fsutil::check_output(&out, &inputs).map_err(|e| OutDirError(format!("{e:#}")))?;
+        for out in [r.file(dir), r.reference_file(dir), crate::record::reference::sidecar(&r.reference_file(dir))] {
+            crate::support::fsutil::check_output(&out, &inputs).map_err(|e| OutDirError(format!("{e:#}")))?;
             if let Some(folder) = &sweep.corpus_dir
-                && crate::fsutil::is_inside(&out, folder)
+                && crate::support::fsutil::is_inside(&out, folder)
             {
                 return Err(OutDirError(format!(
                     "{} is inside the corpus folder {}; write the runs elsewhere",
@@ -370,7 +370,7 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
         for Pending { run: r, kept_if_reference } in &runs {
             let o = ctx.options(r, m);
             if let (Some(sha), Some(path)) = (kept_if_reference, o.reference.as_deref()) {
-                if crate::fsutil::file_sha256(path).is_ok_and(|now| now == *sha) {
+                if crate::support::fsutil::file_sha256(path).is_ok_and(|now| now == *sha) {
                     overall.inc(m.planned.targets().len() as u64);
                     multi.suspend(|| sink.skipped(r))?;
                     continue;
@@ -416,9 +416,9 @@ impl bench::Sink for Counted<'_> {
 
 /// Whether `existing` is a finished run of exactly `manifest` whose targets
 /// are `targets` (name and line, in order), so `--resume` may keep it.
-pub fn is_finished(existing: &crate::run::RunFile, manifest: &Manifest, targets: &[(String, usize)]) -> bool {
-    existing.format == crate::run::FORMAT_VERSION
-        && crate::keys::resume_key(&existing.manifest) == crate::keys::resume_key(manifest)
+pub fn is_finished(existing: &crate::record::run::RunFile, manifest: &Manifest, targets: &[(String, usize)]) -> bool {
+    existing.format == crate::record::run::FORMAT_VERSION
+        && crate::record::keys::resume_key(&existing.manifest) == crate::record::keys::resume_key(manifest)
         && existing.targets.len() == targets.len()
         && existing.targets.iter().zip(targets).all(|(t, (name, line))| &t.name == name && t.line == *line)
         && existing.summary.total.count == targets.len()

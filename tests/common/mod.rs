@@ -6,10 +6,10 @@
 #![allow(dead_code)]
 
 use posrecall::bench::PlanOptions;
-use posrecall::crop::{CropMode, LineRange};
 use posrecall::prompt::Probe;
 use posrecall::settings::{ContextConfig, CtxSize, FlashAttn, KvType};
 use posrecall::targets::TargetSpec;
+use posrecall::targets::crop::{CropMode, LineRange};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -29,12 +29,12 @@ pub fn serial() -> MutexGuard<'static, ()> {
 /// model test measure something else.
 fn model(file: &str, var: &str, checked: &'static OnceLock<Result<PathBuf, String>>) -> PathBuf {
     let verified = checked.get_or_init(|| {
-        let p = posrecall::fsutil::cache_dir().join("models").join(file);
+        let p = posrecall::support::fsutil::cache_dir().join("models").join(file);
         if !p.exists() {
             return Err(format!("{} is missing: run scripts/fetch-models (the tests use real models)", p.display()));
         }
         let want = pinned_sha256(var);
-        let got = posrecall::fsutil::file_sha256(&p).map_err(|e| format!("{e:#}"))?;
+        let got = posrecall::support::fsutil::file_sha256(&p).map_err(|e| format!("{e:#}"))?;
         if got != want {
             return Err(format!(
                 "{} has sha256 {got}, not the {want} that scripts/fetch-models pins ({var}): \

@@ -6,7 +6,7 @@
 //! forced token we read: the log-probability the model gave it, the model's
 //! own top-1 choice, and the gap between its two best logits. This module turns
 //! those per-token readings into per-target metrics; the engine produces them
-//! (with [`crate::logits::read_logits`]).
+//! (with [`crate::decode::logits::read_logits`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -62,7 +62,7 @@ pub struct Forced {
     pub scaffold: String,
     /// Divergence from a reference run's distributions (`bench --reference`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kld: Option<crate::kld::Kld>,
+    pub kld: Option<crate::score::kld::Kld>,
     /// What the file in the context adds to the forced pass (`bench --closed-book`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_gain: Option<ContextGain>,
@@ -142,10 +142,10 @@ pub struct ForcedSummary {
     pub near_ties: usize,
     /// Divergence from the reference over every forced token (`bench --reference`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kld: Option<crate::kld::KldSummary>,
+    pub kld: Option<crate::score::kld::KldSummary>,
     /// The same per depth quarter ([0, .25), [.25, .5), [.5, .75), [.75, 1]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kld_by_quarter: Option<[Option<crate::kld::KldSummary>; 4]>,
+    pub kld_by_quarter: Option<[Option<crate::score::kld::KldSummary>; 4]>,
     /// Mean over targets of what the file adds (`bench --closed-book`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_gain: Option<ContextGain>,
@@ -166,7 +166,7 @@ impl ForcedSummary {
             mean_logprob: all.iter().map(|f| f.mean_logprob).sum::<f64>() / n,
             lines_exact_share: if lines == 0 { 0.0 } else { exact as f64 / lines as f64 },
             near_ties: all.iter().map(|f| f.near_ties).sum(),
-            kld: crate::kld::KldSummary::of(all.iter().filter_map(|f| f.kld.as_ref())),
+            kld: crate::score::kld::KldSummary::of(all.iter().filter_map(|f| f.kld.as_ref())),
             kld_by_quarter: None,
             context_gain: {
                 let gains: Vec<ContextGain> = all.iter().filter_map(|f| f.context_gain).collect();

@@ -7,7 +7,7 @@
 //! `raise_exception` function, and the template kwargs as top-level
 //! variables (they replace the defaults of the same name).
 
-use crate::fsutil::sha256_hex;
+use crate::support::fsutil::sha256_hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -169,7 +169,7 @@ pub fn read(path: &Path) -> Result<String, TemplateError> {
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         return Err(TemplateError::NotAFile(shown));
     }
-    crate::fsutil::read_text(path).map_err(|e| TemplateError::Unreadable { path: shown, why: format!("{e:#}") })
+    crate::support::fsutil::read_text(path).map_err(|e| TemplateError::Unreadable { path: shown, why: format!("{e:#}") })
 }
 
 /// What the template is rendered with, beyond the message.
@@ -297,8 +297,9 @@ impl TemplateRecord {
         if !self.switches.is_empty() || self.kwargs.keys().any(|k| SWITCHES.iter().any(|s| s.var == k)) {
             return None;
         }
-        let shows_reasoning = crate::reasoning::TAG_PAIRS.iter().any(|(open, close)| template.contains(open) && template.contains(close))
-            || template.contains("<|channel|>");
+        let shows_reasoning =
+            crate::prompt::reasoning::TAG_PAIRS.iter().any(|(open, close)| template.contains(open) && template.contains(close))
+                || template.contains("<|channel|>");
         if !shows_reasoning && self.think == Think::Off {
             return None;
         }

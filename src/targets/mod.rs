@@ -7,9 +7,11 @@
 //! "extra" window that earns bonus lines. COUNT targets are then drawn, one per
 //! equal byte-offset bucket of the kept text, with a seeded RNG.
 
+pub mod crop;
+
 use crate::corpus::{Corpus, Parsed};
-use crate::crop::LineRange;
 use crate::score::{Normalize, ScoreOptions};
+use crate::targets::crop::LineRange;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};

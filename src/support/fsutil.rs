@@ -220,7 +220,7 @@ pub fn default_corpus_path() -> PathBuf {
 }
 
 /// Where `scripts/fetch-corpus --language LANGUAGE` puts that language's
-/// default corpus (names as [`crate::corpus::Language::name`]).
+/// default corpus (`language` as the corpus stage names languages: `javascript`, `python`, …).
 pub fn default_corpus_for(language: &str) -> Option<PathBuf> {
     let file = match language {
         "javascript" => return Some(default_corpus_path()),

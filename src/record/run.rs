@@ -4,11 +4,11 @@
 //! `bench` knows (model, context, timings) are optional so that a run scored
 //! from outside answers has the same shape.
 
-use crate::crop::Crop;
-use crate::forced::{Forced, ForcedSummary};
+use crate::score::forced::{Forced, ForcedSummary};
 use crate::score::{Normalize, Score};
 use crate::settings::{ContextConfig, StepStats};
 use crate::targets::Target;
+use crate::targets::crop::Crop;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -173,7 +173,7 @@ pub struct ModelInfo {
     /// The hub reference the model was given as: the reference, the commit
     /// its revision resolved to, and the file(s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hub: Option<crate::hub::Origin>,
+    pub hub: Option<crate::support::hub::Origin>,
 }
 
 /// One file of a split model.
@@ -209,6 +209,18 @@ pub struct CorpusInfo {
 }
 
 impl CorpusInfo {
+    /// The corpus this records, read again from `path` (the recorded one,
+    /// or where it is now): a folder with the same globs, or one file, in
+    /// the language recorded.
+    pub fn spec(&self, path: &Path) -> crate::corpus::CorpusSpec {
+        use crate::corpus::CorpusSpec;
+        let language = (self.language != "mixed").then(|| self.language.clone());
+        if self.files.is_empty() {
+            return CorpusSpec { language, ..CorpusSpec::file(path) };
+        }
+        CorpusSpec { path: path.to_path_buf(), dir: true, include: self.include.clone(), exclude: self.exclude.clone(), language }
+    }
+
     /// `manifest.corpus` / the targets file's `corpus` for a source and its crop.
     pub fn of(src: &crate::corpus::Source, crop: Crop, prefix_tokens: Option<usize>) -> CorpusInfo {
         CorpusInfo {
@@ -263,7 +275,7 @@ pub struct Params {
     pub only: Option<Vec<String>>,
     /// Whether a thinking model was let think (`--think`; chat probe only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub think: Option<crate::template::Think>,
+    pub think: Option<crate::prompt::template::Think>,
     /// Reasoning tokens allowed before the answer budget (`--think on`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_budget: Option<usize>,
@@ -333,7 +345,7 @@ pub struct Runtime {
     /// The chat template: its source and sha256, the thinking switches it
     /// has and the variables it was rendered with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template: Option<crate::template::TemplateRecord>,
+    pub template: Option<crate::prompt::template::TemplateRecord>,
 }
 
 impl Runtime {
@@ -404,7 +416,7 @@ pub struct TargetResult {
     /// The drafts of a drafted answer: tokens proposed and kept, decode
     /// steps, per source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draft: Option<crate::draft::DraftStats>,
+    pub draft: Option<crate::decode::draft::DraftStats>,
     /// The same question answered without drafts (`--check-draft`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undrafted: Option<SequentialCheck>,
@@ -455,7 +467,7 @@ pub struct EquivalenceSummary {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DraftSummary {
     #[serde(flatten)]
-    pub stats: crate::draft::DraftStats,
+    pub stats: crate::decode::draft::DraftStats,
     /// Tokens generated in the drafted answers.
     pub generated_tokens: usize,
     /// Generated tokens per decode step after the questions (1 without
@@ -591,7 +603,7 @@ impl Summary {
         if let Some(f) = s.forced.as_mut().filter(|f| f.kld.is_some()) {
             let quarter = |q: usize| {
                 let in_q = results.iter().filter(|r| ((r.depth * 4.0) as usize).min(3) == q);
-                crate::kld::KldSummary::of(in_q.filter_map(|r| r.forced.as_ref()?.kld.as_ref()))
+                crate::score::kld::KldSummary::of(in_q.filter_map(|r| r.forced.as_ref()?.kld.as_ref()))
             };
             f.kld_by_quarter = Some([quarter(0), quarter(1), quarter(2), quarter(3)]);
         }
@@ -739,7 +751,7 @@ impl RunFile {
     /// Reads a run file and checks its format version; anything else is a
     /// one-line error.
     pub fn load(path: &Path) -> Result<RunFile> {
-        let text = crate::fsutil::read_text(path).with_context(|| format!("cannot read run file {}", path.display()))?;
+        let text = crate::support::fsutil::read_text(path).with_context(|| format!("cannot read run file {}", path.display()))?;
         let run: RunFile = serde_json::from_str(&text).with_context(|| format!("{} is not a posrecall run file", path.display()))?;
         if run.format == 1 {
             return Err(OldScoring(path.display().to_string()).into());
@@ -803,7 +815,7 @@ impl RunFile {
                 e.inner()
             );
         }
-        crate::fsutil::write_atomic(path, json.as_bytes())
+        crate::support::fsutil::write_atomic(path, json.as_bytes())
     }
 }
 
@@ -821,7 +833,7 @@ pub struct TargetsFile {
 
 impl TargetsFile {
     pub fn load(path: &Path) -> Result<TargetsFile> {
-        let text = crate::fsutil::read_text(path).with_context(|| format!("cannot read targets file {}", path.display()))?;
+        let text = crate::support::fsutil::read_text(path).with_context(|| format!("cannot read targets file {}", path.display()))?;
         let file: TargetsFile = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a posrecall targets file (the JSON `posrecall targets` prints)", path.display()))?;
         if file.format != TARGETS_FORMAT_VERSION {

@@ -117,7 +117,7 @@ impl Reader {
         let top = reference.ids.first().copied().unwrap_or(0);
         let p_top = reference.logprobs.first().map_or(0.0, |&lp| f64::from(lp).exp());
         let q_top = logits.get(top as usize).map_or(0.0, |&l| f64::from(logprob(l, norm)).exp());
-        let run_top = crate::logits::read_logits(logits, 0).0;
+        let run_top = crate::decode::logits::read_logits(logits, 0).0;
         TokenKld {
             // Rounding can leave a few ulps below zero for near-equal distributions.
             kld: kld.max(0.0),

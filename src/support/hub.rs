@@ -535,7 +535,7 @@ fn download(api: &Api, repo: &Repo, r: &HubRef, env: &HubEnv, file: &str, want: 
     let bar = match show {
         true => {
             let b = indicatif::ProgressBar::new(0);
-            b.set_style(crate::progress::style("{msg} [{bar:30}] {bytes}/{total_bytes}  {bytes_per_sec}  ETA {eta}"));
+            b.set_style(crate::support::progress::style("{msg} [{bar:30}] {bytes}/{total_bytes}  {bytes_per_sec}  ETA {eta}"));
             b
         }
         false => indicatif::ProgressBar::hidden(),
@@ -555,7 +555,7 @@ fn download(api: &Api, repo: &Repo, r: &HubRef, env: &HubEnv, file: &str, want: 
         }
     };
     let Some(want) = want else { return Ok(()) };
-    let got = crate::fsutil::cached_sha256(&path).map_err(|e| HubError::Download {
+    let got = crate::support::fsutil::cached_sha256(&path).map_err(|e| HubError::Download {
         reference: r.text.clone(),
         file: file.to_string(),
         why: format!("cannot read the download: {e:#}"),

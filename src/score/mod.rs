@@ -11,6 +11,10 @@
 //!
 //! Nothing here panics on any input: the model's answer is untrusted text.
 
+pub mod forced;
+pub mod kld;
+pub mod stats;
+
 use std::borrow::Cow;
 use std::ops::Range;
 

@@ -9,10 +9,10 @@
 //! sidecar `FILE.sha256` holds the file's sha256, as for the prefix cache:
 //! both are written atomically and the file is verified before it is read.
 
-use crate::crop::Crop;
-use crate::fsutil::{sha256_hex, write_atomic};
-use crate::kld::TopK;
+use crate::score::kld::TopK;
 use crate::settings::ContextConfig;
+use crate::support::fsutil::{sha256_hex, write_atomic};
+use crate::targets::crop::Crop;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -275,8 +275,8 @@ pub fn save(path: &Path, header: &Header, entries: &[Vec<TopK>]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crop::CropMode;
     use crate::settings::{CtxSize, FlashAttn, KvType};
+    use crate::targets::crop::CropMode;
 
     fn header(k: usize, scored: &[usize]) -> Header {
         Header {
@@ -323,7 +323,7 @@ mod tests {
             let i = at % bytes.len();
             bytes[i] = byte;
             std::fs::write(&path, &bytes).unwrap();
-            std::fs::write(sidecar(&path), format!("{}\n", crate::fsutil::sha256_hex(&bytes))).unwrap();
+            std::fs::write(sidecar(&path), format!("{}\n", crate::support::fsutil::sha256_hex(&bytes))).unwrap();
             if let Ok(r) = Reference::load(&path) {
                 let n_vocab = r.header.identity.n_vocab;
                 proptest::prop_assert_eq!(r.entries.len(), r.header.targets.len());

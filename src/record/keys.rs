@@ -10,10 +10,10 @@
 //!   one run's distributions measure another's.
 //! - [`resume_key`]: the same run, so a sweep may keep a finished file.
 
-use crate::crop::Crop;
-use crate::reference::Identity;
-use crate::run::{Manifest, Params};
+use crate::record::reference::Identity;
+use crate::record::run::{Manifest, Params};
 use crate::settings::{ContextConfig, FlashAttn, KvType, Rope};
+use crate::targets::crop::Crop;
 use serde::Serialize;
 
 /// [`ContextConfig`] without the thread count, which changes neither an
@@ -130,7 +130,7 @@ pub fn resume_key(m: &Manifest) -> String {
 }
 
 fn hash(fields: &impl Serialize) -> String {
-    crate::fsutil::sha256_hex(&serde_json::to_vec(fields).unwrap_or_default())
+    crate::support::fsutil::sha256_hex(&serde_json::to_vec(fields).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -199,7 +199,7 @@ mod tests {
         // A split model's parts are its identity's, not another key field.
         assert_eq!(
             with(resume_key, &|m| m.model.as_mut().unwrap().parts =
-                vec![crate::run::ModelPart { path: "/p".into(), size_bytes: 1, sha256: "s".into() }]),
+                vec![crate::record::run::ModelPart { path: "/p".into(), size_bytes: 1, sha256: "s".into() }]),
             key
         );
         assert_ne!(with(resume_key, &|m| m.corpus.crop.last_line = 10), key);

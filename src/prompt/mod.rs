@@ -5,6 +5,9 @@
 //! [`Frame`] holds what surrounds the kept text and the question; the prefix
 //! is `head + kept + mid`, each question's suffix is `question + tail`.
 
+pub mod reasoning;
+pub mod template;
+
 use crate::targets::Target;
 use anyhow::{Result, anyhow, bail};
 
@@ -198,7 +201,7 @@ pub fn forced_scaffold(kind: ProbeKind, greedy_answer: Option<&str>) -> String {
     let Some(greedy) = greedy_answer else {
         return String::new();
     };
-    let split = crate::reasoning::split(greedy);
+    let split = crate::prompt::reasoning::split(greedy);
     let mut scaffold = String::new();
     let mut answer = greedy;
     if split.reasoning.is_some() && !split.unclosed {
@@ -222,21 +225,21 @@ pub fn forced_scaffold(kind: ProbeKind, greedy_answer: Option<&str>) -> String {
 const KEPT_MARK: &str = "\u{1}POSRECALL-KEPT\u{1}";
 const QUERY_MARK: &str = "\u{1}POSRECALL-QUERY\u{1}";
 
-pub use crate::template::SpecialTokens;
+pub use crate::prompt::template::SpecialTokens;
 
 /// Renders `template` (the GGUF's Jinja chat template) for one user message
 /// holding the file and the question, as llama.cpp's server does, and splits
 /// it into a [`Frame`]. The message is rendered once with stand-ins for the
 /// file and the question, so a large file is never pushed through Jinja.
 /// `vars` are the template variables beyond the message
-/// ([`crate::template::TemplateVars::variables`]).
+/// ([`crate::prompt::template::TemplateVars::variables`]).
 pub fn chat_frame(
     template: &str,
     special: &SpecialTokens,
     vars: &serde_json::Map<String, serde_json::Value>,
     line_comment: &'static str,
 ) -> Result<Frame> {
-    let rendered = crate::template::render(template, &marked_message(), special, vars)?;
+    let rendered = crate::prompt::template::render(template, &marked_message(), special, vars)?;
     split_frame(&rendered, "minijinja", line_comment)
 }
 
@@ -256,7 +259,8 @@ pub fn check_frame(
         ("const b = [1, 2];\n// two\n", "Output only the lines after the brace of `b`, no commentary."),
     ];
     for (kept, question) in samples {
-        let whole = crate::template::render(template, &instruction_prompt(kept, question), special, vars).map_err(|e| e.to_string())?;
+        let whole =
+            crate::prompt::template::render(template, &instruction_prompt(kept, question), special, vars).map_err(|e| e.to_string())?;
         let mut framed = frame.prefix(kept);
         framed.push_str(&frame.mid[frame.mid_split..]);
         framed.push_str(question);

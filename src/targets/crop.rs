@@ -73,7 +73,7 @@ impl Crop {
             mode,
             first_line: first + 1,
             last_line: last + 1,
-            sha256: crate::fsutil::sha256_hex(corpus.slice_lines(first, last).as_bytes()),
+            sha256: crate::support::fsutil::sha256_hex(corpus.slice_lines(first, last).as_bytes()),
         }
     }
 }
