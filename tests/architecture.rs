@@ -647,3 +647,22 @@ fn no_two_modules_name_each_other() {
     }
     assert!(circles.is_empty(), "modules in a circle:\n{}", circles.join("\n"));
 }
+
+#[test]
+fn the_commands_score_nothing() {
+    // Scoring is the library's (bench's runs, ask::score for answers made
+    // elsewhere): a command that scored would be a second scorer to keep in
+    // step. Commands name the options type (`score::Normalize`) at most.
+    let mut found = Vec::new();
+    for s in sources().iter().filter(|s| is_face(&s.file)) {
+        for p in s.facts.paths.iter().filter(|p| p.absolute && p.segments[0] == "score" && p.segments.len() > 1) {
+            if p.segments[1].chars().next().is_some_and(char::is_lowercase) {
+                found.push(format!("{} (crate::{})", at(s, p.line), p.segments.join("::")));
+            }
+        }
+        for (line, name) in s.facts.calls.iter().filter(|(_, n)| ["score_raw", "parse_response", "answer_line_cap"].contains(&n.as_str())) {
+            found.push(format!("{} (calls `{name}`)", at(s, *line)));
+        }
+    }
+    assert!(found.is_empty(), "scoring in the command files:\n{}", found.join("\n"));
+}

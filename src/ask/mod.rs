@@ -14,8 +14,13 @@
 //! the run goes on; a failure of the whole server ([`client::ServerError`]:
 //! unreachable after the retries, no answer within the timeout, 401/403/404)
 //! stops the run. The API key is never printed: every message is scrubbed of it.
+//!
+//! [`responses`] is the file's format, for `ask` and `score` alike; [`score`]
+//! scores a responses file against its targets file into a run file.
 
 pub mod client;
+pub mod responses;
+pub mod score;
 
 use crate::corpus::Source;
 use crate::prompt::template::Think;
@@ -25,7 +30,7 @@ use crate::support::progress::Notes;
 use anyhow::{Context, Result, bail};
 use client::{Asker, Outcome, ServerError};
 use indicatif::ProgressBar;
-use serde::{Deserialize, Serialize};
+use responses::Response;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -183,31 +188,6 @@ pub fn prompts(file: &TargetsFile, corpus: Option<&Path>, api: ApiKind) -> Resul
     Ok(prompts)
 }
 
-/// One line of the responses file.
-#[derive(Serialize)]
-struct Line<'a> {
-    name: &'a str,
-    response: &'a str,
-    /// The answering request's wall time.
-    wall_ms: u64,
-    /// The server's `usage` object (token counts), or null.
-    usage: &'a Value,
-    /// llama-server's `timings` object, where the server sends one.
-    #[serde(skip_serializing_if = "Value::is_null")]
-    timings: &'a Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    finish_reason: Option<&'a str>,
-    /// The server's bytes were not valid UTF-8 (`score` records it).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    invalid_utf8: bool,
-    /// The server's reasoning, apart from the answer (never scored).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning: Option<&'a str>,
-    /// `usage.completion_tokens_details.reasoning_tokens`, where the server counts them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_tokens: Option<u64>,
-}
-
 /// The `chat_template_kwargs` a chat request carries for `think`: the
 /// switches of the common template families (each template reads only its
 /// own), then the user's kwargs over them.
@@ -223,14 +203,6 @@ pub fn chat_template_kwargs(think: Think, user: &serde_json::Map<String, Value>)
         m.insert(k.clone(), v.clone());
     }
     m
-}
-
-/// What [`read_answered`] needs of a line already in the responses file.
-#[derive(Deserialize)]
-struct Existing {
-    name: String,
-    #[allow(dead_code)]
-    response: String,
 }
 
 /// The targets already answered in `path`. A last line without its newline
@@ -249,7 +221,7 @@ pub fn read_answered(path: &Path, file: &TargetsFile, notes: &dyn Notes) -> Resu
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(true);
         }
-        let Ok(a) = serde_json::from_slice::<Existing>(line) else {
+        let Some(a) = Response::parse(line) else {
             return Ok(false);
         };
         if !file.targets.iter().any(|t| t.name == a.name) {
@@ -400,18 +372,23 @@ fn record(
 ) -> Result<()> {
     match outcome {
         Outcome::Answered(a) => {
-            let line = Line {
-                name,
-                response: &a.response,
+            let reasoning_tokens = a
+                .usage
+                .pointer("/completion_tokens_details/reasoning_tokens")
+                .and_then(Value::as_u64)
+                .and_then(|n| usize::try_from(n).ok());
+            let line = Response {
+                name: name.to_string(),
+                response: a.response,
                 wall_ms: a.wall_ms,
-                usage: &a.usage,
-                timings: &a.timings,
-                finish_reason: a.finish_reason.as_deref(),
+                usage: a.usage,
+                timings: a.timings,
+                finish_reason: a.finish_reason,
                 invalid_utf8: a.invalid_utf8,
-                reasoning: a.reasoning.as_deref(),
-                reasoning_tokens: a.usage.pointer("/completion_tokens_details/reasoning_tokens").and_then(Value::as_u64),
+                reasoning: a.reasoning,
+                reasoning_tokens,
             };
-            append(out, path, &serde_json::to_string(&line)?)?;
+            append(out, path, &line.to_line()?)?;
             tally.written += 1;
             bar.inc(1);
         }
