@@ -37,16 +37,6 @@ fn unit_interval(s: &str) -> Result<f64, String> {
     }
     Ok(v)
 }
-/// A positive, finite number up to `hi`.
-fn positive(what: &'static str, hi: f32) -> impl Fn(&str) -> Result<f32, String> + Clone {
-    move |s: &str| {
-        let v: f32 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
-        if !(v.is_finite() && v > 0.0 && v <= hi) {
-            return Err(format!("{s} is not a {what} above 0 and at most {hi}"));
-        }
-        Ok(v)
-    }
-}
 use std::path::PathBuf;
 
 /// posrecall: how well does a local LLM recall long code, verbatim and by position?
@@ -470,23 +460,24 @@ pub struct DecodeArgs {
 }
 
 /// Context extension, as llama-server spells it; shared by `bench` and
-/// `prompt`. Each setting not given is the model's own.
+/// `prompt`. Each setting not given is the model's own. Their ranges are
+/// checked once, by the library ([`crate::settings::RopeInput::resolve`]).
 #[derive(Debug, Args, Clone, Default)]
 pub struct RopeArgs {
     /// RoPE scaling: none, linear or yarn [default: the model's].
     #[arg(long, value_enum)]
     pub rope_scaling: Option<crate::settings::RopeScaling>,
     /// Stretch the context N times (the frequency scale 1/N); with linear or yarn scaling, `--ctx auto` may then go N times past the trained context.
-    #[arg(long, value_name = "N", conflicts_with = "rope_freq_scale", value_parser = positive("scale", 1024.0))]
+    #[arg(long, value_name = "N")]
     pub rope_scale: Option<f32>,
     /// RoPE base frequency [default: the model's].
-    #[arg(long, value_name = "F", value_parser = positive("frequency", 1e12))]
+    #[arg(long, value_name = "F")]
     pub rope_freq_base: Option<f32>,
     /// RoPE frequency scale, the inverse of --rope-scale [default: the model's].
-    #[arg(long, value_name = "S", value_parser = positive("scale", 1024.0))]
+    #[arg(long, value_name = "S")]
     pub rope_freq_scale: Option<f32>,
     /// The context YaRN extends from [default: the trained context].
-    #[arg(long, value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
+    #[arg(long, value_name = "N")]
     pub yarn_orig_ctx: Option<usize>,
 }
 

@@ -224,6 +224,79 @@ impl Rope {
     }
 }
 
+/// The RoPE values as a user gives them (a command line or a sweep file),
+/// before `scale` N becomes the frequency scale 1/N: [`RopeInput::resolve`]
+/// is the one place their ranges and their one exclusion are checked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RopeInput {
+    pub scaling: Option<RopeScaling>,
+    pub scale: Option<f32>,
+    pub freq_scale: Option<f32>,
+    pub freq_base: Option<f32>,
+    pub yarn_orig_ctx: Option<usize>,
+}
+
+/// A RoPE value a user can give; the face words it as its flag or key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeSetting {
+    Scale,
+    FreqScale,
+    FreqBase,
+    YarnOrigCtx,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RopeError {
+    #[error("{value} is not above 0 and at most {max}")]
+    OutOfRange { setting: RopeSetting, value: f32, max: f32 },
+    #[error("{value} is not a token count from 1 to {max}", max = CtxSize::MAX)]
+    YarnOrigCtx { value: usize },
+    /// Both the scale and the frequency scale: one is the other's inverse.
+    #[error("the scale and the frequency scale are both given; a scale N is a frequency scale 1/N, keep one")]
+    ScaleAndFreqScale,
+}
+
+impl RopeError {
+    /// The value at fault (both, for the exclusion: the scale is named).
+    pub fn setting(&self) -> RopeSetting {
+        match self {
+            RopeError::OutOfRange { setting, .. } => *setting,
+            RopeError::YarnOrigCtx { .. } => RopeSetting::YarnOrigCtx,
+            RopeError::ScaleAndFreqScale => RopeSetting::Scale,
+        }
+    }
+}
+
+impl RopeInput {
+    /// The largest scale (and frequency scale): a stretch past any model's use.
+    pub const MAX_SCALE: f32 = 1024.0;
+    /// The largest base frequency.
+    pub const MAX_FREQ_BASE: f32 = 1e12;
+
+    /// The settings llama.cpp is given, once every value is in range.
+    pub fn resolve(self) -> Result<Rope, RopeError> {
+        let check = |v: Option<f32>, setting: RopeSetting, max: f32| match v {
+            Some(value) if !(value.is_finite() && value > 0.0 && value <= max) => Err(RopeError::OutOfRange { setting, value, max }),
+            v => Ok(v),
+        };
+        let scale = check(self.scale, RopeSetting::Scale, Self::MAX_SCALE)?;
+        let freq_scale = check(self.freq_scale, RopeSetting::FreqScale, Self::MAX_SCALE)?;
+        let freq_base = check(self.freq_base, RopeSetting::FreqBase, Self::MAX_FREQ_BASE)?;
+        if scale.is_some() && freq_scale.is_some() {
+            return Err(RopeError::ScaleAndFreqScale);
+        }
+        if let Some(value) = self.yarn_orig_ctx.filter(|n| !(1..=CtxSize::MAX as usize).contains(n)) {
+            return Err(RopeError::YarnOrigCtx { value });
+        }
+        Ok(Rope {
+            scaling: self.scaling,
+            freq_base,
+            freq_scale: scale.map(|n| 1.0 / n).or(freq_scale),
+            yarn_orig_ctx: self.yarn_orig_ctx.map(|n| n as u32),
+        })
+    }
+}
+
 /// A setting that llama.cpp would reject less clearly.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -392,6 +465,24 @@ impl StepStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rope_values_are_ranged_once() {
+        let ok = RopeInput { scale: Some(4.0), freq_base: Some(1e6), yarn_orig_ctx: Some(8192), ..RopeInput::default() };
+        assert_eq!(ok.resolve(), Ok(Rope { scaling: None, freq_base: Some(1e6), freq_scale: Some(0.25), yarn_orig_ctx: Some(8192) }));
+        let out = |i: RopeInput| i.resolve().unwrap_err().setting();
+        assert_eq!(out(RopeInput { scale: Some(0.0), ..RopeInput::default() }), RopeSetting::Scale);
+        assert_eq!(out(RopeInput { scale: Some(1024.5), ..RopeInput::default() }), RopeSetting::Scale);
+        assert_eq!(out(RopeInput { freq_scale: Some(f32::NAN), ..RopeInput::default() }), RopeSetting::FreqScale);
+        assert_eq!(out(RopeInput { freq_base: Some(2e12), ..RopeInput::default() }), RopeSetting::FreqBase);
+        assert_eq!(out(RopeInput { yarn_orig_ctx: Some(0), ..RopeInput::default() }), RopeSetting::YarnOrigCtx);
+        assert_eq!(out(RopeInput { yarn_orig_ctx: Some((1 << 24) + 1), ..RopeInput::default() }), RopeSetting::YarnOrigCtx);
+        let both = RopeInput { scale: Some(2.0), freq_scale: Some(0.5), ..RopeInput::default() };
+        assert_eq!(both.resolve(), Err(RopeError::ScaleAndFreqScale));
+        // The largest values are in range.
+        let max = RopeInput { scale: Some(1024.0), freq_base: Some(1e12), yarn_orig_ctx: Some(1 << 24), ..RopeInput::default() };
+        assert!(max.resolve().is_ok());
+    }
 
     #[test]
     fn names_round_trip_through_serde() {

@@ -114,12 +114,13 @@ fn bad_rope_values_are_refused_when_parsed() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     for (flags, needle) in [
-        (vec!["--rope-scale", "0"], "is not a scale above 0"),
-        (vec!["--rope-scale", "nan"], "is not a scale above 0"),
-        (vec!["--rope-freq-base=-5"], "is not a frequency above 0"),
+        (vec!["--rope-scale", "0"], "--rope-scale: 0 is not above 0 and at most 1024"),
+        (vec!["--rope-scale", "nan"], "--rope-scale: NaN is not above 0"),
+        (vec!["--rope-freq-scale", "1025"], "--rope-freq-scale: 1025 is not above 0 and at most 1024"),
+        (vec!["--rope-freq-base=-5"], "--rope-freq-base: -5 is not above 0"),
         (vec!["--rope-scaling", "ntk"], "invalid value 'ntk'"),
-        (vec!["--yarn-orig-ctx", "0"], "--yarn-orig-ctx"),
-        (vec!["--rope-scale", "4", "--rope-freq-scale", "0.25"], "cannot be used with"),
+        (vec!["--yarn-orig-ctx", "0"], "--yarn-orig-ctx: 0 is not a token count from 1 to"),
+        (vec!["--rope-scale", "4", "--rope-freq-scale", "0.25"], "--rope-scale and --rope-freq-scale are both given"),
     ] {
         let mut args = vec!["bench", s(&model), "-o", s(&out)];
         args.extend_from_slice(&flags);

@@ -8,7 +8,7 @@
 use crate::bench::{BenchOptions, DecodeOptions, PlanOptions};
 use crate::cli::{BenchArgs, DecodeArgs, OnOff, PromptArgs, RopeArgs, TargetArgs, TemplateArgs};
 use crate::prompt::template::{TemplateFile, TemplateVars};
-use crate::settings::{ContextSettings, Rope};
+use crate::settings::{ContextSettings, Rope, RopeError, RopeInput, RopeSetting};
 use crate::targets::TargetSpec;
 use anyhow::{Result, anyhow};
 
@@ -27,13 +27,28 @@ pub fn target_spec(a: &TargetArgs) -> TargetSpec {
 }
 
 /// Context extension: `--rope-scale N` is the frequency scale 1/N.
-pub fn rope(a: &RopeArgs) -> Rope {
-    Rope {
+pub fn rope(a: &RopeArgs) -> Result<Rope> {
+    let input = RopeInput {
         scaling: a.rope_scaling,
+        scale: a.rope_scale,
+        freq_scale: a.rope_freq_scale,
         freq_base: a.rope_freq_base,
-        freq_scale: a.rope_scale.map(|n| 1.0 / n).or(a.rope_freq_scale),
-        yarn_orig_ctx: a.yarn_orig_ctx.map(|n| n as u32),
-    }
+        yarn_orig_ctx: a.yarn_orig_ctx,
+    };
+    input.resolve().map_err(|e| match e {
+        RopeError::ScaleAndFreqScale => {
+            anyhow!("--rope-scale and --rope-freq-scale are both given; --rope-scale N is --rope-freq-scale 1/N, keep one")
+        }
+        e => {
+            let flag = match e.setting() {
+                RopeSetting::Scale => "--rope-scale",
+                RopeSetting::FreqScale => "--rope-freq-scale",
+                RopeSetting::FreqBase => "--rope-freq-base",
+                RopeSetting::YarnOrigCtx => "--yarn-orig-ctx",
+            };
+            anyhow!("{flag}: {e}")
+        }
+    })
 }
 
 /// The template variables and the template file, checked before any model
@@ -96,7 +111,7 @@ pub fn prompt(a: &PromptArgs) -> Result<PlanOptions> {
         template_file,
         think_budget: a.template.think_budget,
         only: Vec::new(),
-        rope: rope(&a.rope),
+        rope: rope(&a.rope)?,
     };
     opts.target.validate().map_err(|e| super::hint(e.into(), Some(a.crop)))?;
     crate::bench::check_template(&opts).map_err(|e| super::hint(e.into(), None))?;
@@ -128,7 +143,7 @@ pub fn bench(a: &BenchArgs) -> Result<BenchOptions> {
             swa_full: a.swa_full == OnOff::On,
             threads: a.threads,
             gpu_layers: a.gpu_layers.unwrap_or_else(crate::bench::default_gpu_layers),
-            rope: rope(&a.rope),
+            rope: rope(&a.rope)?,
         },
         decode: decode(&a.decode, a.forced_only, a.no_forced, (None, None)),
         build: a.build.clone(),
