@@ -4,9 +4,9 @@
 
 use crate::ask::ApiKind;
 use crate::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
-use crate::bench::{MAX_NEW_TOKENS, MAX_THREADS};
+use crate::bench::MAX_NEW_TOKENS;
 use crate::prompt::Probe;
-use crate::prompt::template::{MAX_THINK_BUDGET, Think};
+use crate::prompt::template::Think;
 use crate::score::Normalize;
 use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::targets::TargetSpec;
@@ -395,7 +395,7 @@ pub struct TemplateArgs {
     pub think: Think,
     /// With --think on: reasoning tokens allowed on top of the answer budget; when they are spent the
     /// reasoning is closed as the model's family closes it and the answer follows [default: 4096].
-    #[arg(long, value_name = "N", value_parser = ranged(1, MAX_THINK_BUDGET))]
+    #[arg(long, value_name = "N")]
     pub think_budget: Option<usize>,
     /// A JSON object of chat template variables, as llama-server's chat_template_kwargs, e.g.
     /// '{"reasoning_effort": "low"}'; they replace those --think sets.
@@ -516,7 +516,7 @@ pub struct BenchArgs {
     #[arg(long, visible_alias = "max-tokens", value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
     pub max_prefix_tokens: Option<usize>,
     /// CPU threads (default: all cores; at most 1024).
-    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=MAX_THREADS as i64))]
+    #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i32>,
     /// Flash attention.
     #[arg(long, value_enum, default_value_t = FlashAttn::Auto)]
@@ -531,7 +531,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub build: Option<String>,
     /// Generation cap per answer (default: 20 tokens per line of the expected window).
-    #[arg(long, value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
+    #[arg(long, value_name = "N")]
     pub max_new_tokens: Option<usize>,
     /// Skip generation: run only the teacher-forced pass (fast screening of many builds).
     #[arg(long, conflicts_with = "no_forced")]
@@ -553,7 +553,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub save_reference: Option<PathBuf>,
     /// Tokens kept per forced position by --save-reference (the rest is kept as one mass) [default: 256].
-    #[arg(long, value_name = "K", value_parser = ranged(1, crate::record::reference::MAX_TOP_K))]
+    #[arg(long, value_name = "K")]
     pub reference_top_k: Option<usize>,
     /// Measure the forced pass against a reference file: KL divergence, same top-1, Δp per token.
     #[arg(long, value_name = "FILE")]

@@ -85,9 +85,6 @@ fn huge_numbers_are_refused_while_parsing() {
         (vec!["targets", s(&c), "--count", "99999999"], "1..=10000"),
         (vec!["targets", s(&c), "--pass", "0"], "--pass"),
         (vec!["bench", "m.gguf", "--lines", "100000000000"], "--lines"),
-        (vec!["bench", "m.gguf", "--threads", "0"], "--threads"),
-        (vec!["bench", "m.gguf", "--threads=-7"], "--threads"),
-        (vec!["bench", "m.gguf", "--max-new-tokens", "999999999"], "--max-new-tokens"),
         (vec!["bench", "m.gguf", "--ctx", "99999999999"], "--ctx"),
         (vec!["bench", "m.gguf", "--fixed-tokens", "999999999"], "--fixed-tokens"),
         (vec!["ask", "t.json", "--url", "http://h:1", "--concurrency", "100000"], "--concurrency"),
@@ -97,6 +94,29 @@ fn huge_numbers_are_refused_while_parsing() {
         let o = posrecall(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         refused(&o, needle);
+    }
+}
+
+/// A run's numbers out of range are refused by the run's one validation
+/// (the one a sweep file's values get too), with the flag and the value
+/// named, before the model is looked at (m.gguf does not exist).
+#[test]
+fn out_of_range_run_settings_are_refused_before_the_model() {
+    for (args, needle) in [
+        (vec!["bench", "m.gguf", "--threads", "0"], "--threads 0: must be between 1 and 1024"),
+        (vec!["bench", "m.gguf", "--threads=-7"], "--threads -7: must be between 1 and 1024"),
+        (vec!["bench", "m.gguf", "--threads", "1025"], "--threads 1025: must be between 1 and 1024"),
+        (vec!["bench", "m.gguf", "--max-new-tokens", "999999999"], "--max-new-tokens 999999999: must be between 1 and 131072"),
+        (vec!["bench", "m.gguf", "--max-new-tokens", "0"], "--max-new-tokens 0: must be between 1 and 131072"),
+        (vec!["bench", "m.gguf", "--think", "on", "--think-budget", "0"], "--think-budget 0: must be between 1 and 131072"),
+        (vec!["prompt", "m.gguf", "--target", "x", "--think-budget", "131073"], "--think-budget 131073: must be between 1"),
+        (vec!["bench", "m.gguf", "--save-reference", "r.ref", "--reference-top-k", "0"], "--reference-top-k 0: must be between 1"),
+        (vec!["bench", "m.gguf", "--rope-scale", "2000"], "--rope-scale: 2000 is not above 0 and at most 1024"),
+    ] {
+        let o = posrecall(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = refused(&o, needle);
+        assert!(!err.contains("m.gguf"), "the model was looked at: {err}");
     }
 }
 

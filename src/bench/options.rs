@@ -82,8 +82,10 @@ pub enum LadderClash {
 pub enum OptionsError {
     #[error("a fixed answer length and an answer budget are both given")]
     FixedAndMaxNew,
-    #[error("the answer budget must be at least 1 token")]
-    ZeroMaxNew,
+    /// A number out of its range: the one check of each, for the command
+    /// line and the sweep file alike.
+    #[error("must be between 1 and {max}")]
+    OutOfRange { setting: Numeric, value: i64, max: usize },
     #[error("a reference is read and written by the teacher-forced pass, which is off")]
     ReferenceWithoutForced,
     #[error("a ladder of windows does not combine with {0:?}")]
@@ -103,6 +105,36 @@ pub enum OptionsError {
 }
 
 /// A chat-template setting, named in [`OptionsError::TemplateWithCompletion`].
+/// A numeric setting of a run, for [`OptionsError::OutOfRange`]; the face
+/// words it as its flag or key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Numeric {
+    Threads,
+    MaxNewTokens,
+    ThinkBudget,
+    ReferenceTopK,
+}
+
+impl Numeric {
+    /// The largest value accepted (the smallest is 1 for every one).
+    pub fn max(self) -> usize {
+        match self {
+            Numeric::Threads => super::MAX_THREADS,
+            Numeric::MaxNewTokens => super::MAX_NEW_TOKENS,
+            Numeric::ThinkBudget => crate::prompt::template::MAX_THINK_BUDGET,
+            Numeric::ReferenceTopK => crate::record::reference::MAX_TOP_K,
+        }
+    }
+
+    /// `Ok` when `value` is in range.
+    pub fn check(self, value: Option<i64>) -> Result<(), OptionsError> {
+        match value {
+            Some(v) if !(1..=self.max() as i64).contains(&v) => Err(OptionsError::OutOfRange { setting: self, value: v, max: self.max() }),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TemplateSetting {
     /// A template file that replaces the GGUF's.
@@ -139,6 +171,7 @@ fn template_setting(p: &PlanOptions) -> Option<TemplateSetting> {
 /// completion probe, a reasoning budget with thinking off. `bench` checks it
 /// in [`BenchOptions::validate`], `prompt` on its own.
 pub fn check_template(p: &PlanOptions) -> Result<(), OptionsError> {
+    Numeric::ThinkBudget.check(p.think_budget.map(|n| n as i64))?;
     if p.probe == crate::prompt::Probe::Completion
         && let Some(s) = template_setting(p)
     {
@@ -158,9 +191,9 @@ impl BenchOptions {
         if self.decode.fixed_tokens.is_some() && p.max_new_tokens.is_some() {
             return Err(OptionsError::FixedAndMaxNew.into());
         }
-        if p.max_new_tokens == Some(0) {
-            return Err(OptionsError::ZeroMaxNew.into());
-        }
+        Numeric::MaxNewTokens.check(p.max_new_tokens.map(|n| n as i64))?;
+        Numeric::Threads.check(self.context.threads.map(i64::from))?;
+        Numeric::ReferenceTopK.check(self.reference_top_k.map(|n| n as i64))?;
         if self.decode.no_forced && (self.reference.is_some() || self.save_reference.is_some()) {
             return Err(OptionsError::ReferenceWithoutForced.into());
         }

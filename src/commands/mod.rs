@@ -26,7 +26,7 @@ pub mod score;
 pub mod targets;
 pub mod template;
 
-use crate::bench::{DecodeError, LadderClash, MemoryLimit, OptionsError, PlanError, TemplateSetting};
+use crate::bench::{DecodeError, LadderClash, MemoryLimit, Numeric, OptionsError, PlanError, TemplateSetting};
 use crate::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
 use crate::settings::ConfigError;
 use crate::targets::crop::{CropError, CropMode};
@@ -242,7 +242,15 @@ fn free_text(free: u64, device: &str) -> String {
 fn options_message(o: &OptionsError) -> String {
     match o {
         OptionsError::FixedAndMaxNew => "--fixed-tokens sets the answer length; drop --max-new-tokens".into(),
-        OptionsError::ZeroMaxNew => "--max-new-tokens must be at least 1".into(),
+        OptionsError::OutOfRange { setting, value, .. } => {
+            let flag = match setting {
+                Numeric::Threads => "--threads",
+                Numeric::MaxNewTokens => "--max-new-tokens",
+                Numeric::ThinkBudget => "--think-budget",
+                Numeric::ReferenceTopK => "--reference-top-k",
+            };
+            format!("{flag} {value}: {o}")
+        }
         OptionsError::ReferenceWithoutForced => "--reference and --save-reference work on the teacher-forced pass; drop --no-forced".into(),
         OptionsError::Ladder(clash) => {
             let flag = match clash {
