@@ -666,3 +666,82 @@ fn the_commands_score_nothing() {
     }
     assert!(found.is_empty(), "scoring in the command files:\n{}", found.join("\n"));
 }
+
+/// The error types the library defines (`#[derive(... thiserror::Error ...)]`),
+/// with their file, line and doc comment.
+fn library_errors() -> Vec<(String, String, usize, String)> {
+    fn derives_error(attrs: &[syn::Attribute]) -> bool {
+        attrs.iter().any(|a| {
+            a.path().is_ident("derive")
+                && a.meta.require_list().is_ok_and(|l| {
+                    let t: Vec<String> = l.tokens.clone().into_iter().map(|t| t.to_string()).collect();
+                    t.windows(4).any(|w| w[0] == "thiserror" && w[1] == ":" && w[2] == ":" && w[3] == "Error")
+                })
+        })
+    }
+    fn doc(attrs: &[syn::Attribute]) -> String {
+        let mut out = String::new();
+        for a in attrs.iter().filter(|a| a.path().is_ident("doc")) {
+            if let syn::Meta::NameValue(nv) = &a.meta
+                && let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) = &nv.value
+            {
+                out.push_str(&s.value());
+                out.push(' ');
+            }
+        }
+        out
+    }
+    fn walk(items: &[syn::Item], file: &str, out: &mut Vec<(String, String, usize, String)>) {
+        for item in items {
+            let (attrs, ident) = match item {
+                syn::Item::Enum(e) => (&e.attrs, &e.ident),
+                syn::Item::Struct(s) => (&s.attrs, &s.ident),
+                syn::Item::Mod(m) if !is_cfg_test(&m.attrs) => {
+                    if let Some((_, items)) = &m.content {
+                        walk(items, file, out);
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            if derives_error(attrs) {
+                out.push((ident.to_string(), file.to_string(), ident.span().start().line, doc(attrs)));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for s in sources().iter().filter(|s| !is_face(&s.file)) {
+        walk(&syn::parse_file(&s.text).unwrap().items, &s.file, &mut out);
+    }
+    out
+}
+
+/// The marker a library error's doc carries when its message needs no
+/// setting named: it names the file, server or value at fault itself.
+const NO_HINT: &str = "Needs no hint:";
+
+#[test]
+fn every_library_error_is_worded_by_the_face_or_needs_none() {
+    // Errors below the face name no flag; the face adds the flag or key that
+    // fixes each. A new error type the face does not know would reach the
+    // user with no flag named: it must be named in the face (a downcast that
+    // words it), or its doc must say why it needs no hint.
+    let sources = sources();
+    let face: Vec<&Source> = sources.iter().filter(|s| is_face(&s.file)).collect();
+    let named = |ty: &str| {
+        face.iter().any(|s| s.facts.paths.iter().any(|p| p.segments.last().is_some_and(|l| l == ty)))
+            || face.iter().any(|s| s.text.contains(&format!("::<{ty}>")) || s.text.contains(&format!("{ty}::")))
+    };
+    let errors = library_errors();
+    assert!(errors.len() >= 15, "found only {} library error types", errors.len());
+    let unworded: Vec<String> = errors
+        .iter()
+        .filter(|(ty, _, _, doc)| !named(ty) && !doc.contains(NO_HINT))
+        .map(|(ty, file, line, _)| format!("{file}:{line}: {ty}"))
+        .collect();
+    assert!(
+        unworded.is_empty(),
+        "library errors the face never words, and whose docs do not say `{NO_HINT}` why:\n{}",
+        unworded.join("\n")
+    );
+}

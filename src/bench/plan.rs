@@ -461,6 +461,8 @@ pub fn plan_shared(models: &[&Model], names: &[&str], src: &Source, options: &[P
 }
 
 /// No one kept range fits every model of a sweep; says which failed first.
+/// Needs no hint: it names the model whose plan failed and why; the range
+/// is the sweep file's, whose keys the matrix documentation lists.
 #[derive(Debug, thiserror::Error)]
 #[error("no one range of lines fits every model of the sweep: {0}")]
 pub struct NoSharedRange(pub String);

@@ -88,6 +88,7 @@ impl Drop for Header {
 
 /// A split model whose parts cannot all be loaded. The messages name the
 /// file at fault and no command-line flag.
+/// Needs no hint: the fix is to the files it names, not to a setting.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PartsError {
     #[error("cannot read the GGUF header of {0}")]

@@ -84,6 +84,8 @@ pub struct Reference {
 }
 
 /// Why a reference cannot measure this run. The messages name no flag.
+/// Needs no hint: it reaches the user inside `bench::ReferenceMismatch`,
+/// which the face words with the flag that named the reference.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Mismatch {
     #[error("it was made with another vocabulary ({theirs} tokens, against {ours} here): another model family")]
@@ -147,6 +149,8 @@ impl Identity {
 }
 
 /// A reference file that is not one, or not whole.
+/// Needs no hint: it names the file that is not a whole reference, which
+/// is what the user gave.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error("reference {0}: no checksum file {0}.sha256 beside it")]

@@ -710,6 +710,7 @@ pub struct Timings {
 
 /// A run file scored under the rule before blank lines were credited only
 /// in place: its totals cannot stand beside this version's.
+/// Needs no hint: it says what to do (score the answers again, or rerun).
 #[derive(Debug, thiserror::Error)]
 #[error(
     "{0} was scored under run-file format 1, whose scoring let blank lines anchor the alignment; \

@@ -96,6 +96,8 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
 }
 
 /// Where an output file will be written, and what it must not overwrite.
+/// Needs no hint: the face's `check_output` puts the flag of the
+/// output in front of every one.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     #[error("{0} is a folder; give a file name")]

@@ -57,6 +57,7 @@ pub struct Origin {
 /// What a reference needs from the hub that it could not have. The messages
 /// name the reference and the environment variable that matters, never a
 /// token.
+/// Needs no hint: no flag fixes these; the messages say what does.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
     #[error("`{0}` is not a hub reference (ORG/REPO[:QUANT] or ORG/REPO/FILE.gguf, optionally @REVISION)")]
