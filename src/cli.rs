@@ -8,11 +8,44 @@ use crate::bench::MAX_NEW_TOKENS;
 use crate::prompt::Probe;
 use crate::prompt::template::Think;
 use crate::score::Normalize;
+use crate::settings::Named;
 use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::targets::TargetSpec;
 use crate::targets::crop::{CropMode, LineRange};
-use clap::builder::RangedU64ValueParser;
+use clap::builder::{PossibleValue, PossibleValuesParser, RangedU64ValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// A choice of the library's: its names and each one's help come from the
+/// library's type ([`Named`]), so no name is written here.
+fn named<T: Named + Send + Sync + std::str::FromStr>() -> impl TypedValueParser<Value = T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    names_of(<T as strum::VariantArray>::VARIANTS)
+}
+
+/// [`named`] for some of a choice's values only.
+fn names_of<T: Named + Send + Sync + std::str::FromStr>(values: &'static [T]) -> impl TypedValueParser<Value = T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    let possible = values.iter().map(|v| match v.get_documentation() {
+        Some(doc) => PossibleValue::new(v.as_str()).help(value_help(doc)),
+        None => PossibleValue::new(v.as_str()),
+    });
+    PossibleValuesParser::new(possible).try_map(|name| name.parse::<T>())
+}
+
+/// A value's help as clap's derive writes it from a doc comment: the first
+/// paragraph on one line, without its final period.
+fn value_help(doc: &str) -> String {
+    let first = doc.trim().split("\n\n").next().unwrap_or_default();
+    let line = first.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+    match line.strip_suffix('.') {
+        Some(l) if !l.ends_with('.') => l.to_string(),
+        _ => line,
+    }
+}
 
 /// A whole number between `lo` and `hi`, checked while parsing; the error
 /// names the range.
@@ -152,7 +185,7 @@ pub struct PromptArgs {
     #[arg(long)]
     pub full: bool,
     /// As `bench --crop`.
-    #[arg(long, value_enum, default_value_t = CropMode::Head)]
+    #[arg(long, value_parser = names_of(&CropMode::CHOSEN), default_value_t = CropMode::Head)]
     pub crop: CropMode,
     /// As `bench --ctx`.
     #[arg(long, default_value = "auto")]
@@ -166,7 +199,7 @@ pub struct PromptArgs {
     #[arg(long, value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
     pub max_new_tokens: Option<usize>,
     /// As `bench --probe`.
-    #[arg(long, value_enum, default_value_t = Probe::Auto)]
+    #[arg(long, value_parser = named::<Probe>(), default_value_t = Probe::Auto)]
     pub probe: Probe,
 }
 
@@ -176,7 +209,7 @@ pub struct TemplateCmdArgs {
     #[arg(value_name = "FILE.jinja")]
     pub file: PathBuf,
     /// off: set the template's thinking switch to answer at once; on: let the model think.
-    #[arg(long, value_enum, default_value_t = Think::Off)]
+    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::Off)]
     pub think: Think,
     /// A JSON object of template variables, over those --think sets.
     #[arg(long, value_name = "JSON")]
@@ -211,7 +244,7 @@ pub struct AskArgs {
     #[arg(long, short, default_value = "responses.jsonl")]
     pub out: PathBuf,
     /// The endpoint: chat (instruction models) or completion (base models, the completion probe's text).
-    #[arg(long, value_enum, default_value_t = ApiKind::Chat)]
+    #[arg(long, value_parser = named::<ApiKind>(), default_value_t = ApiKind::Chat)]
     pub api: ApiKind,
     /// Requests in flight at once (at most 256).
     #[arg(long, default_value_t = 1, value_parser = ranged(1, MAX_CONCURRENCY))]
@@ -234,7 +267,7 @@ pub struct AskArgs {
     pub corpus: Option<PathBuf>,
     /// off: ask the server to answer without reasoning (chat_template_kwargs enable_thinking false,
     /// reasoning_effort low); on: let it reason. A server's reasoning_content is recorded, not scored.
-    #[arg(long, value_enum, default_value_t = Think::Off)]
+    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::Off)]
     pub think: Think,
     /// A JSON object sent as the request's chat_template_kwargs (over those --think sets).
     #[arg(long, value_name = "JSON")]
@@ -264,7 +297,7 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "RUN.json|DIR")]
     pub inputs: Vec<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = crate::report::export::Format::Table)]
+    #[arg(long, value_parser = named::<crate::report::export::Format>(), default_value_t = crate::report::export::Format::Table)]
     pub format: crate::report::export::Format,
     /// Write the report here (atomically) instead of to stdout.
     #[arg(long, short, value_name = "FILE", visible_alias = "output")]
@@ -300,7 +333,7 @@ pub struct TargetArgs {
     #[arg(long, value_parser = ranged(1, TargetSpec::MAX_LINES))]
     pub pass: Option<usize>,
     /// How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one).
-    #[arg(long, value_enum, default_value_t = TargetSpec::default().normalize)]
+    #[arg(long, value_parser = named::<Normalize>(), default_value_t = TargetSpec::default().normalize)]
     pub normalize: Normalize,
 }
 
@@ -350,7 +383,7 @@ pub struct TargetsArgs {
     #[arg(long, value_name = "FILE")]
     pub emit_prompts: Option<PathBuf>,
     /// With --emit-prompts: off writes chat_template_kwargs that turn thinking off; on lets the model think.
-    #[arg(long, value_enum, default_value_t = Think::Off, requires = "emit_prompts")]
+    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::Off, requires = "emit_prompts")]
     pub think: Think,
     /// With --emit-prompts: template variables written over those --think sets (a JSON object).
     #[arg(long, value_name = "JSON", requires = "emit_prompts")]
@@ -373,7 +406,7 @@ pub struct ScoreArgs {
     #[arg(long, value_parser = ranged(1, TargetSpec::MAX_LINES))]
     pub pass: Option<usize>,
     /// Override the normalisation recorded in the targets file.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<Normalize>())]
     pub normalize: Option<Normalize>,
     /// Print only the aggregate, not the per-target diffs.
     #[arg(long, short)]
@@ -391,7 +424,7 @@ pub struct ScoreArgs {
 pub struct TemplateArgs {
     /// off: render the chat template with its switch set to answer at once (the benchmark measures
     /// recall); on: let the model reason first, within --think-budget.
-    #[arg(long, value_enum, default_value_t = Think::Off)]
+    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::Off)]
     pub think: Think,
     /// With --think on: reasoning tokens allowed on top of the answer budget; when they are spent the
     /// reasoning is closed as the model's family closes it and the answer follows [default: 4096].
@@ -437,7 +470,7 @@ pub struct DecodeArgs {
     /// How each question's changes to the prefix state are undone: lean removes the
     /// question's cells and writes back only the sliding-window and recurrent state;
     /// full writes the whole saved state back (both exact; run file: runtime.restore).
-    #[arg(long, value_name = "HOW", default_value = "lean", hide = true)]
+    #[arg(long, value_name = "HOW", default_value = "lean", hide = true, value_parser = named::<crate::settings::RestoreMode>())]
     pub restore: crate::settings::RestoreMode,
     /// The most host memory the prefix snapshot may take, e.g. 2GiB [default: 90% of the
     /// free main memory]. A run whose snapshot would not fit is refused before the prefill.
@@ -447,7 +480,7 @@ pub struct DecodeArgs {
     /// (n-grams of the answer found in the file) or none (one token per step). Drafts are
     /// verified in one batch against the model's greedy choices, so answers stay greedy
     /// [default: truth; in a sweep, models.toml's draft].
-    #[arg(long, value_name = "MODE", value_enum)]
+    #[arg(long, value_name = "MODE", value_parser = named::<crate::decode::draft::DraftMode>())]
     pub draft: Option<crate::decode::draft::DraftMode>,
     /// The most draft tokens verified in one step [default: 16; in a sweep, models.toml's
     /// draft_max].
@@ -465,7 +498,7 @@ pub struct DecodeArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct RopeArgs {
     /// RoPE scaling: none, linear or yarn [default: the model's].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<crate::settings::RopeScaling>())]
     pub rope_scaling: Option<crate::settings::RopeScaling>,
     /// Stretch the context N times (the frequency scale 1/N); with linear or yarn scaling, `--ctx auto` may then go N times past the trained context.
     #[arg(long, value_name = "N")]
@@ -493,13 +526,13 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// KV-cache type for both K and V.
-    #[arg(long, value_enum, default_value_t = crate::settings::ContextSettings::default().kv.0)]
+    #[arg(long, value_parser = named::<KvType>(), default_value_t = crate::settings::ContextSettings::default().kv.0)]
     pub kv: KvType,
     /// KV-cache type for K (overrides --kv).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<KvType>())]
     pub kv_k: Option<KvType>,
     /// KV-cache type for V (overrides --kv; a quantised V needs flash attention).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<KvType>())]
     pub kv_v: Option<KvType>,
     /// Layers to offload to the GPU [default: on a build with a GPU backend, as many as fit in 90% of its free memory; else none].
     #[arg(long)]
@@ -510,7 +543,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub rope: RopeArgs,
     /// When the corpus does not fit: keep the first lines (head), the densest window (densest), or fail (none).
-    #[arg(long, value_enum, default_value_t = CropMode::Head)]
+    #[arg(long, value_parser = names_of(&CropMode::CHOSEN), default_value_t = CropMode::Head)]
     pub crop: CropMode,
     /// Cap the kept file (the prefix) at this many tokens.
     #[arg(long, visible_alias = "max-tokens", value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
@@ -519,13 +552,13 @@ pub struct BenchArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i32>,
     /// Flash attention.
-    #[arg(long, value_enum, default_value_t = FlashAttn::Auto)]
+    #[arg(long, value_parser = named::<FlashAttn>(), default_value_t = FlashAttn::Auto)]
     pub flash_attn: FlashAttn,
     /// Keep the whole sequence in a sliding-window model's cache (off keeps only the window, as llama-server does).
     #[arg(long, value_enum, default_value_t = OnOff::Off)]
     pub swa_full: OnOff,
     /// How the question is put to the model.
-    #[arg(long, value_enum, default_value_t = Probe::Auto)]
+    #[arg(long, value_parser = named::<Probe>(), default_value_t = Probe::Auto)]
     pub probe: Probe,
     /// A label for this model build in reports (default: the file name).
     #[arg(long)]

@@ -10,70 +10,93 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The names users type for the settings that are a choice (KV types,
+/// modes, formats) are the variants' own, in snake case (`Q8_0` is `q8_0`,
+/// `Iq4Nl` is `iq4_nl`), derived once by `strum`: parsing, printing, run
+/// files, sweep files and the command line's possible values all read them
+/// from there, and the command line's help for each value is the variant's
+/// doc comment.
+pub trait Named: Copy + 'static + Into<&'static str> + strum::VariantArray + strum::VariantNames + strum::EnumMessage {
+    /// The name, as typed and as recorded.
+    fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+impl<T: Copy + 'static + Into<&'static str> + strum::VariantArray + strum::VariantNames + strum::EnumMessage> Named for T {}
+
+/// A name that is none of a choice's: the message lists the accepted ones,
+/// worded as serde words an unknown variant (a sweep file's keys read the same).
+/// Needs no hint: on the command line clap refuses the value with the flag
+/// named, and a file's reader puts the key in front.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown variant `{value}`, expected one of {}", expected.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))]
+pub struct UnknownName {
+    pub value: String,
+    pub expected: &'static [&'static str],
+}
+
+/// [`UnknownName`] for `T` (the enums' `strum(parse_err_fn)`).
+pub fn unknown_name<T: strum::VariantNames>(value: &str) -> UnknownName {
+    UnknownName { value: value.to_string(), expected: T::VARIANTS }
+}
+
 /// KV-cache element types llama.cpp accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+    serde_with::SerializeDisplay,
+    serde_with::DeserializeFromStr,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum KvType {
-    #[value(name = "f32")]
-    #[serde(rename = "f32")]
     F32,
-    #[value(name = "f16")]
-    #[serde(rename = "f16")]
     F16,
-    #[value(name = "bf16")]
-    #[serde(rename = "bf16")]
     Bf16,
-    #[value(name = "q8_0")]
-    #[serde(rename = "q8_0")]
     Q8_0,
-    #[value(name = "q5_1")]
-    #[serde(rename = "q5_1")]
     Q5_1,
-    #[value(name = "q5_0")]
-    #[serde(rename = "q5_0")]
     Q5_0,
-    #[value(name = "q4_1")]
-    #[serde(rename = "q4_1")]
     Q4_1,
-    #[value(name = "q4_0")]
-    #[serde(rename = "q4_0")]
     Q4_0,
-    #[value(name = "iq4_nl")]
-    #[serde(rename = "iq4_nl")]
     Iq4Nl,
 }
 
 impl KvType {
-    pub const ALL: [KvType; 9] =
-        [KvType::F32, KvType::F16, KvType::Bf16, KvType::Q8_0, KvType::Q5_1, KvType::Q5_0, KvType::Q4_1, KvType::Q4_0, KvType::Iq4Nl];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KvType::F32 => "f32",
-            KvType::F16 => "f16",
-            KvType::Bf16 => "bf16",
-            KvType::Q8_0 => "q8_0",
-            KvType::Q5_1 => "q5_1",
-            KvType::Q5_0 => "q5_0",
-            KvType::Q4_1 => "q4_1",
-            KvType::Q4_0 => "q4_0",
-            KvType::Iq4Nl => "iq4_nl",
-        }
-    }
+    pub const ALL: &'static [KvType] = <KvType as strum::VariantArray>::VARIANTS;
 
     pub fn is_quantized(self) -> bool {
         !matches!(self, KvType::F32 | KvType::F16 | KvType::Bf16)
     }
 }
 
-impl std::fmt::Display for KvType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Flash attention: llama.cpp's choice, forced on, or off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+    serde_with::SerializeDisplay,
+    serde_with::DeserializeFromStr,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum FlashAttn {
     #[default]
     Auto,
@@ -82,26 +105,27 @@ pub enum FlashAttn {
 }
 
 impl FlashAttn {
-    pub const ALL: [FlashAttn; 3] = [FlashAttn::Auto, FlashAttn::On, FlashAttn::Off];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FlashAttn::Auto => "auto",
-            FlashAttn::On => "on",
-            FlashAttn::Off => "off",
-        }
-    }
-}
-
-impl std::fmt::Display for FlashAttn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
+    pub const ALL: &'static [FlashAttn] = <FlashAttn as strum::VariantArray>::VARIANTS;
 }
 
 /// How each question's changes to the prefix state are undone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+    serde_with::SerializeDisplay,
+    serde_with::DeserializeFromStr,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum RestoreMode {
     /// Only what a question can change: the full-attention cells after the
     /// prefix are removed, and the sliding-window and recurrent parts (which
@@ -112,20 +136,7 @@ pub enum RestoreMode {
     Full,
 }
 
-impl RestoreMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RestoreMode::Lean => "lean",
-            RestoreMode::Full => "full",
-        }
-    }
-}
-
-impl std::fmt::Display for RestoreMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+impl RestoreMode {}
 
 /// The context size asked for: `auto` (what the run needs, capped at the
 /// trained context) or a fixed token count.
@@ -158,23 +169,30 @@ impl std::str::FromStr for CtxSize {
 }
 
 /// RoPE scaling, as llama-server's `--rope-scaling` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+    serde_with::SerializeDisplay,
+    serde_with::DeserializeFromStr,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum RopeScaling {
     None,
     Linear,
     Yarn,
 }
 
-impl RopeScaling {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RopeScaling::None => "none",
-            RopeScaling::Linear => "linear",
-            RopeScaling::Yarn => "yarn",
-        }
-    }
-}
+impl RopeScaling {}
 
 /// Context extension: the RoPE settings that replace the GGUF's, as
 /// llama-server's flags set them. `None` everywhere is the model's own, and
@@ -489,7 +507,7 @@ mod tests {
         for t in KvType::ALL {
             let json = serde_json::to_string(&t).unwrap();
             assert_eq!(json, format!("\"{}\"", t.as_str()));
-            assert_eq!(serde_json::from_str::<KvType>(&json).unwrap(), t);
+            assert_eq!(serde_json::from_str::<KvType>(&json).unwrap(), *t);
         }
         for f in FlashAttn::ALL {
             assert_eq!(serde_json::to_string(&f).unwrap(), format!("\"{}\"", f.as_str()));

@@ -3,6 +3,7 @@
 //! run with a different `--lines`, made once per test binary.
 
 use crate::common;
+use posrecall::settings::Named;
 
 use common::*;
 use posrecall::record::run::{RunFile, TargetResult};

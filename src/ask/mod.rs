@@ -48,7 +48,20 @@ pub const MAX_RETRIES: u32 = 20;
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 /// Which OpenAI-compatible endpoint is asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum ApiKind {
     /// `URL/v1/chat/completions`: the prompt (file, then question) as one user message.
     Chat,
@@ -56,14 +69,7 @@ pub enum ApiKind {
     Completion,
 }
 
-impl ApiKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApiKind::Chat => "chat",
-            ApiKind::Completion => "completion",
-        }
-    }
-}
+impl ApiKind {}
 
 /// Everything a run of questions reads.
 #[derive(Debug, Clone)]

@@ -10,6 +10,7 @@ use crate::record::reference::{self, Header, Identity, RefTarget, Reference};
 use crate::record::run::{CorpusInfo, FORMAT_VERSION, Manifest, ModelInfo, Params, ReferenceInfo, RunFile, Runtime, Summary};
 use crate::score::kld::TopK;
 use crate::settings::ContextConfig;
+use crate::settings::Named;
 use crate::support::fsutil::sha256_hex;
 use crate::targets::TargetSpec;
 

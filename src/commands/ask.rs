@@ -6,6 +6,7 @@ use crate::ask::{self, AskOptions, BadUrl};
 use crate::cli::AskArgs;
 use crate::commands::check_output;
 use crate::record::run::TargetsFile;
+use crate::settings::Named;
 use crate::support::progress;
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::ProgressBar;

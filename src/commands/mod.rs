@@ -29,6 +29,7 @@ pub mod template;
 use crate::bench::{DecodeError, LadderClash, MemoryLimit, Numeric, OptionsError, PlanError, TemplateSetting};
 use crate::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
 use crate::settings::ConfigError;
+use crate::settings::Named;
 use crate::targets::crop::{CropError, CropMode};
 use crate::targets::{SpecError, TooFewTargets};
 use anyhow::{Context, Result, anyhow, bail};

@@ -7,6 +7,7 @@ use crate::cli::PromptArgs;
 use crate::commands::{corpus_spec, hint};
 use crate::corpus::Source;
 use crate::engine::model;
+use crate::settings::Named;
 use anyhow::{Result, bail};
 
 /// Lines of the file shown at each end when it is elided.

@@ -52,8 +52,23 @@ pub const DEFAULT_MAX: usize = 16;
 pub const LIMIT_MAX: usize = 128;
 
 /// Where drafts come from (`--draft`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+    serde_with::SerializeDisplay,
+    serde_with::DeserializeFromStr,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum DraftMode {
     /// Plain step-by-step greedy decoding: the reference for agreement.
     None,
@@ -65,24 +80,10 @@ pub enum DraftMode {
 }
 
 impl DraftMode {
-    pub const ALL: [DraftMode; 3] = [DraftMode::None, DraftMode::Lookup, DraftMode::Truth];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DraftMode::None => "none",
-            DraftMode::Lookup => "lookup",
-            DraftMode::Truth => "truth",
-        }
-    }
+    pub const ALL: &'static [DraftMode] = <DraftMode as strum::VariantArray>::VARIANTS;
 
     pub fn parse(s: &str) -> Option<DraftMode> {
-        DraftMode::ALL.into_iter().find(|m| m.as_str() == s)
-    }
-}
-
-impl std::fmt::Display for DraftMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        s.parse().ok()
     }
 }
 

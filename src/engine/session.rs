@@ -26,6 +26,7 @@
 use super::model::Model;
 use super::params::llama_params;
 use crate::decode::draft::Drafter;
+use crate::settings::Named;
 use crate::settings::{ContextConfig, RestoreMode, StepStats};
 use anyhow::{Context, Result, anyhow, bail};
 use llama_cpp_2::context::LlamaContext;

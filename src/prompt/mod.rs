@@ -39,7 +39,21 @@ pub fn instruction_prompt(kept_text: &str, query: &str) -> String {
 
 /// The probe asked for: [`Probe::Auto`] becomes a [`ProbeKind`] once the
 /// model is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum Probe {
     /// Chat where the GGUF has a chat template, else completion.
     #[default]
@@ -51,15 +65,7 @@ pub enum Probe {
 }
 
 impl Probe {
-    pub const ALL: [Probe; 3] = [Probe::Auto, Probe::Chat, Probe::Completion];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Probe::Auto => "auto",
-            Probe::Chat => "chat",
-            Probe::Completion => "completion",
-        }
-    }
+    pub const ALL: &'static [Probe] = <Probe as strum::VariantArray>::VARIANTS;
 }
 
 /// The probe a run uses.

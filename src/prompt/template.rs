@@ -7,14 +7,30 @@
 //! `raise_exception` function, and the template kwargs as top-level
 //! variables (they replace the defaults of the same name).
 
+use crate::settings::Named;
 use crate::support::fsutil::sha256_hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 /// Whether a thinking model reasons before it answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+    serde_with::SerializeDisplay,
+    serde_with::DeserializeFromStr,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum Think {
     /// Render the template with its switch set to answer at once (the benchmark measures recall).
     #[default]
@@ -23,14 +39,7 @@ pub enum Think {
     On,
 }
 
-impl Think {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Think::Off => "off",
-            Think::On => "on",
-        }
-    }
-}
+impl Think {}
 
 /// Reasoning tokens allowed before the answer budget when thinking is on.
 /// Generous: the Qwen 3 model cards suggest 32K for hard problems, but

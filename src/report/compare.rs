@@ -10,6 +10,7 @@
 //! not comparable; [`crate::report::verdict`] words the result.
 
 use crate::report::verdict::verdict;
+use crate::settings::Named;
 // The command prints the text view from here.
 use crate::record::run::RunFile;
 pub use crate::report::verdict::render_text;

@@ -20,8 +20,23 @@ use std::ops::Range;
 
 /// How two lines are compared. The answer and the ground truth go through the
 /// same mode before they are compared; the diff view still shows raw text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum, Default)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+    serde_with::SerializeDisplay,
+    serde_with::DeserializeFromStr,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum Normalize {
     /// Leading and trailing whitespace ignored (models often re-indent).
     #[default]
@@ -33,7 +48,7 @@ pub enum Normalize {
 }
 
 impl Normalize {
-    pub const ALL: [Normalize; 3] = [Normalize::Trim, Normalize::Exact, Normalize::Squash];
+    pub const ALL: &'static [Normalize] = <Normalize as strum::VariantArray>::VARIANTS;
 
     /// The line as this mode compares it. Borrows whenever the mode leaves the
     /// line unchanged, which is nearly always, so scoring allocates little.
@@ -44,22 +59,6 @@ impl Normalize {
             Normalize::Trim => Cow::Borrowed(line.trim()),
             Normalize::Squash => squash(line),
         }
-    }
-
-    /// The name used on the command line and in run files.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Normalize::Trim => "trim",
-            Normalize::Exact => "exact",
-            Normalize::Squash => "squash",
-        }
-    }
-}
-
-impl std::fmt::Display for Normalize {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -592,6 +591,7 @@ pub fn score_raw(raw: &str, header: &str, expected: &[String], extra: &[String],
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::Named;
     use proptest::prelude::*;
 
     fn v(lines: &[&str]) -> Vec<String> {

@@ -8,6 +8,7 @@ use super::shard::Shard;
 use crate::prompt::Probe;
 use crate::prompt::template::{TemplateFile, TemplateVars, Think};
 use crate::score::Normalize;
+use crate::settings::Named;
 use crate::settings::{CtxSize, FlashAttn, KvType};
 use crate::targets::TargetSpec;
 use crate::targets::crop::{CropMode, LineRange};
@@ -253,7 +254,7 @@ fn choice<T: Copy>(s: &str, all: &[T], name: fn(T) -> &'static str, what: &str) 
 /// `"q8_0"` (K and V) or `"q8_0/f16"` (K/V).
 fn kv_pair(s: &str) -> Result<(KvType, KvType), String> {
     let (k, v) = s.split_once('/').unwrap_or((s, s));
-    let kv = |x: &str| choice(x.trim(), &KvType::ALL, KvType::as_str, "a KV type");
+    let kv = |x: &str| choice(x.trim(), KvType::ALL, KvType::as_str, "a KV type");
     Ok((kv(k)?, kv(v)?))
 }
 
@@ -318,7 +319,7 @@ impl Sweep {
         let flash_attn = match p.flash_attn.as_deref() {
             None => FlashAttn::Auto,
             Some(s) => {
-                choice(s, &FlashAttn::ALL, FlashAttn::as_str, "a flash-attention setting").map_err(|e| r.err("params.flash_attn", e))?
+                choice(s, FlashAttn::ALL, FlashAttn::as_str, "a flash-attention setting").map_err(|e| r.err("params.flash_attn", e))?
             }
         };
         let max_threads = crate::bench::MAX_THREADS as i32;
@@ -655,7 +656,7 @@ impl Reader<'_> {
         let defaults = TargetSpec::default();
         let normalize = match p.normalize.as_deref() {
             None => defaults.normalize,
-            Some(s) => choice(s, &Normalize::ALL, Normalize::as_str, "a normalisation").map_err(|e| self.err("params.normalize", e))?,
+            Some(s) => choice(s, Normalize::ALL, Normalize::as_str, "a normalisation").map_err(|e| self.err("params.normalize", e))?,
         };
         let target = TargetSpec {
             count: p.count.unwrap_or(defaults.count),
@@ -714,7 +715,7 @@ impl Reader<'_> {
         };
         let probe = match m.probe.as_deref() {
             None => Probe::Auto,
-            Some(s) => choice(s, &Probe::ALL, Probe::as_str, "a probe").map_err(|e| self.err(&format!("{who}: probe"), e))?,
+            Some(s) => choice(s, Probe::ALL, Probe::as_str, "a probe").map_err(|e| self.err(&format!("{who}: probe"), e))?,
         };
         let written = match (m.reference_kv.as_deref(), m.reference.as_deref()) {
             (Some(_), Some(_)) => bail!("{file}: {who}: reference_kv and reference (its old name) are both given; keep reference_kv"),

@@ -14,6 +14,7 @@ use crate::engine::model::{self, Model};
 use crate::prompt::template::TemplateFile;
 use crate::record::reference::Reference;
 use crate::record::run::{Manifest, RunFile, TargetResult};
+use crate::settings::Named;
 use crate::support::progress;
 use crate::support::progress::Notes;
 use anyhow::{Context, Result, anyhow, bail};

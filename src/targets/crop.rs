@@ -25,8 +25,23 @@ pub enum CropError {
 }
 
 /// How the kept range was chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+    serde_with::SerializeDisplay,
+    serde_with::DeserializeFromStr,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum CropMode {
     /// The first lines that fit.
     #[default]
@@ -36,22 +51,12 @@ pub enum CropMode {
     /// Keep the whole file; not fitting is an error.
     None,
     /// Exactly the lines of a range given by hand.
-    #[value(skip)]
     Lines,
 }
 
 impl CropMode {
     /// The modes a user chooses between (`Lines` follows from a range given).
     pub const CHOSEN: [CropMode; 3] = [CropMode::Head, CropMode::Densest, CropMode::None];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CropMode::Head => "head",
-            CropMode::Densest => "densest",
-            CropMode::None => "none",
-            CropMode::Lines => "lines",
-        }
-    }
 }
 
 /// The kept range, as recorded in `manifest.corpus.crop` and in targets files.

@@ -7,6 +7,7 @@
 
 use posrecall::bench::PlanOptions;
 use posrecall::prompt::Probe;
+use posrecall::settings::Named;
 use posrecall::settings::{ContextConfig, CtxSize, FlashAttn, KvType};
 use posrecall::targets::TargetSpec;
 use posrecall::targets::crop::{CropMode, LineRange};
