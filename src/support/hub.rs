@@ -373,23 +373,16 @@ fn cached_commit(cache: &Cache, repo: &Repo) -> Option<String> {
     snapshot(&commit).is_dir().then_some(commit)
 }
 
-/// The files of a snapshot, as repository paths, sorted.
+/// The files of a snapshot, as repository paths, sorted. Its entries are
+/// links into `blobs/`, followed: a link whose blob is gone is no file.
 fn snapshot_files(snapshot: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![snapshot.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.is_file()
-                && let Ok(rel) = p.strip_prefix(snapshot)
-            {
-                out.push(rel.to_string_lossy().replace('\\', "/"));
-            }
-        }
-    }
+    let mut out: Vec<String> = walkdir::WalkDir::new(snapshot)
+        .follow_links(true)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.path().strip_prefix(snapshot).ok().map(|rel| rel.to_string_lossy().replace('\\', "/")))
+        .collect();
     out.sort();
     out
 }
