@@ -666,13 +666,12 @@ fn an_answer_that_is_not_utf8_is_recorded_as_such() {
 
 #[test]
 fn a_second_run_on_the_same_responses_file_is_refused() {
-    use std::os::fd::AsRawFd;
     let (dir, tpath, t) = targets(DENSE, 2);
     let server = serve(None, echo(&t));
     let out = dir.path().join("r.jsonl");
     // Another run holds the file's lock.
     let held = std::fs::OpenOptions::new().create(true).append(true).open(&out).unwrap();
-    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    held.try_lock().unwrap();
     let err = fails(&ask(&tpath, &out, &server.url, &[]));
     assert!(err.contains("another posrecall ask is writing") && err.contains("--out"), "{err}");
     assert!(server.requests().is_empty(), "nothing is asked");

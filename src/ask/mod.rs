@@ -33,7 +33,7 @@ use indicatif::ProgressBar;
 use responses::Response;
 use serde_json::Value;
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -275,20 +275,17 @@ pub struct Busy(pub String);
 /// the file stays open.
 pub fn open_responses(path: &Path) -> Result<File> {
     let f = OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    #[cfg(unix)]
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a file descriptor this function owns, open for its lifetime.
-        let held = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if held != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                return Err(Busy(path.display().to_string()).into());
-            }
-            return Err(e).with_context(|| format!("cannot lock {}", path.display()));
-        }
+    // On Linux (and macOS, the BSDs) std's try_lock is flock(2) with
+    // LOCK_EX|LOCK_NB, the lock earlier builds took by hand, so runs of old and
+    // new builds still exclude each other. It is not an fcntl (POSIX record)
+    // lock: the two kinds do not see each other on Linux. A flock belongs to
+    // the open file, not the process, so a second open in this same process is
+    // refused too.
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(TryLockError::WouldBlock) => Err(Busy(path.display().to_string()).into()),
+        Err(TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
     }
-    Ok(f)
 }
 
 /// Appends one whole line and flushes it.

@@ -11,9 +11,20 @@
 //! against the one the hub lists. `HF_ENDPOINT` names another hub,
 //! `HF_TOKEN` (or the token file `huggingface-cli login` writes) is sent and
 //! never printed, and `HF_HUB_OFFLINE` allows the cache only.
+//!
+//! The cache's folders are named by `hf-hub`'s `Cache`, `Repo` and
+//! `CacheRepo`, the ones its downloads write. Three things are still done
+//! here because `hf-hub` 0.5 does them otherwise: where the cache and the
+//! token are (its `Cache::from_env` reads `HF_HOME` only, not `HF_HUB_CACHE`,
+//! `XDG_CACHE_HOME` or `HF_TOKEN_PATH`, and its default panics with no home
+//! folder); the offline lookup (its `CacheRepo::get` answers for one named
+//! file at a branch's ref, but choosing a quant needs the snapshot's file list,
+//! and a commit given as the revision has no ref; the ref's path it keeps
+//! private); and the file list with each file's sha256 (its `RepoInfo` has no
+//! `lfs` field).
 
 use hf_hub::api::sync::{Api, ApiBuilder, ApiError};
-use hf_hub::{Repo, RepoType};
+use hf_hub::{Cache, Repo, RepoType};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -345,42 +356,34 @@ fn choose(reference: &str, select: &Select, files: &[String]) -> Result<Vec<Stri
 // ---------------------------------------------------------------------------
 // The cache.
 
-/// The cache folder of `repo`: `models--ORG--REPO`.
-fn repo_dir(env: &HubEnv, repo: &str) -> PathBuf {
-    env.cache.join(format!("models--{}", repo.replace('/', "--")))
-}
-
 fn is_commit(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// The commit `revision` points to in the cache, if known there.
-fn cached_commit(dir: &Path, revision: &str) -> Option<String> {
-    if is_commit(revision) && dir.join("snapshots").join(revision).is_dir() {
+/// The commit `repo`'s revision points to in `cache`, if known there: the
+/// revision itself when it is a commit with a snapshot, else what its ref
+/// (`refs/REVISION`, which `hf-hub` writes after a download) names.
+fn cached_commit(cache: &Cache, repo: &Repo) -> Option<String> {
+    let snapshot = |commit: &str| cache.repo(repo.clone()).pointer_path(commit);
+    let revision = repo.revision();
+    if is_commit(revision) && snapshot(revision).is_dir() {
         return Some(revision.to_string());
     }
-    let commit = std::fs::read_to_string(dir.join("refs").join(revision)).ok()?;
+    let commit = std::fs::read_to_string(cache.path().join(repo.folder_name()).join("refs").join(revision)).ok()?;
     let commit = commit.trim().to_string();
-    dir.join("snapshots").join(&commit).is_dir().then_some(commit)
+    snapshot(&commit).is_dir().then_some(commit)
 }
 
-/// The files of a snapshot, as repository paths, sorted.
+/// The files of a snapshot, as repository paths, sorted. Its entries are
+/// links into `blobs/`, followed: a link whose blob is gone is no file.
 fn snapshot_files(snapshot: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![snapshot.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.is_file()
-                && let Ok(rel) = p.strip_prefix(snapshot)
-            {
-                out.push(rel.to_string_lossy().replace('\\', "/"));
-            }
-        }
-    }
+    let mut out: Vec<String> = walkdir::WalkDir::new(snapshot)
+        .follow_links(true)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.path().strip_prefix(snapshot).ok().map(|rel| rel.to_string_lossy().replace('\\', "/")))
+        .collect();
     out.sort();
     out
 }
@@ -396,7 +399,8 @@ pub struct Resolved {
     pub origin: Origin,
 }
 
-/// The repository's listing as the hub gives it with `blobs=true`.
+/// The repository's listing as the hub gives it with `blobs=true` (with
+/// each file's sha256, which `hf_hub::api::RepoInfo` drops).
 #[derive(Deserialize)]
 struct Listing {
     sha: String,
@@ -419,10 +423,12 @@ struct Lfs {
 /// offline) from the hub, downloading what the cache lacks with a progress
 /// bar when `show_progress`.
 pub fn resolve(r: &HubRef, env: &HubEnv, show_progress: bool) -> Result<Resolved, HubError> {
-    let dir = repo_dir(env, &r.repo);
+    let cache = Cache::new(env.cache.clone());
+    let repo = Repo::with_revision(r.repo.clone(), RepoType::Model, r.revision().to_string());
+    let cached = cache.repo(repo.clone());
     let mut cached_listing = None;
-    if let Some(commit) = cached_commit(&dir, r.revision()) {
-        let snapshot = dir.join("snapshots").join(&commit);
+    if let Some(commit) = cached_commit(&cache, &repo) {
+        let snapshot = cached.pointer_path(&commit);
         let files = snapshot_files(&snapshot);
         if let Ok(chosen) = choose(&r.text, &r.select, &files) {
             return Ok(resolved(r, &snapshot, commit, chosen));
@@ -436,18 +442,18 @@ pub fn resolve(r: &HubRef, env: &HubEnv, show_progress: bool) -> Result<Resolved
         };
         return Err(HubError::Offline { reference: r.text.clone(), cache: env.cache.display().to_string(), listing });
     }
-    let api = ApiBuilder::new()
+    // From this cache, not ApiBuilder::new(), whose default cache panics with
+    // no home folder; the token is the one HubEnv found.
+    let api = ApiBuilder::from_cache(cache)
         .with_endpoint(env.endpoint.clone())
-        .with_cache_dir(env.cache.clone())
         .with_token(env.token.clone())
         .with_progress(false)
         .build()
         .map_err(|e| HubError::Listing { reference: r.text.clone(), endpoint: env.endpoint.clone(), why: e.to_string() })?;
-    let repo = Repo::with_revision(r.repo.clone(), RepoType::Model, r.revision().to_string());
     let listing = list(&api, &repo, r, env)?;
     let files: Vec<String> = listing.siblings.iter().map(|s| s.rfilename.clone()).collect();
     let chosen = choose(&r.text, &r.select, &files)?;
-    let snapshot = dir.join("snapshots").join(&listing.sha);
+    let snapshot = cached.pointer_path(&listing.sha);
     for file in &chosen {
         if snapshot.join(file).is_file() {
             continue;
@@ -628,5 +634,35 @@ mod tests {
         let missing: Vec<String> = files.iter().filter(|f| !f.ends_with("-00002-of-00002.gguf")).cloned().collect();
         let e = choose("r", &Select::Quant(Some("UD-Q4_K_XL".into())), &missing).unwrap_err().to_string();
         assert!(e.contains("part 2 of 2"), "{e}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_cache_is_read_where_huggingface_cli_and_hf_hub_write_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        // huggingface-cli's layout: snapshots hold links into blobs/.
+        let repo_dir = dir.path().join("models--org--repo");
+        let snapshot = repo_dir.join("snapshots").join(commit);
+        std::fs::create_dir_all(snapshot.join("sub")).unwrap();
+        std::fs::create_dir_all(repo_dir.join("blobs")).unwrap();
+        std::fs::write(repo_dir.join("blobs/b1"), "x").unwrap();
+        std::os::unix::fs::symlink("../../../blobs/b1", snapshot.join("sub/m-Q8_0.gguf")).unwrap();
+        std::os::unix::fs::symlink("../../blobs/b1", snapshot.join("m-Q4_0.gguf")).unwrap();
+        std::os::unix::fs::symlink("../../blobs/gone", snapshot.join("m-Q2_K.gguf")).unwrap();
+        assert_eq!(snapshot_files(&snapshot), ["m-Q4_0.gguf", "sub/m-Q8_0.gguf"], "a link whose blob is gone is no file");
+
+        let cache = Cache::new(dir.path().to_path_buf());
+        let at = |rev: &str| Repo::with_revision("org/repo".into(), RepoType::Model, rev.into());
+        assert_eq!(cache.repo(at("main")).pointer_path(commit), snapshot);
+        assert_eq!(cached_commit(&cache, &at(commit)).as_deref(), Some(commit), "a commit needs no ref");
+        assert_eq!(cached_commit(&cache, &at("main")), None, "no ref yet");
+        cache.repo(at("main")).create_ref(commit).unwrap();
+        assert_eq!(std::fs::read_to_string(repo_dir.join("refs/main")).unwrap(), commit);
+        assert_eq!(cached_commit(&cache, &at("main")).as_deref(), Some(commit));
+        std::fs::write(repo_dir.join("refs/v1"), format!("{commit}\n")).unwrap();
+        assert_eq!(cached_commit(&cache, &at("v1")).as_deref(), Some(commit), "a ref written with a newline");
+        std::fs::write(repo_dir.join("refs/old"), "fedcba9876543210fedcba9876543210fedcba98").unwrap();
+        assert_eq!(cached_commit(&cache, &at("old")), None, "a ref to a snapshot not in the cache");
     }
 }
