@@ -39,7 +39,8 @@ pub fn instruction_prompt(kept_text: &str, query: &str) -> String {
 
 /// The probe asked for: [`Probe::Auto`] becomes a [`ProbeKind`] once the
 /// model is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Probe {
     /// Chat where the GGUF has a chat template, else completion.
     #[default]
