@@ -250,6 +250,14 @@ pub fn process_env(name: &str) -> Option<String> {
 
 /// Expands `${VAR}` and `$VAR` (and `$$` to `$`); an unset variable is an
 /// error that names it.
+///
+/// Hand-written rather than `shellexpand::env_with_context` (3.1), which
+/// agrees on `$VAR`, `${VAR}`, `$$` and unset names but not on the rest of
+/// what this accepts: it keeps an unclosed `${` as text (a typo in a model
+/// path would surface as a missing file, not at the `${`), reads `$1A` and
+/// any Unicode letters as a name (here a name is `[A-Za-z_][A-Za-z0-9_]*`,
+/// and `$1` stays text), and adds `${VAR:-default}`, which the sweep file
+/// does not document.
 pub fn expand_vars(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
