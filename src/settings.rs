@@ -26,11 +26,12 @@ pub trait Named: Copy + 'static + Into<&'static str> + strum::VariantArray + str
 impl<T: Copy + 'static + Into<&'static str> + strum::VariantArray + strum::VariantNames + strum::EnumMessage> Named for T {}
 
 /// A name that is none of a choice's: the message lists the accepted ones,
-/// worded as serde words an unknown variant (a sweep file's keys read the same).
+/// in serde's own words for an unknown variant (run and sweep files read the
+/// same as before the names were derived).
 /// Needs no hint: on the command line clap refuses the value with the flag
 /// named, and a file's reader puts the key in front.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown variant `{value}`, expected one of {}", expected.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))]
+#[error("{}", <serde::de::value::Error as serde::de::Error>::unknown_variant(value, expected))]
 pub struct UnknownName {
     pub value: String,
     pub expected: &'static [&'static str],
@@ -72,8 +73,6 @@ pub enum KvType {
 }
 
 impl KvType {
-    pub const ALL: &'static [KvType] = <KvType as strum::VariantArray>::VARIANTS;
-
     pub fn is_quantized(self) -> bool {
         !matches!(self, KvType::F32 | KvType::F16 | KvType::Bf16)
     }
@@ -104,10 +103,6 @@ pub enum FlashAttn {
     Off,
 }
 
-impl FlashAttn {
-    pub const ALL: &'static [FlashAttn] = <FlashAttn as strum::VariantArray>::VARIANTS;
-}
-
 /// How each question's changes to the prefix state are undone.
 #[derive(
     Debug,
@@ -135,8 +130,6 @@ pub enum RestoreMode {
     /// The whole sequence state is written back for every question.
     Full,
 }
-
-impl RestoreMode {}
 
 /// The context size asked for: `auto` (what the run needs, capped at the
 /// trained context) or a fixed token count.
@@ -191,8 +184,6 @@ pub enum RopeScaling {
     Linear,
     Yarn,
 }
-
-impl RopeScaling {}
 
 /// Context extension: the RoPE settings that replace the GGUF's, as
 /// llama-server's flags set them. `None` everywhere is the model's own, and
@@ -504,12 +495,12 @@ mod tests {
 
     #[test]
     fn names_round_trip_through_serde() {
-        for t in KvType::ALL {
+        for t in <KvType as strum::VariantArray>::VARIANTS {
             let json = serde_json::to_string(&t).unwrap();
             assert_eq!(json, format!("\"{}\"", t.as_str()));
             assert_eq!(serde_json::from_str::<KvType>(&json).unwrap(), *t);
         }
-        for f in FlashAttn::ALL {
+        for f in <FlashAttn as strum::VariantArray>::VARIANTS {
             assert_eq!(serde_json::to_string(&f).unwrap(), format!("\"{}\"", f.as_str()));
         }
     }

@@ -69,8 +69,6 @@ pub enum ApiKind {
     Completion,
 }
 
-impl ApiKind {}
-
 /// Everything a run of questions reads.
 #[derive(Debug, Clone)]
 pub struct AskOptions {

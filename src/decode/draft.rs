@@ -79,14 +79,6 @@ pub enum DraftMode {
     Truth,
 }
 
-impl DraftMode {
-    pub const ALL: &'static [DraftMode] = <DraftMode as strum::VariantArray>::VARIANTS;
-
-    pub fn parse(s: &str) -> Option<DraftMode> {
-        s.parse().ok()
-    }
-}
-
 /// Which source a draft came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {

@@ -52,6 +52,7 @@ pub fn instruction_prompt(kept_text: &str, query: &str) -> String {
     strum::VariantNames,
     strum::VariantArray,
     strum::EnumMessage,
+    serde_with::DeserializeFromStr,
 )]
 #[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
 pub enum Probe {
@@ -62,10 +63,6 @@ pub enum Probe {
     Chat,
     /// The file, a comment, then the function header: the model continues.
     Completion,
-}
-
-impl Probe {
-    pub const ALL: &'static [Probe] = <Probe as strum::VariantArray>::VARIANTS;
 }
 
 /// The probe a run uses.

@@ -39,8 +39,6 @@ pub enum Think {
     On,
 }
 
-impl Think {}
-
 /// Reasoning tokens allowed before the answer budget when thinking is on.
 /// Generous: the Qwen 3 model cards suggest 32K for hard problems, but
 /// recalling lines is not one, and a few thousand tokens of reasoning

@@ -48,8 +48,6 @@ pub enum Normalize {
 }
 
 impl Normalize {
-    pub const ALL: &'static [Normalize] = <Normalize as strum::VariantArray>::VARIANTS;
-
     /// The line as this mode compares it. Borrows whenever the mode leaves the
     /// line unchanged, which is nearly always, so scoring allocates little.
     #[must_use]

@@ -9,15 +9,17 @@ use crate::prompt::Probe;
 use crate::prompt::template::{TemplateFile, TemplateVars, Think};
 use crate::score::Normalize;
 use crate::settings::Named;
-use crate::settings::{CtxSize, FlashAttn, KvType};
+use crate::settings::{CtxSize, FlashAttn, KvType, RopeScaling};
 use crate::targets::TargetSpec;
 use crate::targets::crop::{CropMode, LineRange};
 use anyhow::{Result, anyhow, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use std::path::{Path, PathBuf};
 
 // ---------------------------------------------------------------------------
-// The file as written.
+// The file as written: every named value is read into its enum here, with the
+// enum's own serde spelling (the one run files use), so a bad value is refused
+// by serde with the accepted values and its key path.
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,7 +42,8 @@ struct RawCorpus {
     #[serde(default)]
     exclude: Vec<String>,
     language: Option<String>,
-    crop: Option<String>,
+    #[serde(default, deserialize_with = "chosen_crop")]
+    crop: Option<CropMode>,
     crop_lines: Option<String>,
     max_tokens: Option<usize>,
 }
@@ -52,20 +55,20 @@ struct RawParams {
     lines: Option<usize>,
     pass: Option<usize>,
     seed: Option<u64>,
-    normalize: Option<String>,
+    normalize: Option<Normalize>,
     skip_blank: Option<bool>,
     rename: Option<bool>,
     max_new_tokens: Option<usize>,
     threads: Option<i32>,
-    flash_attn: Option<String>,
+    flash_attn: Option<FlashAttn>,
     swa_full: Option<bool>,
     closed_book: Option<bool>,
-    think: Option<String>,
+    think: Option<Think>,
     think_budget: Option<usize>,
     template_kwargs: Option<toml::Table>,
     lengths: Option<String>,
     effective_at: Option<f64>,
-    draft: Option<String>,
+    draft: Option<crate::decode::draft::DraftMode>,
     draft_max: Option<usize>,
 }
 
@@ -75,23 +78,68 @@ struct RawModel {
     name: String,
     path: String,
     build: Option<String>,
-    kv: Vec<String>,
+    kv: Vec<KvPair>,
     gpu_layers: Option<u32>,
     ctx: Option<toml::Value>,
-    probe: Option<String>,
+    probe: Option<Probe>,
     /// The KV configuration whose run is the model's reference.
-    reference_kv: Option<String>,
+    reference_kv: Option<KvPair>,
     /// `reference_kv`'s old name, still read (on `bench` a reference is a
     /// file); messages name the key the file wrote.
-    reference: Option<String>,
-    think: Option<String>,
+    reference: Option<KvPair>,
+    think: Option<Think>,
     template_kwargs: Option<toml::Table>,
     chat_template: Option<String>,
-    rope_scaling: Option<String>,
+    rope_scaling: Option<RopeScaling>,
     rope_scale: Option<f64>,
     rope_freq_base: Option<f64>,
     rope_freq_scale: Option<f64>,
     yarn_orig_ctx: Option<u32>,
+}
+
+/// A `kv` entry: `"q8_0"` (K and V) or `"q8_0/f16"` (K/V). The text is kept
+/// as written for the messages about the entry as a whole (listed twice, not
+/// one of the model's).
+#[derive(Debug)]
+struct KvPair {
+    written: String,
+    pair: (KvType, KvType),
+}
+
+impl<'de> Deserialize<'de> for KvPair {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<KvPair, D::Error> {
+        // A visitor rather than reading a String first: an error raised while
+        // the string is visited carries the string's place in the file.
+        struct Entry;
+        impl serde::de::Visitor<'_> for Entry {
+            type Value = KvPair;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a KV type, or K/V")
+            }
+            fn visit_str<E: serde::de::Error>(self, written: &str) -> Result<KvPair, E> {
+                use serde::de::IntoDeserializer;
+                let (k, v) = written.split_once('/').unwrap_or((written, written));
+                // Each half through KvType's own serde spelling, so a bad half
+                // is refused as every other named value is.
+                let kv = |x: &str| KvType::deserialize(IntoDeserializer::<E>::into_deserializer(x.trim()));
+                Ok(KvPair { written: written.to_string(), pair: (kv(k)?, kv(v)?) })
+            }
+        }
+        d.deserialize_str(Entry)
+    }
+}
+
+/// `corpus.crop`: one of the modes a user chooses. `lines` is what a sweep
+/// records when it keeps a range given by `crop_lines` (or shared by every
+/// model), never a mode to ask for, so it is refused as serde refuses any
+/// other unknown name.
+fn chosen_crop<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CropMode>, D::Error> {
+    let mode = CropMode::deserialize(d)?;
+    if CropMode::CHOSEN.contains(&mode) {
+        return Ok(Some(mode));
+    }
+    let names: Vec<String> = CropMode::CHOSEN.iter().map(|m| format!("`{}`", m.as_str())).collect();
+    Err(serde::de::Error::custom(format!("unknown variant `{}`, expected one of {}", mode.as_str(), names.join(", "))))
 }
 
 // ---------------------------------------------------------------------------
@@ -203,6 +251,14 @@ pub fn process_env(name: &str) -> Option<String> {
 
 /// Expands `${VAR}` and `$VAR` (and `$$` to `$`); an unset variable is an
 /// error that names it.
+///
+/// Hand-written rather than `shellexpand::env_with_context` (3.1), which
+/// agrees on `$VAR`, `${VAR}`, `$$` and unset names but not on the rest of
+/// what this accepts: it keeps an unclosed `${` as text (a typo in a model
+/// path would surface as a missing file, not at the `${`), reads `$1A` and
+/// any Unicode letters as a name (here a name is `[A-Za-z_][A-Za-z0-9_]*`,
+/// and `$1` stays text), and adds `${VAR:-default}`, which the sweep file
+/// does not document.
 pub fn expand_vars(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
@@ -241,21 +297,6 @@ pub fn expand_vars(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Stri
     }
     out.push_str(rest);
     Ok(out)
-}
-
-/// One of a setting's named values: `all` lists them, `name` spells each.
-fn choice<T: Copy>(s: &str, all: &[T], name: fn(T) -> &'static str, what: &str) -> Result<T, String> {
-    all.iter().copied().find(|&v| name(v) == s).ok_or_else(|| {
-        let names: Vec<&str> = all.iter().map(|&v| name(v)).collect();
-        format!("`{s}` is not {what} (one of {})", names.join(", "))
-    })
-}
-
-/// `"q8_0"` (K and V) or `"q8_0/f16"` (K/V).
-fn kv_pair(s: &str) -> Result<(KvType, KvType), String> {
-    let (k, v) = s.split_once('/').unwrap_or((s, s));
-    let kv = |x: &str| choice(x.trim(), KvType::ALL, KvType::as_str, "a KV type");
-    Ok((kv(k)?, kv(v)?))
 }
 
 /// Model names become file names and shard keys.
@@ -298,7 +339,8 @@ impl Sweep {
     /// Relative paths are taken from `path`'s folder.
     pub fn parse(text: &str, path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Sweep> {
         let file = path.display().to_string();
-        let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, &file, &e))?;
+        let document = toml::Deserializer::parse(text).map_err(|e| toml_error(text, &file, &e))?;
+        let raw: RawFile = serde_path_to_error::deserialize(document).map_err(|e| value_error(text, &file, &e))?;
         let r = Reader { file: &file, base: path.parent().unwrap_or(Path::new("")), env };
         let c = &raw.corpus;
         let corpus = c.path.as_deref().map(|p| r.resolve(p, "corpus.path")).transpose()?;
@@ -310,18 +352,10 @@ impl Sweep {
             bail!("{file}: corpus.include and corpus.exclude select files of corpus.dir, which is not set");
         }
         let language = r.language(c.language.as_deref())?;
-        let crop = match c.crop.as_deref() {
-            None => CropMode::Head,
-            Some(s) => choice(s, &CropMode::CHOSEN, CropMode::as_str, "a crop mode").map_err(|e| r.err("corpus.crop", e))?,
-        };
+        let crop = c.crop.unwrap_or(CropMode::Head);
         let p = &raw.params;
         let target = r.target_spec(c, p)?;
-        let flash_attn = match p.flash_attn.as_deref() {
-            None => FlashAttn::Auto,
-            Some(s) => {
-                choice(s, FlashAttn::ALL, FlashAttn::as_str, "a flash-attention setting").map_err(|e| r.err("params.flash_attn", e))?
-            }
-        };
+        let flash_attn = p.flash_attn.unwrap_or(FlashAttn::Auto);
         let max_threads = crate::bench::MAX_THREADS as i32;
         if p.threads.is_some_and(|t| !(1..=max_threads).contains(&t)) {
             bail!("{file}: params.threads: must be between 1 and {max_threads}");
@@ -340,10 +374,8 @@ impl Sweep {
         if !(1..=crate::prompt::template::MAX_THINK_BUDGET).contains(&think_budget) {
             bail!("{file}: params.think_budget: must be between 1 and {}", crate::prompt::template::MAX_THINK_BUDGET);
         }
-        let defaults = TemplateVars {
-            think: r.think(p.think.as_deref(), "params.think")?.unwrap_or_default(),
-            kwargs: r.kwargs(p.template_kwargs.as_ref(), "params.template_kwargs")?,
-        };
+        let defaults =
+            TemplateVars { think: p.think.unwrap_or_default(), kwargs: r.kwargs(p.template_kwargs.as_ref(), "params.template_kwargs")? };
         let mut models: Vec<ModelEntry> = Vec::new();
         for (i, m) in raw.model.iter().enumerate() {
             let entry = r.model_entry(i, m, &defaults)?;
@@ -353,7 +385,6 @@ impl Sweep {
             models.push(entry);
         }
         let (lengths, effective_at) = r.ladder(p)?;
-        let (draft, draft_max) = r.draft(p)?;
         let sweep = Sweep {
             file: path.to_path_buf(),
             corpus,
@@ -372,8 +403,8 @@ impl Sweep {
             think_budget,
             lengths,
             effective_at,
-            draft,
-            draft_max,
+            draft: p.draft,
+            draft_max: p.draft_max,
             models,
         };
         sweep.validate()?;
@@ -553,6 +584,53 @@ impl Sweep {
 /// (as the file writes its header: `[[model]] #2` is the second model,
 /// unless the error is on a header line itself), and toml's message.
 fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> anyhow::Error {
+    one_line(text, file, e, None)
+}
+
+/// A value serde refused (an unknown name, a wrong type, a missing or unknown
+/// key), as one line: the file, line and column, the key as the checks after
+/// reading name it (`params.normalize`, `corpus.crop`; a model's keys after
+/// its name: model `NAME`: kv[1]), and serde's message, which lists the
+/// accepted names of an unknown one.
+fn value_error(text: &str, file: &str, e: &serde_path_to_error::Error<toml::de::Error>) -> anyhow::Error {
+    use serde_path_to_error::Segment;
+    let dotted = |segments: &[&Segment]| {
+        let mut key = String::new();
+        for s in segments {
+            match s {
+                Segment::Seq { index } => key.push_str(&format!("[{index}]")),
+                Segment::Map { key: k } | Segment::Enum { variant: k } => {
+                    if !key.is_empty() {
+                        key.push('.');
+                    }
+                    key.push_str(k);
+                }
+                Segment::Unknown => key.push_str(".?"),
+            }
+        }
+        key
+    };
+    let segments: Vec<&Segment> = e.path().iter().collect();
+    let key = match segments.as_slice() {
+        [] => None,
+        [Segment::Map { key }, Segment::Seq { index }, rest @ ..] if key == "model" => {
+            // The model by its name, as every later message names it, where
+            // the entry has one.
+            let name = text
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|t| t.get("model")?.as_array()?.get(*index)?.get("name")?.as_str().map(str::to_string));
+            let who = name.map(|n| format!("model `{n}`")).unwrap_or_else(|| format!("model[{index}]"));
+            Some(if rest.is_empty() { who } else { format!("{who}: {}", dotted(rest)) })
+        }
+        all => Some(dotted(all)),
+    };
+    one_line(text, file, e.inner(), key.as_deref())
+}
+
+/// `file:LINE:COL: ` then `key` (or else the table the error is in), then
+/// toml's message joined into one line.
+fn one_line(text: &str, file: &str, e: &toml::de::Error, key: Option<&str>) -> anyhow::Error {
     let at = e
         .span()
         .map(|s| {
@@ -567,7 +645,7 @@ fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> anyhow::Error {
                 .skip(1)
                 .map(header)
                 .find(|l| l.starts_with('['))
-                .filter(|_| !on_header)
+                .filter(|_| !on_header && key.is_none())
                 .map(|t| {
                     let nth = before.lines().filter(|l| header(l) == t).count();
                     if t.starts_with("[[") { format!(" in {t} #{nth}") } else { format!(" in {t}") }
@@ -576,8 +654,9 @@ fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> anyhow::Error {
             format!(":{line}:{col}{table}")
         })
         .unwrap_or_default();
+    let key = key.map(|k| format!(" {k}:")).unwrap_or_default();
     let msg: Vec<&str> = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    anyhow!("{file}{at}: {}", msg.join(" "))
+    anyhow!("{file}{at}:{key} {}", msg.join(" "))
 }
 
 /// What checking a sweep file's values needs: its name for messages, its
@@ -622,19 +701,6 @@ impl Reader<'_> {
         }
     }
 
-    /// params.draft and params.draft_max.
-    fn draft(&self, p: &RawParams) -> Result<(Option<crate::decode::draft::DraftMode>, Option<usize>)> {
-        let file = self.file;
-        let draft = match p.draft.as_deref() {
-            None => None,
-            Some(d) => Some(crate::decode::draft::DraftMode::parse(d).ok_or_else(|| {
-                let modes: Vec<&str> = crate::decode::draft::DraftMode::ALL.iter().map(|m| m.as_str()).collect();
-                anyhow!("{file}: params.draft: `{d}` is not one of {}", modes.join(", "))
-            })?),
-        };
-        Ok((draft, p.draft_max))
-    }
-
     /// params.lengths and params.effective_at.
     fn ladder(&self, p: &RawParams) -> Result<(Option<crate::bench::ladder::Lengths>, f64)> {
         let file = self.file;
@@ -654,10 +720,6 @@ impl Reader<'_> {
         let crop_lines =
             c.crop_lines.as_deref().map(|s| s.parse::<LineRange>().map_err(|e| self.err("corpus.crop_lines", e))).transpose()?;
         let defaults = TargetSpec::default();
-        let normalize = match p.normalize.as_deref() {
-            None => defaults.normalize,
-            Some(s) => choice(s, Normalize::ALL, Normalize::as_str, "a normalisation").map_err(|e| self.err("params.normalize", e))?,
-        };
         let target = TargetSpec {
             count: p.count.unwrap_or(defaults.count),
             lines: p.lines.unwrap_or(defaults.lines),
@@ -666,15 +728,10 @@ impl Reader<'_> {
             skip_blank: p.skip_blank.unwrap_or(defaults.skip_blank),
             rename: p.rename.unwrap_or(defaults.rename),
             pass: p.pass,
-            normalize,
+            normalize: p.normalize.unwrap_or(defaults.normalize),
         };
         target.validate().map_err(|e| anyhow!("{}: [params]: {} {e}", self.file, e.setting()))?;
         Ok(target)
-    }
-
-    /// The `i`-th `[[model]]`, checked.
-    fn think(&self, s: Option<&str>, key: &str) -> Result<Option<Think>> {
-        s.map(|s| choice(s, &[Think::Off, Think::On], Think::as_str, "a thinking setting").map_err(|e| self.err(key, e))).transpose()
     }
 
     /// A TOML table of template variables as the JSON object they render as.
@@ -686,6 +743,7 @@ impl Reader<'_> {
         }
     }
 
+    /// The `i`-th `[[model]]`, checked.
     fn model_entry(&self, i: usize, m: &RawModel, defaults: &TemplateVars) -> Result<ModelEntry> {
         let file = self.file;
         let who = format!("model `{}`", m.name);
@@ -700,12 +758,11 @@ impl Reader<'_> {
             bail!("{file}: {who}: kv: empty; list at least one KV type, e.g. kv = [\"q8_0\"]");
         }
         let mut kv = Vec::new();
-        for s in &m.kv {
-            let pair = kv_pair(s).map_err(|e| self.err(&format!("{who}: kv"), e))?;
-            if kv.contains(&pair) {
-                bail!("{file}: {who}: kv: `{s}` is listed twice");
+        for entry in &m.kv {
+            if kv.contains(&entry.pair) {
+                bail!("{file}: {who}: kv: `{}` is listed twice", entry.written);
             }
-            kv.push(pair);
+            kv.push(entry.pair);
         }
         let ctx = match &m.ctx {
             None => CtxSize::Auto,
@@ -713,11 +770,8 @@ impl Reader<'_> {
             Some(toml::Value::String(s)) => s.parse::<CtxSize>().map_err(|e| self.err(&format!("{who}: ctx"), e))?,
             Some(other) => bail!("{file}: {who}: ctx: expected \"auto\" or a token count, got {other}"),
         };
-        let probe = match m.probe.as_deref() {
-            None => Probe::Auto,
-            Some(s) => choice(s, Probe::ALL, Probe::as_str, "a probe").map_err(|e| self.err(&format!("{who}: probe"), e))?,
-        };
-        let written = match (m.reference_kv.as_deref(), m.reference.as_deref()) {
+        let probe = m.probe.unwrap_or(Probe::Auto);
+        let written = match (&m.reference_kv, &m.reference) {
             (Some(_), Some(_)) => bail!("{file}: {who}: reference_kv and reference (its old name) are both given; keep reference_kv"),
             (Some(s), None) => Some((s, "reference_kv")),
             (None, Some(s)) => Some((s, "reference")),
@@ -725,12 +779,14 @@ impl Reader<'_> {
         };
         let reference_kv = match written {
             None => None,
-            Some((s, key)) => {
-                let pair = kv_pair(s).map_err(|e| self.err(&format!("{who}: {key}"), e))?;
-                if !kv.contains(&pair) {
-                    bail!("{file}: {who}: {key}: `{s}` is not one of its kv entries; the reference is one of the model's own runs");
+            Some((r, key)) => {
+                if !kv.contains(&r.pair) {
+                    bail!(
+                        "{file}: {who}: {key}: `{}` is not one of its kv entries; the reference is one of the model's own runs",
+                        r.written
+                    );
                 }
-                Some(pair)
+                Some(r.pair)
             }
         };
         let (template, chat_template) = self.template(m, probe, defaults, &who)?;
@@ -758,7 +814,7 @@ impl Reader<'_> {
             let given = [
                 (m.chat_template.is_some(), "chat_template"),
                 (m.template_kwargs.is_some(), "template_kwargs"),
-                (m.think.as_deref() == Some("on"), "think"),
+                (m.think == Some(Think::On), "think"),
             ];
             if let Some((_, key)) = given.iter().find(|(on, _)| *on) {
                 bail!("{}: {who}: {key}: probe = \"completion\" renders no chat template, so {key} would change nothing", self.file);
@@ -766,7 +822,7 @@ impl Reader<'_> {
             return Ok((TemplateVars::default(), None));
         }
         let mut template = defaults.clone();
-        if let Some(t) = self.think(m.think.as_deref(), &format!("{who}: think"))? {
+        if let Some(t) = m.think {
             template.think = t;
         }
         template.kwargs.extend(self.kwargs(m.template_kwargs.as_ref(), &format!("{who}: template_kwargs"))?);
@@ -776,15 +832,7 @@ impl Reader<'_> {
 
     /// A model's context extension, checked as `bench`'s flags are.
     fn rope(&self, m: &RawModel, who: &str) -> Result<crate::settings::Rope> {
-        use crate::settings::RopeScaling;
         let file = self.file;
-        let scaling = match m.rope_scaling.as_deref() {
-            None => None,
-            Some(s) => Some(
-                choice(s, &[RopeScaling::None, RopeScaling::Linear, RopeScaling::Yarn], RopeScaling::as_str, "a RoPE scaling")
-                    .map_err(|e| self.err(&format!("{who}: rope_scaling"), e))?,
-            ),
-        };
         let positive = |v: Option<f64>, key: &str, hi: f64| -> Result<Option<f32>> {
             match v {
                 Some(x) if !(x.is_finite() && x > 0.0 && x <= hi) => {
@@ -802,7 +850,7 @@ impl Reader<'_> {
             bail!("{file}: {who}: yarn_orig_ctx: {n} is not a token count from 1 to {}", CtxSize::MAX);
         }
         Ok(crate::settings::Rope {
-            scaling,
+            scaling: m.rope_scaling,
             freq_base: positive(m.rope_freq_base, "rope_freq_base", 1e12)?,
             freq_scale: scale.map(|n| 1.0 / n).or(freq_scale),
             yarn_orig_ctx: m.yarn_orig_ctx,
@@ -940,7 +988,7 @@ gpu_layers = 0
             (Some(crate::settings::RopeScaling::Yarn), Some(0.25), Some(32768))
         );
         for (line, needle) in [
-            ("rope_scaling = \"ntk\"", "rope_scaling: `ntk` is not a RoPE scaling"),
+            ("rope_scaling = \"ntk\"", "rope_scaling: unknown variant `ntk`, expected one of `none`, `linear`, `yarn`"),
             ("rope_scale = 0", "rope_scale: 0 is not above 0"),
             ("rope_scale = 2\nrope_freq_scale = 0.5", "rope_scale and rope_freq_scale are both given"),
             ("yarn_orig_ctx = 0", "yarn_orig_ctx: 0 is not a token count"),
@@ -985,6 +1033,89 @@ gpu_layers = 0
         assert!(e.contains("[[model]]"), "{e}");
         let e = err("[[model]]\nname = \"m\"\nkv = [\"f16\"]\n");
         assert!(e.contains("path"), "{e}");
+    }
+
+    /// Every named value is read with its enum's own serde spelling: each
+    /// name the file documents reads as its value (K/V halves trimmed), and
+    /// a bad one is one line with the line, column and key, and the names
+    /// accepted.
+    #[test]
+    fn named_values_read_as_their_enums_and_a_bad_one_names_its_key() {
+        use crate::decode::draft::DraftMode;
+        let env = env_of(&[("CACHE", "/c")]);
+        let parse = |text: &str| Sweep::parse(text, Path::new("m.toml"), &env).map_err(|e| e.to_string());
+        // GOOD with `line` after `after`; `ctx = 1024` ends model `small`.
+        // Model `base` at f16, which flash attention off allows too.
+        let good = GOOD.replace("kv = [\"q4_0\"]", "kv = [\"f16\"]");
+        let with = |after: &str, line: &str| good.replacen(after, &format!("{after}{line}\n"), 1);
+        let params = |line: &str| parse(&with("lines = 6\n", line)).unwrap();
+        let small = |line: &str| parse(&with("ctx = 1024\n", line)).unwrap().models.remove(0);
+        for &n in <Normalize as strum::VariantArray>::VARIANTS {
+            assert_eq!(params(&format!("normalize = \"{}\"", n.as_str())).target.normalize, n);
+        }
+        for &f in <FlashAttn as strum::VariantArray>::VARIANTS {
+            assert_eq!(params(&format!("flash_attn = \"{}\"", f.as_str())).flash_attn, f);
+        }
+        for &d in <DraftMode as strum::VariantArray>::VARIANTS {
+            assert_eq!(params(&format!("draft = \"{}\"", d.as_str())).draft, Some(d));
+        }
+        for t in [Think::Off, Think::On] {
+            assert_eq!(params(&format!("think = \"{}\"", t.as_str())).models[0].template.think, t);
+            assert_eq!(small(&format!("think = \"{}\"", t.as_str())).template.think, t);
+        }
+        for c in CropMode::CHOSEN {
+            assert_eq!(parse(&GOOD.replace("\"densest\"", &format!("\"{}\"", c.as_str()))).unwrap().crop, c);
+        }
+        for &p in <Probe as strum::VariantArray>::VARIANTS {
+            assert_eq!(small(&format!("probe = \"{}\"", p.as_str())).probe, p);
+        }
+        for r in [RopeScaling::None, RopeScaling::Linear, RopeScaling::Yarn] {
+            assert_eq!(small(&format!("rope_scaling = \"{}\"", r.as_str())).rope.scaling, Some(r));
+        }
+        for &k in <KvType as strum::VariantArray>::VARIANTS {
+            let kv = format!("kv = [\" {k} / f16 \"]\nreference_kv = \"{k}/f16\"");
+            let s = parse(&GOOD.replace("kv = [\"f16\", \"q8_0/f16\"]", &kv)).unwrap();
+            assert_eq!((s.models[0].kv.clone(), s.models[0].reference_kv), (vec![(k, KvType::F16)], Some((k, KvType::F16))));
+        }
+        for (text, needle) in [
+            (
+                with("lines = 6\n", "normalize = \"loose\""),
+                "m.toml:7:13: params.normalize: unknown variant `loose`, expected one of `trim`, `exact`, `squash`",
+            ),
+            (
+                with("lines = 6\n", "flash_attn = \"maybe\""),
+                "m.toml:7:14: params.flash_attn: unknown variant `maybe`, expected one of `auto`, `on`, `off`",
+            ),
+            (with("lines = 6\n", "think = \"maybe\""), "m.toml:7:9: params.think: unknown variant `maybe`, expected `off` or `on`"),
+            (
+                with("lines = 6\n", "draft = \"sometimes\""),
+                "m.toml:7:9: params.draft: unknown variant `sometimes`, expected one of `none`, `lookup`, `truth`",
+            ),
+            (with("lines = 6\n", "seed = \"one\""), "m.toml:7:8: params.seed: invalid type: string \"one\", expected u64"),
+            (
+                GOOD.replace("\"densest\"", "\"lines\""),
+                "m.toml:3:8: corpus.crop: unknown variant `lines`, expected one of `head`, `densest`, `none`",
+            ),
+            (
+                with("ctx = 1024\n", "probe = \"gossip\""),
+                "m.toml:12:9: model `small`: probe: unknown variant `gossip`, expected one of `auto`, `chat`, `completion`",
+            ),
+            (with("ctx = 1024\n", "think = \"yes\""), "m.toml:12:9: model `small`: think: unknown variant `yes`, expected `off` or `on`"),
+            (
+                GOOD.replace("\"q8_0/f16\"", "\"q8_0/q7\""),
+                "m.toml:10:14: model `small`: kv[1]: unknown variant `q7`, expected one of `f32`, `f16`, `bf16`, `q8_0`, `q5_1`, `q5_0`, `q4_1`, `q4_0`, `iq4_nl`",
+            ),
+            (
+                with("ctx = 1024\n", "reference_kv = \"f17\""),
+                "m.toml:12:16: model `small`: reference_kv: unknown variant `f17`, expected one of `f32`, `f16`, `bf16`, `q8_0`, `q5_1`, `q5_0`, `q4_1`, `q4_0`, `iq4_nl`",
+            ),
+            (with("ctx = 1024\n", "reference = \"f17\""), "m.toml:12:13: model `small`: reference: unknown variant `f17`"),
+            // A model without a usable name is named by its place.
+            (GOOD.replace("name = \"base\"", "name = 2"), "m.toml:13:8: model[1]: name: invalid type: integer `2`, expected a string"),
+        ] {
+            let e = parse(&text).unwrap_err();
+            assert!(!e.contains('\n') && e.starts_with(needle), "{needle}\n{e}");
+        }
     }
 
     #[test]
