@@ -356,14 +356,12 @@ impl Sweep {
         let p = &raw.params;
         let target = r.target_spec(c, p)?;
         let flash_attn = p.flash_attn.unwrap_or(FlashAttn::Auto);
-        let max_threads = crate::bench::MAX_THREADS as i32;
-        if p.threads.is_some_and(|t| !(1..=max_threads).contains(&t)) {
-            bail!("{file}: params.threads: must be between 1 and {max_threads}");
-        }
-        let max_new = crate::bench::MAX_NEW_TOKENS;
-        if p.max_new_tokens.is_some_and(|n| !(1..=max_new).contains(&n)) {
-            bail!("{file}: params.max_new_tokens: must be between 1 and {max_new}");
-        }
+        // The run's ranges, by the rule `bench`'s flags go through.
+        use crate::bench::Numeric;
+        Numeric::Threads.check(p.threads.map(i64::from)).map_err(|e| anyhow::anyhow!("{file}: params.threads: {e}"))?;
+        Numeric::MaxNewTokens
+            .check(p.max_new_tokens.map(|n| n as i64))
+            .map_err(|e| anyhow::anyhow!("{file}: params.max_new_tokens: {e}"))?;
         if c.max_tokens.is_some_and(|n| n == 0 || n > CtxSize::MAX as usize) {
             bail!("{file}: corpus.max_tokens: must be between 1 and {}", CtxSize::MAX);
         }
@@ -371,9 +369,7 @@ impl Sweep {
             bail!("{file}: no [[model]] entries");
         }
         let think_budget = p.think_budget.unwrap_or(crate::prompt::template::DEFAULT_THINK_BUDGET);
-        if !(1..=crate::prompt::template::MAX_THINK_BUDGET).contains(&think_budget) {
-            bail!("{file}: params.think_budget: must be between 1 and {}", crate::prompt::template::MAX_THINK_BUDGET);
-        }
+        Numeric::ThinkBudget.check(Some(think_budget as i64)).map_err(|e| anyhow::anyhow!("{file}: params.think_budget: {e}"))?;
         let defaults =
             TemplateVars { think: p.think.unwrap_or_default(), kwargs: r.kwargs(p.template_kwargs.as_ref(), "params.template_kwargs")? };
         let mut models: Vec<ModelEntry> = Vec::new();
@@ -830,30 +826,33 @@ impl Reader<'_> {
         Ok((template, chat_template))
     }
 
-    /// A model's context extension, checked as `bench`'s flags are.
+    /// A model's context extension, checked by the rule `bench`'s flags go
+    /// through ([`crate::settings::RopeInput::resolve`]), worded as keys.
     fn rope(&self, m: &RawModel, who: &str) -> Result<crate::settings::Rope> {
-        let file = self.file;
-        let positive = |v: Option<f64>, key: &str, hi: f64| -> Result<Option<f32>> {
-            match v {
-                Some(x) if !(x.is_finite() && x > 0.0 && x <= hi) => {
-                    bail!("{file}: {who}: {key}: {x} is not above 0 and at most {hi}")
-                }
-                v => Ok(v.map(|x| x as f32)),
-            }
-        };
-        let scale = positive(m.rope_scale, "rope_scale", 1024.0)?;
-        let freq_scale = positive(m.rope_freq_scale, "rope_freq_scale", 1024.0)?;
-        if scale.is_some() && freq_scale.is_some() {
-            bail!("{file}: {who}: rope_scale and rope_freq_scale are both given; rope_scale N is rope_freq_scale 1/N, keep one");
-        }
-        if let Some(n) = m.yarn_orig_ctx.filter(|n| !(1..=CtxSize::MAX).contains(n)) {
-            bail!("{file}: {who}: yarn_orig_ctx: {n} is not a token count from 1 to {}", CtxSize::MAX);
-        }
-        Ok(crate::settings::Rope {
+        use crate::settings::{RopeError, RopeInput, RopeSetting};
+        let input = RopeInput {
             scaling: m.rope_scaling,
-            freq_base: positive(m.rope_freq_base, "rope_freq_base", 1e12)?,
-            freq_scale: scale.map(|n| 1.0 / n).or(freq_scale),
-            yarn_orig_ctx: m.yarn_orig_ctx,
+            scale: m.rope_scale.map(|x| x as f32),
+            freq_scale: m.rope_freq_scale.map(|x| x as f32),
+            freq_base: m.rope_freq_base.map(|x| x as f32),
+            yarn_orig_ctx: m.yarn_orig_ctx.map(|n| n as usize),
+        };
+        let file = self.file;
+        input.resolve().map_err(|e| match e {
+            RopeError::ScaleAndFreqScale => {
+                anyhow::anyhow!(
+                    "{file}: {who}: rope_scale and rope_freq_scale are both given; rope_scale N is rope_freq_scale 1/N, keep one"
+                )
+            }
+            e => {
+                let key = match e.setting() {
+                    RopeSetting::Scale => "rope_scale",
+                    RopeSetting::FreqScale => "rope_freq_scale",
+                    RopeSetting::FreqBase => "rope_freq_base",
+                    RopeSetting::YarnOrigCtx => "yarn_orig_ctx",
+                };
+                anyhow::anyhow!("{file}: {who}: {key}: {e}")
+            }
         })
     }
 }
