@@ -311,10 +311,10 @@ pub struct ReportArgs {
 #[derive(Debug, Args, Clone)]
 pub struct TargetArgs {
     /// How many functions to ask about, spread over the file by depth.
-    #[arg(long, default_value_t = TargetSpec::default().count, value_parser = ranged(1, TargetSpec::MAX_COUNT))]
+    #[arg(long, default_value_t = TargetSpec::default().count)]
     pub count: usize,
     /// How many lines after the opening brace each answer should reproduce.
-    #[arg(long, default_value_t = TargetSpec::default().lines, value_parser = ranged(1, TargetSpec::MAX_LINES))]
+    #[arg(long, default_value_t = TargetSpec::default().lines)]
     pub lines: usize,
     /// Seed of the target sampler: the same seed always picks the same targets.
     #[arg(long, default_value_t = TargetSpec::default().seed)]
@@ -330,7 +330,7 @@ pub struct TargetArgs {
     #[arg(long)]
     pub rename: bool,
     /// A target passes when at least this many lines match [default: 8, or LINES when smaller].
-    #[arg(long, value_parser = ranged(1, TargetSpec::MAX_LINES))]
+    #[arg(long)]
     pub pass: Option<usize>,
     /// How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one).
     #[arg(long, value_parser = named::<Normalize>(), default_value_t = TargetSpec::default().normalize)]
@@ -403,7 +403,7 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "A:B")]
     pub crop_lines: Option<LineRange>,
     /// Override the pass threshold recorded in the targets file.
-    #[arg(long, value_parser = ranged(1, TargetSpec::MAX_LINES))]
+    #[arg(long)]
     pub pass: Option<usize>,
     /// Override the normalisation recorded in the targets file.
     #[arg(long, value_parser = named::<Normalize>())]

@@ -35,6 +35,9 @@ pub enum ScoreError {
     /// The pass threshold given instead of the file's is above its lines.
     #[error("{pass} is more than the targets' {lines} lines: nothing could pass")]
     PassAboveLines { pass: usize, lines: usize },
+    /// The pass threshold given instead of the file's is out of range.
+    #[error("{0}")]
+    Pass(SpecError),
     /// The targets file's own settings are out of range.
     #[error("{path}: params.{} {source}", source.setting())]
     TargetsParams { path: String, source: SpecError },
@@ -79,6 +82,7 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
     if let Err(e) = spec.validate() {
         return Err(match (e, settings.pass) {
             (SpecError::PassAboveLines { pass, lines }, Some(_)) => ScoreError::PassAboveLines { pass, lines },
+            (e, Some(_)) if e.setting() == "pass" => ScoreError::Pass(e),
             (source, _) => ScoreError::TargetsParams { path: targets_path.display().to_string(), source },
         }
         .into());

@@ -33,6 +33,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         Ok(ScoreError::PassAboveLines { pass, lines }) => {
             anyhow::anyhow!("--pass {pass} is more than the targets' {lines} lines: nothing could pass")
         }
+        Ok(ScoreError::Pass(e)) => anyhow::anyhow!("--pass {e}"),
         Ok(e) => e.into(),
         Err(e) => e,
     })?;
