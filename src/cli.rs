@@ -193,10 +193,10 @@ pub struct PromptArgs {
     #[command(flatten)]
     pub rope: RopeArgs,
     /// As `bench --max-prefix-tokens`.
-    #[arg(long, visible_alias = "max-tokens", value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
+    #[arg(long, visible_alias = "max-tokens", value_name = "N")]
     pub max_prefix_tokens: Option<usize>,
     /// As `bench --max-new-tokens` (it decides how much of the file fits).
-    #[arg(long, value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
+    #[arg(long, value_name = "N")]
     pub max_new_tokens: Option<usize>,
     /// As `bench --probe`.
     #[arg(long, value_parser = named::<Probe>(), default_value_t = Probe::Auto)]
@@ -546,7 +546,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = names_of(&CropMode::CHOSEN), default_value_t = CropMode::Head)]
     pub crop: CropMode,
     /// Cap the kept file (the prefix) at this many tokens.
-    #[arg(long, visible_alias = "max-tokens", value_name = "N", value_parser = ranged(1, CtxSize::MAX as usize))]
+    #[arg(long, visible_alias = "max-tokens", value_name = "N")]
     pub max_prefix_tokens: Option<usize>,
     /// CPU threads (default: all cores; at most 1024).
     #[arg(long, allow_negative_numbers = true)]

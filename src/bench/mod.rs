@@ -26,7 +26,7 @@ pub const MAX_THREADS: usize = 1_024;
 
 pub use decoding::{DecodeError, DecodeOptions, Decoding, MemoryLimit};
 pub use execute::{ExecOptions, Executed, check_reference, execute};
-pub use options::{BenchOptions, LadderClash, Numeric, OptionsError, TemplateSetting, check_template};
+pub use options::{BenchOptions, LadderClash, Numeric, OptionsError, TemplateSetting, check_plan};
 pub use plan::{Plan, PlanError, PlanOptions, plan};
 pub use record::RunSpec;
 

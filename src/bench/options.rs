@@ -113,6 +113,7 @@ pub enum Numeric {
     MaxNewTokens,
     ThinkBudget,
     ReferenceTopK,
+    MaxPrefixTokens,
 }
 
 impl Numeric {
@@ -123,6 +124,7 @@ impl Numeric {
             Numeric::MaxNewTokens => super::MAX_NEW_TOKENS,
             Numeric::ThinkBudget => crate::prompt::template::MAX_THINK_BUDGET,
             Numeric::ReferenceTopK => crate::record::reference::MAX_TOP_K,
+            Numeric::MaxPrefixTokens => crate::settings::CtxSize::MAX as usize,
         }
     }
 
@@ -167,10 +169,13 @@ fn template_setting(p: &PlanOptions) -> Option<TemplateSetting> {
     .find_map(|(given, s)| given.then_some(s))
 }
 
-/// Refuses template settings that would change nothing: any with the
-/// completion probe, a reasoning budget with thinking off. `bench` checks it
-/// in [`BenchOptions::validate`], `prompt` on its own.
-pub fn check_template(p: &PlanOptions) -> Result<(), OptionsError> {
+/// The rules on a plan's own settings: the ranges of its numbers, and
+/// template settings that would change nothing (any with the completion
+/// probe, a reasoning budget with thinking off). `bench` checks it in
+/// [`BenchOptions::validate`], `prompt` on its own.
+pub fn check_plan(p: &PlanOptions) -> Result<(), OptionsError> {
+    Numeric::MaxNewTokens.check(p.max_new_tokens.map(|n| n as i64))?;
+    Numeric::MaxPrefixTokens.check(p.max_prefix_tokens.map(|n| n as i64))?;
     Numeric::ThinkBudget.check(p.think_budget.map(|n| n as i64))?;
     if p.probe == crate::prompt::Probe::Completion
         && let Some(s) = template_setting(p)
@@ -191,7 +196,6 @@ impl BenchOptions {
         if self.decode.fixed_tokens.is_some() && p.max_new_tokens.is_some() {
             return Err(OptionsError::FixedAndMaxNew.into());
         }
-        Numeric::MaxNewTokens.check(p.max_new_tokens.map(|n| n as i64))?;
         Numeric::Threads.check(self.context.threads.map(i64::from))?;
         Numeric::ReferenceTopK.check(self.reference_top_k.map(|n| n as i64))?;
         if self.decode.no_forced && (self.reference.is_some() || self.save_reference.is_some()) {
@@ -215,7 +219,7 @@ impl BenchOptions {
         if let Some((_, name)) = p.only.iter().enumerate().find(|(i, n)| p.only[..*i].contains(n)) {
             return Err(OptionsError::DuplicateOnly(name.clone()).into());
         }
-        check_template(p)?;
+        check_plan(p)?;
         if self.reference_top_k.is_some() && self.save_reference.is_none() {
             return Err(OptionsError::TopKWithoutSave.into());
         }

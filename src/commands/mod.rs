@@ -249,6 +249,7 @@ fn options_message(o: &OptionsError) -> String {
                 Numeric::MaxNewTokens => "--max-new-tokens",
                 Numeric::ThinkBudget => "--think-budget",
                 Numeric::ReferenceTopK => "--reference-top-k",
+                Numeric::MaxPrefixTokens => "--max-prefix-tokens",
             };
             format!("{flag} {value}: {o}")
         }

@@ -114,7 +114,7 @@ pub fn prompt(a: &PromptArgs) -> Result<PlanOptions> {
         rope: rope(&a.rope)?,
     };
     opts.target.validate().map_err(|e| super::hint(e.into(), Some(a.crop)))?;
-    crate::bench::check_template(&opts).map_err(|e| super::hint(e.into(), None))?;
+    crate::bench::check_plan(&opts).map_err(|e| super::hint(e.into(), None))?;
     Ok(opts)
 }
 

@@ -362,9 +362,7 @@ impl Sweep {
         Numeric::MaxNewTokens
             .check(p.max_new_tokens.map(|n| n as i64))
             .map_err(|e| anyhow::anyhow!("{file}: params.max_new_tokens: {e}"))?;
-        if c.max_tokens.is_some_and(|n| n == 0 || n > CtxSize::MAX as usize) {
-            bail!("{file}: corpus.max_tokens: must be between 1 and {}", CtxSize::MAX);
-        }
+        Numeric::MaxPrefixTokens.check(c.max_tokens.map(|n| n as i64)).map_err(|e| anyhow::anyhow!("{file}: corpus.max_tokens: {e}"))?;
         if raw.model.is_empty() {
             bail!("{file}: no [[model]] entries");
         }
