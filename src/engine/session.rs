@@ -221,6 +221,10 @@ impl SpanBudget {
 
 impl<'m> Session<'m> {
     pub fn new(model: &'m Model, cfg: &ContextConfig) -> Result<Session<'m>> {
+        // The rule is ContextConfig's, checked for a run by BenchOptions::validate
+        // before any model loads; the engine checks it again only because it is
+        // a public API whose callers may build a config by hand, and llama.cpp
+        // would refuse such a context less clearly.
         cfg.validate()?;
         let ctx = model
             .model
