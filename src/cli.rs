@@ -62,14 +62,6 @@ fn seconds(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// A rate between 0 and 1.
-fn unit_interval(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if !(0.0..=1.0).contains(&v) {
-        return Err(format!("{s} is not between 0 and 1"));
-    }
-    Ok(v)
-}
 use std::path::PathBuf;
 
 /// posrecall: how well does a local LLM recall long code, verbatim and by position?
@@ -453,7 +445,7 @@ pub struct DecodeArgs {
     /// Answer up to N questions at once, as sequences sharing the evaluated prefix in one
     /// KV cache (1: one at a time). Falls back to one at a time where the model's memory
     /// cannot share a prefix; the run file's decode_mode says which ran.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
     /// With --parallel: answer every question one at a time as well, and record how many
     /// answers differ and by how much (run file: summary.sequential).
@@ -598,7 +590,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "L,...|auto")]
     pub lengths: Option<crate::bench::ladder::Lengths>,
     /// The pass rate the effective length must keep at every length up to it.
-    #[arg(long, value_name = "RATE", default_value_t = crate::bench::ladder::DEFAULT_EFFECTIVE_AT, value_parser = unit_interval, requires = "lengths")]
+    #[arg(long, value_name = "RATE", default_value_t = crate::bench::ladder::DEFAULT_EFFECTIVE_AT, requires = "lengths", allow_negative_numbers = true)]
     pub effective_at: f64,
     /// Write the run file (JSON) here.
     #[arg(long, short)]

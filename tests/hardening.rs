@@ -108,6 +108,8 @@ fn out_of_range_run_settings_are_refused_before_the_model() {
         (vec!["targets", s(&c), "--pass", "0"], "--pass must be at least 1"),
         (vec!["bench", "m.gguf", "--lines", "100000000000"], "--lines 100000000000 is more than the largest, 1000"),
         (vec!["bench", "m.gguf", "--threads", "0"], "--threads 0: must be between 1 and 1024"),
+        (vec!["bench", "m.gguf", "--parallel", "0"], "--parallel 0: must be at least 1"),
+        (vec!["bench", "m.gguf", "--lengths", "auto", "--effective-at", "-0.1"], "--effective-at -0.1: must be between 0 and 1"),
         (vec!["bench", "m.gguf", "--threads=-7"], "--threads -7: must be between 1 and 1024"),
         (vec!["bench", "m.gguf", "--threads", "1025"], "--threads 1025: must be between 1 and 1024"),
         (vec!["bench", "m.gguf", "--max-new-tokens", "999999999"], "--max-new-tokens 999999999: must be between 1 and 131072"),

@@ -370,7 +370,7 @@ fn bad_ladders_are_refused_in_one_line() {
         (vec!["--lengths", "32"], "between 64"),
         (vec!["--lengths", "4q"], "not a length in tokens"),
         (vec!["--lengths", "1k,,2k"], "one of them is empty"),
-        (vec!["--lengths", "1k", "--effective-at", "1.5"], "between 0 and 1"),
+        (vec!["--lengths", "1k", "--effective-at", "1.5"], "--effective-at 1.5: must be between 0 and 1"),
         (vec!["--effective-at", "0.5"], "--lengths"),
         (vec!["--lengths", "1k,2k", "--closed-book"], "--closed-book"),
     ] {

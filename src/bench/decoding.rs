@@ -91,6 +91,8 @@ pub enum DecodeError {
          the largest N is {}", MAX_SEQUENCES - 1
     )]
     TooManySequences { requested: usize },
+    #[error("must be at least 1")]
+    ZeroParallel,
     #[error("{slots} sequences need a KV cache of {cells} cells ({bytes} bytes), more than the limit")]
     KvDoesNotFit {
         slots: usize,
@@ -151,6 +153,9 @@ impl DecodeOptions {
         }
         if self.check_draft && (self.draft == DraftMode::None || self.parallel > 1 || self.fixed_tokens.is_some() || self.forced_only) {
             return Err(DecodeError::CheckNeedsDrafts);
+        }
+        if self.parallel == 0 {
+            return Err(DecodeError::ZeroParallel);
         }
         // Before any model is loaded, though only a model decides how many run.
         if self.parallel > MAX_SEQUENCES - 1 {

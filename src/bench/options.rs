@@ -78,10 +78,13 @@ pub enum LadderClash {
 
 /// A set of options that cannot run. The messages name settings; the
 /// command (or the sweep reader) adds the flag or key that set each one.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, PartialEq)]
 pub enum OptionsError {
     #[error("a fixed answer length and an answer budget are both given")]
     FixedAndMaxNew,
+    /// The pass rate the effective length must keep.
+    #[error("must be between 0 and 1")]
+    EffectiveAt(f64),
     /// A number out of its range: the one check of each, for the command
     /// line and the sweep file alike.
     #[error("must be between 1 and {max}")]
@@ -195,6 +198,9 @@ impl BenchOptions {
         let p = &self.plan;
         if self.decode.fixed_tokens.is_some() && p.max_new_tokens.is_some() {
             return Err(OptionsError::FixedAndMaxNew.into());
+        }
+        if !(0.0..=1.0).contains(&self.effective_at) {
+            return Err(OptionsError::EffectiveAt(self.effective_at).into());
         }
         Numeric::Threads.check(self.context.threads.map(i64::from))?;
         Numeric::ReferenceTopK.check(self.reference_top_k.map(|n| n as i64))?;

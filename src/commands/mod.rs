@@ -243,6 +243,7 @@ fn free_text(free: u64, device: &str) -> String {
 fn options_message(o: &OptionsError) -> String {
     match o {
         OptionsError::FixedAndMaxNew => "--fixed-tokens sets the answer length; drop --max-new-tokens".into(),
+        OptionsError::EffectiveAt(rate) => format!("--effective-at {rate}: {o}"),
         OptionsError::OutOfRange { setting, value, .. } => {
             let flag = match setting {
                 Numeric::Threads => "--threads",
@@ -303,6 +304,7 @@ fn decode_message(d: &DecodeError) -> String {
             "--kv-memory bounds the KV cache of --parallel answering; add --parallel N (N >= 2) or drop --kv-memory".into()
         }
         DecodeError::TooManySequences { requested } => format!("--parallel {requested}: {d}"),
+        DecodeError::ZeroParallel => format!("--parallel 0: {d}"),
         DecodeError::DraftMax(k) => format!("--draft-max {k}: {d}"),
         DecodeError::CheckNeedsDrafts => "--check-draft compares drafted answers with undrafted ones; it needs --draft truth or lookup, \
              and no --parallel, --fixed-tokens or --forced-only"

@@ -418,6 +418,9 @@ impl Sweep {
             if let Some(crate::bench::DecodeError::DraftMax(_)) = e.downcast_ref() {
                 bail!("{file}: params.draft_max: {e}");
             }
+            if let Some(OptionsError::EffectiveAt(_)) = e.downcast_ref::<OptionsError>() {
+                bail!("{file}: params.effective_at: {e}");
+            }
             if let Some(OptionsError::Ladder(clash)) = e.downcast_ref::<OptionsError>() {
                 let with = match clash {
                     LadderClash::ClosedBook => "params.closed_book".to_string(),
@@ -704,9 +707,6 @@ impl Reader<'_> {
             .map(|l| l.parse::<crate::bench::ladder::Lengths>().map_err(|e| anyhow::anyhow!("{file}: params.lengths: {e}")))
             .transpose()?;
         let effective_at = p.effective_at.unwrap_or(crate::bench::ladder::DEFAULT_EFFECTIVE_AT);
-        if !(0.0..=1.0).contains(&effective_at) {
-            bail!("{file}: params.effective_at: must be between 0 and 1");
-        }
         Ok((lengths, effective_at))
     }
 
