@@ -9,7 +9,7 @@ use crate::prompt::Probe;
 use crate::prompt::template::Think;
 use crate::score::Normalize;
 use crate::settings::Named;
-use crate::settings::{CtxSize, FlashAttn, KvType};
+use crate::settings::{CtxSize, FlashAttn, KvPair, KvRotation, KvType, List};
 use crate::targets::TargetSpec;
 use crate::targets::crop::{CropMode, LineRange};
 use clap::builder::{PossibleValue, PossibleValuesParser, RangedU64ValueParser, TypedValueParser};
@@ -22,6 +22,12 @@ where
     T::Err: std::error::Error + Send + Sync + 'static,
 {
     names_of(<T as strum::VariantArray>::VARIANTS)
+}
+
+/// The method's KV types, as `--kv` shows its default.
+fn default_kv() -> KvPair {
+    let (k, v) = crate::settings::ContextSettings::default().kv;
+    KvPair { k, v }
 }
 
 /// [`named`] for some of a choice's values only.
@@ -517,15 +523,18 @@ pub struct BenchArgs {
     pub source: CorpusArgs,
     #[command(flatten)]
     pub target: TargetArgs,
-    /// KV-cache type for both K and V.
-    #[arg(long, value_parser = named::<KvType>(), default_value_t = crate::settings::ContextSettings::default().kv.0)]
-    pub kv: KvType,
-    /// KV-cache type for K (overrides --kv).
-    #[arg(long, value_parser = named::<KvType>())]
-    pub kv_k: Option<KvType>,
-    /// KV-cache type for V (overrides --kv; a quantised V needs flash attention).
-    #[arg(long, value_parser = named::<KvType>())]
-    pub kv_v: Option<KvType>,
+    /// KV-cache types: a type for K and V, or K/V; a comma list runs each in turn over the same targets, the first as the others' reference (needs --out-dir).
+    #[arg(long, value_name = "KV,...", default_value_t = List(vec![default_kv()]))]
+    pub kv: List<KvPair>,
+    /// KV-cache types for K (override --kv's; a list pairs item by item with --kv and --kv-v).
+    #[arg(long, value_name = "TYPE,...")]
+    pub kv_k: Option<List<KvType>>,
+    /// KV-cache types for V (override --kv's; a quantised V needs flash attention).
+    #[arg(long, value_name = "TYPE,...")]
+    pub kv_v: Option<List<KvType>>,
+    /// llama.cpp's rotation of a quantised KV cache: auto (llama.cpp's rule: rotate when the head size is a multiple of 64) or off; a comma list crosses with the KV list.
+    #[arg(long, value_name = "MODE,...", default_value_t = List(vec![KvRotation::default()]))]
+    pub kv_rotation: List<KvRotation>,
     /// Layers to offload to the GPU [default: on a build with a GPU backend, as many as fit in 90% of its free memory; else none].
     #[arg(long)]
     pub gpu_layers: Option<u32>,
@@ -595,6 +604,12 @@ pub struct BenchArgs {
     /// Write the run file (JSON) here.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// With a KV list: write each run's file (MODEL__K-V.json) and the reference (.ref) into this folder.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// With a KV list: the format of its table, one row per item.
+    #[arg(long, value_parser = names_of(&crate::report::kv_table::FORMATS), default_value_t = crate::report::export::Format::Table)]
+    pub format: crate::report::export::Format,
     /// Also write the HTML report of this run here (as `posrecall report --format html`).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,

@@ -78,6 +78,127 @@ impl KvType {
     }
 }
 
+/// A K and a V cache type, written `K/V`, or one type for both (as
+/// `bench --kv` and a sweep file's `kv` entries write them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvPair {
+    pub k: KvType,
+    pub v: KvType,
+}
+
+impl std::str::FromStr for KvPair {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<KvPair, UnknownName> {
+        let (k, v) = s.split_once('/').unwrap_or((s, s));
+        Ok(KvPair { k: k.trim().parse()?, v: v.trim().parse()? })
+    }
+}
+
+impl std::fmt::Display for KvPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self.k == self.v {
+            true => write!(f, "{}", self.k),
+            false => write!(f, "{}/{}", self.k, self.v),
+        }
+    }
+}
+
+/// A comma list of values, as llama-bench's sweep flags take them
+/// (`--kv f16,q8_0`): every item read by the value's own `FromStr`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct List<T>(pub Vec<T>);
+
+/// An item of a comma list that is empty or not a value.
+/// Needs no hint: clap puts the flag in front.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListError {
+    #[error("an empty item (two commas in a row, or one at an end)")]
+    Empty,
+    #[error("{0}")]
+    Item(String),
+}
+
+impl<T: std::str::FromStr> std::str::FromStr for List<T>
+where
+    T::Err: std::fmt::Display,
+{
+    type Err = ListError;
+    fn from_str(s: &str) -> Result<List<T>, ListError> {
+        s.split(',')
+            .map(|item| match item.trim() {
+                "" => Err(ListError::Empty),
+                t => t.parse().map_err(|e: T::Err| ListError::Item(e.to_string())),
+            })
+            .collect::<Result<Vec<T>, ListError>>()
+            .map(List)
+    }
+}
+
+impl<T: std::fmt::Display> std::fmt::Display for List<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let items: Vec<String> = self.0.iter().map(T::to_string).collect();
+        f.write_str(&items.join(","))
+    }
+}
+
+/// llama.cpp's Hadamard rotation of quantised K and V rows (its
+/// `llama-kv-cache.cpp`): `auto` is llama.cpp's own rule, which rotates a
+/// quantised cache whose head size is a multiple of 64; `off` keeps the rows
+/// as they are, as older llama.cpp builds and the runtimes that embed them do.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+    strum::VariantArray,
+    strum::EnumMessage,
+    serde_with::SerializeDisplay,
+    serde_with::DeserializeFromStr,
+)]
+#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
+pub enum KvRotation {
+    /// llama.cpp's rule: quantised K or V with a head size that is a multiple of 64.
+    #[default]
+    Auto,
+    /// Never (llama.cpp's `LLAMA_ATTN_ROT_DISABLE=1`).
+    Off,
+}
+
+/// What a context did about rotation (`manifest.context.kv_rotation`): the
+/// mode that took effect (`off` as well when the environment turned it off)
+/// and whether the K and the V rows were rotated, as llama.cpp decided for
+/// this model and these types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Rotation {
+    pub mode: KvRotation,
+    pub k: bool,
+    pub v: bool,
+}
+
+impl std::fmt::Display for Rotation {
+    /// As reports show it: `off`, or `auto` and which rows llama.cpp
+    /// rotated (`k+v`, `k`, `v`, or `none` for types it never rotates).
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let which = match (self.k, self.v) {
+            (true, true) => "k+v",
+            (true, false) => "k",
+            (false, true) => "v",
+            (false, false) => "none",
+        };
+        match self.mode {
+            KvRotation::Auto => write!(f, "auto ({which})"),
+            mode => write!(f, "{mode}"),
+        }
+    }
+}
+
 /// Flash attention: llama.cpp's choice, forced on, or off.
 #[derive(
     Debug,
@@ -341,6 +462,12 @@ pub struct ContextConfig {
     /// RoPE settings that replace the model's (absent: the model's own).
     #[serde(default, skip_serializing_if = "Rope::is_default")]
     pub rope: Rope,
+    /// What llama.cpp does about rotating the KV cache, decided for the
+    /// model (`bench::decide`); absent in files made before it was recorded
+    /// (llama.cpp's `auto`, unless the environment said otherwise) and in a
+    /// config built by hand, which then gets `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_rotation: Option<Rotation>,
 }
 
 fn one() -> u32 {
@@ -376,6 +503,7 @@ impl ContextConfig {
             gpu_layers,
             n_seq: 1,
             rope: Rope::default(),
+            kv_rotation: None,
         }
     }
 
@@ -400,6 +528,8 @@ pub struct ContextSettings {
     pub gpu_layers: u32,
     /// Context extension (default: the model's own RoPE).
     pub rope: Rope,
+    /// llama.cpp's rotation of a quantised KV cache.
+    pub kv_rotation: KvRotation,
 }
 
 impl Default for ContextSettings {
@@ -413,6 +543,7 @@ impl Default for ContextSettings {
             threads: None,
             gpu_layers: 0,
             rope: Rope::default(),
+            kv_rotation: KvRotation::Auto,
         }
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod decoding;
 pub mod execute;
+pub mod kv_list;
 pub mod ladder;
 pub mod options;
 pub mod plan;
@@ -268,7 +269,8 @@ pub fn decide(
     decode: &DecodeOptions,
     to_run: bool,
 ) -> Result<(ContextConfig, Decoding)> {
-    let sequential = context.config(plan.n_ctx);
+    let sequential =
+        ContextConfig { kv_rotation: Some(model.rotation(context.kv_rotation, context.kv.0, context.kv.1)), ..context.config(plan.n_ctx) };
     let decoding = decode.decide(model, plan, &sequential, to_run)?;
     Ok((decoding.context(sequential, plan), decoding))
 }

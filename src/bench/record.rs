@@ -50,6 +50,7 @@ impl RunSpec<'_> {
                 model_sha256: r.header.source.model_sha256.clone(),
                 type_k: r.header.source.context.type_k,
                 type_v: r.header.source.context.type_v,
+                kv_rotation: r.header.source.context.kv_rotation,
                 top_k: r.header.top_k,
             }),
         }

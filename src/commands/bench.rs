@@ -2,19 +2,27 @@
 //! flags become one [`bench::BenchOptions`] ([`super::options::bench`]); the
 //! run is [`bench::run`]'s.
 
+use crate::bench::kv_list::KvItem;
 use crate::bench::{self, Env};
 use crate::cli::BenchArgs;
 use crate::commands::{corpus_spec, hint};
 use crate::record::run::TargetResult;
+use crate::report::export::Format;
+use crate::report::kv_table;
 use crate::report::terminal;
+use crate::sweep::kv_list::run_kv_list;
+use crate::sweep::{SweepRun, SweepSink};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
-    let mut opts = super::options::bench(args)?;
+    let (mut opts, items) = super::options::bench(args)?;
     let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
+    if items.len() > 1 {
+        return kv_list(args, opts, &items, &spec);
+    }
     check_outputs(args, &spec)?;
     let bench::Opened { model, src, reference } = bench::open(&args.model, &spec, &mut opts, &super::Stderr).map_err(|e| hint(e, None))?;
     let planned = bench::plan_run(&model, &src, &opts, &super::Stderr).map_err(|e| hint(e, Some(args.crop)))?;
@@ -102,6 +110,37 @@ impl bench::Sink for Shown {
         if !self.quiet && self.stdout.is_ok() {
             self.stdout = outln!("{}", terminal::target_diff(r, self.lines, self.color));
         }
+    }
+
+    fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        hint(e, Some(self.crop))
+    }
+}
+
+/// `--kv A,B,…`: the list's runs (the sweep's loop) and their table.
+fn kv_list(args: &BenchArgs, opts: bench::BenchOptions, items: &[KvItem], spec: &crate::corpus::CorpusSpec) -> Result<()> {
+    let out_dir = args.out_dir.clone().expect("options::bench refuses a list without --out-dir");
+    let mut shown = ListShown { quiet: args.quiet, crop: args.crop };
+    let rows = run_kv_list(&args.model, opts, items, spec, out_dir, !args.quiet, &mut shown, &super::Stderr).map_err(|e| hint(e, None))?;
+    if !args.quiet && args.format == Format::Table {
+        outln!()?;
+    }
+    crate::commands::out(&kv_table::render(&rows, args.format)?)
+}
+
+/// The terminal as the list's sink: a line per finished run.
+struct ListShown {
+    quiet: bool,
+    crop: crate::targets::crop::CropMode,
+}
+
+impl SweepSink for ListShown {
+    fn finished(&mut self, r: &SweepRun, run: &crate::record::run::RunFile, started: Instant) -> Result<()> {
+        if self.quiet {
+            return Ok(());
+        }
+        let t = &run.summary.total;
+        outln!("{}: passed {}/{}, matched {} ({:.1} s)", r.id, t.passes, t.count, t.matched, started.elapsed().as_secs_f64())
     }
 
     fn explain(&self, e: anyhow::Error) -> anyhow::Error {

@@ -12,7 +12,7 @@ use crate::corpus::Source;
 use crate::record::run::RunFile;
 use crate::report::aggregate::LoadedRun;
 use crate::report::export::{self, Format, Options};
-use crate::sweep::{OutDirError, Shard, Sweep, SweepOptions, SweepRun, SweepSink, run_sweep};
+use crate::sweep::{Shard, Sweep, SweepOptions, SweepRun, SweepSink, run_sweep};
 use anyhow::{Result, anyhow};
 use std::time::Instant;
 
@@ -51,10 +51,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         decode,
     };
     let mut shown = Shown { args, corpus: spec.path.display().to_string(), shard_note, crop: sweep.crop };
-    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown, &super::Stderr).map_err(|e| match e.downcast_ref::<OutDirError>() {
-        Some(OutDirError(why)) => anyhow!("--out-dir: {why}"),
-        None => e,
-    })?;
+    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown, &super::Stderr).map_err(|e| hint(e, None))?;
     print_aggregate(args, &mine, shard)
 }
 

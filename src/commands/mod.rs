@@ -125,6 +125,9 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(rewritten) = corpus_or_options_hint(&e) {
         return rewritten;
     }
+    if let Some(crate::sweep::OutDirError(why)) = e.downcast_ref() {
+        return anyhow!("--out-dir: {why}");
+    }
     if let Some(c) = e.downcast_ref::<CorpusError>() {
         let fix = match c {
             CorpusError::UnknownExtension { .. } => "give --language NAME",

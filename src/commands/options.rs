@@ -5,6 +5,7 @@
 //! [`BenchOptions::validate`] (and [`crate::targets::TargetSpec::validate`]);
 //! [`super::hint`] words their errors as the flags that set them.
 
+use crate::bench::kv_list::{KvItem, KvListError, KvListPart, kv_items};
 use crate::bench::{BenchOptions, DecodeOptions, PlanOptions};
 use crate::cli::{BenchArgs, DecodeArgs, OnOff, PromptArgs, RopeArgs, TargetArgs, TemplateArgs};
 use crate::prompt::template::{TemplateFile, TemplateVars};
@@ -118,8 +119,61 @@ pub fn prompt(a: &PromptArgs) -> Result<PlanOptions> {
     Ok(opts)
 }
 
-/// `bench`'s flags as one run's options, checked before any model work.
-pub fn bench(a: &BenchArgs) -> Result<BenchOptions> {
+/// `bench`'s flags as the runs of its KV list (one run without a list):
+/// the first run's options and every run's KV types and rotation, all
+/// checked before any model work.
+pub fn bench(a: &BenchArgs) -> Result<(BenchOptions, Vec<KvItem>)> {
+    let items = kv_items(
+        &a.kv.0,
+        a.kv_k.as_ref().map_or(&[][..], |l| &l.0),
+        a.kv_v.as_ref().map_or(&[][..], |l| &l.0),
+        &a.kv_rotation.0,
+        ContextSettings::default().kv,
+    )
+    .map_err(|e| {
+        let flag = |p: KvListPart| format!("--{}", <&str>::from(p).replace('_', "-"));
+        match e {
+            KvListError::Lengths { a, n, b, m } => anyhow!("{} lists {n} items and {} {m}: {e}", flag(a), flag(b)),
+            KvListError::Twice(part, _) => anyhow!("{}: {e}", flag(part)),
+        }
+    })?;
+    list_flags(a, items.len())?;
+    let opts = bench_run(a, items[0])?;
+    for &item in &items[1..] {
+        let mut o = opts.clone();
+        o.context.kv = (item.k, item.v);
+        o.context.kv_rotation = item.rotation;
+        o.validate().map_err(|e| super::hint(e, Some(a.crop)))?;
+    }
+    Ok((opts, items))
+}
+
+/// The flags that belong to one run or to a list of `n` runs.
+fn list_flags(a: &BenchArgs, n: usize) -> Result<()> {
+    if n == 1 {
+        for (given, flag) in [(a.out_dir.is_some(), "--out-dir"), (a.format != crate::report::export::Format::Table, "--format")] {
+            if given {
+                return Err(anyhow!("{flag} is for a KV list (--kv A,B,…); one run writes --out"));
+            }
+        }
+        return Ok(());
+    }
+    let refused = [
+        (a.out.is_some(), "--out", "names one run's file; give --out-dir DIR for the list's"),
+        (a.save_reference.is_some(), "--save-reference", "names one run's reference; the first item's is saved in --out-dir as its .ref"),
+        (a.html.is_some(), "--html", "is one run's page; `posrecall report --format html DIR` makes the list's"),
+    ];
+    if let Some((_, flag, why)) = refused.iter().find(|r| r.0) {
+        return Err(anyhow!("{flag} with a KV list of {n} items: {flag} {why}"));
+    }
+    match a.out_dir {
+        Some(_) => Ok(()),
+        None => Err(anyhow!("a KV list of {n} items writes one run file each: give --out-dir DIR")),
+    }
+}
+
+/// One run's options: `bench`'s flags with the KV types and rotation of `item`.
+fn bench_run(a: &BenchArgs, item: KvItem) -> Result<BenchOptions> {
     let (template, template_file) = template(&a.template)?;
     let opts = BenchOptions {
         plan: PlanOptions {
@@ -138,7 +192,8 @@ pub fn bench(a: &BenchArgs) -> Result<BenchOptions> {
             rope: Rope::default(),
         },
         context: ContextSettings {
-            kv: (a.kv_k.unwrap_or(a.kv), a.kv_v.unwrap_or(a.kv)),
+            kv: (item.k, item.v),
+            kv_rotation: item.rotation,
             flash_attn: a.flash_attn,
             swa_full: a.swa_full == OnOff::On,
             threads: a.threads,

@@ -7,7 +7,8 @@
 //! model's parts; [`session`] owns a
 //! context: prefill, snapshot, restore and greedy generation, with timings;
 //! [`parallel`] answers many questions at once over one prefix; [`device`]
-//! lists the compute devices and decides how many layers go to the GPU.
+//! lists the compute devices and decides how many layers go to the GPU;
+//! [`rotation`] decides, sets and checks llama.cpp's rotation of the KV cache.
 
 pub mod device;
 pub mod gguf;
@@ -15,6 +16,7 @@ pub mod model;
 pub mod parallel;
 mod params;
 pub mod prefix_cache;
+pub mod rotation;
 pub mod session;
 pub mod state_size;
 
@@ -40,11 +42,44 @@ pub fn backend() -> Result<&'static LlamaBackend> {
     if let Some(b) = BACKEND.get() {
         return Ok(b);
     }
-    let mut b = LlamaBackend::init().context("cannot start llama.cpp")?;
-    if std::env::var_os("POSRECALL_LLAMA_LOG").is_none() {
-        b.void_logs();
+    let b = LlamaBackend::init().context("cannot start llama.cpp")?;
+    let mut default: llama_cpp_sys_2::ggml_log_callback = None;
+    let mut user = std::ptr::null_mut();
+    // SAFETY: both pointers are valid for llama.cpp to write; `log` is a
+    // plain function for the whole process's life.
+    unsafe {
+        llama_cpp_sys_2::llama_log_get(&mut default, &mut user);
+        if std::env::var_os("POSRECALL_LLAMA_LOG").is_some() {
+            let _ = LLAMA_LOGGER.set(Logger(default, user));
+        }
+        llama_cpp_sys_2::llama_log_set(Some(log), std::ptr::null_mut());
     }
     Ok(BACKEND.get_or_init(|| b))
+}
+
+/// llama.cpp's own logger (it writes to standard error), kept when
+/// `POSRECALL_LLAMA_LOG` asks for llama.cpp's log.
+struct Logger(llama_cpp_sys_2::ggml_log_callback, *mut std::os::raw::c_void);
+// SAFETY: the user data is llama.cpp's own (null for its default logger),
+// which it passes to the logger from any thread.
+unsafe impl Send for Logger {}
+unsafe impl Sync for Logger {}
+static LLAMA_LOGGER: OnceLock<Logger> = OnceLock::new();
+
+/// llama.cpp's log: read for what a KV cache decided about rotation
+/// ([`rotation`]), then passed to llama.cpp's own logger when
+/// `POSRECALL_LLAMA_LOG` is set, else dropped.
+unsafe extern "C" fn log(level: llama_cpp_sys_2::ggml_log_level, text: *const std::os::raw::c_char, user: *mut std::os::raw::c_void) {
+    if text.is_null() {
+        return;
+    }
+    // SAFETY: llama.cpp passes a NUL-terminated string, valid for this call.
+    rotation::observe_log(&unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy());
+    if let Some(Logger(Some(forward), data)) = LLAMA_LOGGER.get() {
+        let _ = user;
+        // SAFETY: llama.cpp's logger with its own user data, as it would call it.
+        unsafe { forward(level, text, *data) };
+    }
 }
 
 pub use device::free_memory;

@@ -241,6 +241,35 @@ impl Model {
         m.n_layer() as u64 * (row(type_k, k_len) + row(type_v, v_len))
     }
 
+    /// The head sizes of K and V rows, as llama.cpp reads them: the
+    /// `key_length`/`value_length` metadata, else the embedding over the
+    /// heads; `None` where sliding-window layers have other sizes.
+    pub fn head_sizes(&self) -> super::rotation::HeadSizes {
+        let m = &self.model;
+        let head_dim = m.n_embd() as u32 / m.n_head().max(1);
+        let k = meta_u32(m, "attention.key_length").unwrap_or(head_dim);
+        let v = meta_u32(m, "attention.value_length").unwrap_or(head_dim);
+        let same = |n: u32, swa: Option<u32>| match swa {
+            Some(s) if s != n => None,
+            _ => Some(n),
+        };
+        super::rotation::HeadSizes {
+            k: same(k, meta_u32(m, "attention.key_length_swa")),
+            v: same(v, meta_u32(m, "attention.value_length_swa")),
+        }
+    }
+
+    /// What llama.cpp will do about rotating a KV cache of these types for
+    /// this model when `asked` ([`super::rotation::decide`]).
+    pub fn rotation(
+        &self,
+        asked: crate::settings::KvRotation,
+        type_k: crate::settings::KvType,
+        type_v: crate::settings::KvType,
+    ) -> crate::settings::Rotation {
+        super::rotation::decide(asked, self.head_sizes(), type_k, type_v)
+    }
+
     /// Bytes of the KV cache a context of `cfg` keeps on the GPU: the
     /// offloaded layers' share of the whole cache (sliding-window layers
     /// keep their window only, unless `swa_full`; recurrent layers keep

@@ -27,7 +27,7 @@ use super::model::Model;
 use super::params::llama_params;
 use crate::decode::draft::Drafter;
 use crate::settings::Named;
-use crate::settings::{ContextConfig, RestoreMode, StepStats};
+use crate::settings::{ContextConfig, KvRotation, RestoreMode, StepStats};
 use anyhow::{Context, Result, anyhow, bail};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
@@ -226,17 +226,18 @@ impl<'m> Session<'m> {
         // a public API whose callers may build a config by hand, and llama.cpp
         // would refuse such a context less clearly.
         cfg.validate()?;
-        let ctx = model
-            .model
-            .new_context(super::backend()?, llama_params(cfg))
-            .with_context(|| {
+        let rotation = cfg.kv_rotation.unwrap_or_else(|| model.rotation(KvRotation::Auto, cfg.type_k, cfg.type_v));
+        let backend = super::backend()?;
+        let ctx = super::rotation::create_context(rotation, || {
+            model.model.new_context(backend, llama_params(cfg)).with_context(|| {
                 format!(
                     "llama.cpp could not create a context of {} tokens with K {} / V {} (out of memory, or a KV type this model or backend does not support)",
                     cfg.n_ctx,
                     cfg.type_k.as_str(),
                     cfg.type_v.as_str()
                 )
-            })?;
+            })
+        })?;
         Ok(Session {
             ctx,
             model,

@@ -32,6 +32,12 @@ pub struct ContextKey {
     /// Absent unless set, so that keys made before RoPE settings existed hold.
     #[serde(skip_serializing_if = "Rope::is_default")]
     rope: Rope,
+    /// Whether K and V were rotated (null: not recorded), present when a
+    /// type is quantised: an unquantised cache is never rotated, so its keys
+    /// made before rotation was recorded hold; a quantised one's do not,
+    /// since they cannot say whether the environment turned rotation off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kv_rotation: Option<Option<(bool, bool)>>,
 }
 
 pub fn context_key(c: &ContextConfig) -> ContextKey {
@@ -46,6 +52,7 @@ pub fn context_key(c: &ContextConfig) -> ContextKey {
         n_ubatch: c.n_ubatch,
         gpu_layers: c.gpu_layers,
         rope: c.rope,
+        kv_rotation: (c.type_k.is_quantized() || c.type_v.is_quantized()).then(|| c.kv_rotation.map(|r| (r.k, r.v))),
     }
 }
 
@@ -136,10 +143,15 @@ fn hash(fields: &impl Serialize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::{KvRotation, Rotation};
 
     #[test]
     fn the_context_key_leaves_out_threads_only() {
-        let a = ContextConfig::sequential(1024, (KvType::F16, KvType::Q8_0), FlashAttn::Auto, false, Some(2), 0);
+        let rotated = Rotation { mode: KvRotation::Auto, k: false, v: true };
+        let a = ContextConfig {
+            kv_rotation: Some(rotated),
+            ..ContextConfig::sequential(1024, (KvType::F16, KvType::Q8_0), FlashAttn::Auto, false, Some(2), 0)
+        };
         let mut b = a.clone();
         b.threads = 16;
         let key = |c: &ContextConfig| serde_json::to_string(&context_key(c)).unwrap();
@@ -153,6 +165,22 @@ mod tests {
         let mut expected = names(&recorded);
         expected.retain(|k| k != "threads");
         assert_eq!(names(&keyed), expected);
+    }
+
+    #[test]
+    fn rotation_is_keyed_where_a_type_is_quantised() {
+        let key = |kv: (KvType, KvType), r: Option<(bool, bool)>| {
+            let c = ContextConfig {
+                kv_rotation: r.map(|(k, v)| Rotation { mode: if k || v { KvRotation::Auto } else { KvRotation::Off }, k, v }),
+                ..ContextConfig::sequential(1024, kv, FlashAttn::Auto, false, Some(2), 0)
+            };
+            serde_json::to_string(&context_key(&c)).unwrap()
+        };
+        let q4 = (KvType::Q4_0, KvType::Q4_0);
+        assert_ne!(key(q4, Some((true, true))), key(q4, Some((false, false))), "rotated and not are other states");
+        assert_ne!(key(q4, Some((true, true))), key(q4, None), "a state made before rotation was recorded is not trusted");
+        let f16 = (KvType::F16, KvType::F16);
+        assert_eq!(key(f16, Some((false, false))), key(f16, None), "an unquantised cache is never rotated: old keys hold");
     }
 
     fn manifest() -> Manifest {

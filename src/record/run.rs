@@ -123,6 +123,10 @@ pub struct ReferenceInfo {
     /// Its KV-cache types.
     pub type_k: crate::settings::KvType,
     pub type_v: crate::settings::KvType,
+    /// What llama.cpp did about rotating its KV cache (absent in references
+    /// made before rotation was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_rotation: Option<crate::settings::Rotation>,
     /// Tokens it stored per forced position.
     pub top_k: usize,
 }

@@ -145,6 +145,9 @@ pub struct Row {
     pub quant: String,
     pub kv_k: String,
     pub kv_v: String,
+    /// llama.cpp's KV rotation, as [`crate::settings::Rotation`] words it;
+    /// `None` in run files made before it was recorded.
+    pub kv_rotation: Option<String>,
     pub passes: usize,
     pub count: usize,
     pub matched: usize,
@@ -204,6 +207,7 @@ impl Row {
             quant: m.model.as_ref().and_then(|i| i.file_type.clone()).unwrap_or_default(),
             kv_k: m.context.as_ref().map(|c| c.type_k.to_string()).unwrap_or_default(),
             kv_v: m.context.as_ref().map(|c| c.type_v.to_string()).unwrap_or_default(),
+            kv_rotation: m.context.as_ref().and_then(|c| c.kv_rotation).map(|r| r.to_string()),
             passes: t.passes,
             count: t.count,
             matched: t.matched,
@@ -225,7 +229,13 @@ impl Row {
 
     /// `k/v`, or empty when the run has no context (score runs).
     pub fn kv(&self) -> String {
-        if self.kv_k.is_empty() && self.kv_v.is_empty() { String::new() } else { format!("{}/{}", self.kv_k, self.kv_v) }
+        if self.kv_k.is_empty() && self.kv_v.is_empty() {
+            return String::new();
+        }
+        match self.kv_rotation.as_deref() {
+            Some("off") => format!("{}/{} rot off", self.kv_k, self.kv_v),
+            _ => format!("{}/{}", self.kv_k, self.kv_v),
+        }
     }
 
     /// Prefill speed with one decimal, empty when absent.

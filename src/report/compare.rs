@@ -391,12 +391,35 @@ fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
              from a one-token step, so some answers may part at near ties (docs/GUIDE.md, Exact speculative decoding)"
         ));
     }
+    if let Some(note) = rotation_note(a, b) {
+        notes.push(note);
+    }
     let (fa, fb) = (a.manifest.params.fixed_tokens, b.manifest.params.fixed_tokens);
     if fa != fb {
         let show = |f: Option<usize>| f.map_or("normal answers".to_string(), |t| format!("exactly {t} tokens per answer"));
         notes.push(format!("A generated {}, B {}", show(fa), show(fb)));
     }
     notes
+}
+
+/// Two runs whose KV caches llama.cpp rotated differently, and whether that
+/// is all that sets them apart (every other field of the run's key equal).
+fn rotation_note(a: &RunFile, b: &RunFile) -> Option<String> {
+    let (ca, cb) = (a.manifest.context.as_ref()?, b.manifest.context.as_ref()?);
+    let shown = |r: Option<crate::settings::Rotation>| r.map_or("unrecorded".to_string(), |r| r.to_string());
+    let (ra, rb) = (shown(ca.kv_rotation), shown(cb.kv_rotation));
+    if ra == rb {
+        return None;
+    }
+    let mut b_as_a = b.manifest.clone();
+    if let Some(c) = b_as_a.context.as_mut() {
+        c.kv_rotation = ca.kv_rotation;
+    }
+    let only = crate::record::keys::resume_key(&a.manifest) == crate::record::keys::resume_key(&b_as_a);
+    Some(match only {
+        true => format!("A and B differ only in llama.cpp's KV rotation (A {ra}, B {rb}): what the comparison measures is the rotation"),
+        false => format!("A's KV rotation was {ra}, B's {rb}"),
+    })
 }
 
 /// How the header names a run: model name, build and KV types from the
@@ -417,6 +440,9 @@ fn label(run: &RunFile, path: &Path) -> String {
             parts.push(format!("KV {}", ctx.type_k));
         } else {
             parts.push(format!("KV {}/{}", ctx.type_k, ctx.type_v));
+        }
+        if let Some(r) = ctx.kv_rotation.filter(|r| r.mode == crate::settings::KvRotation::Off) {
+            parts.push(format!("rotation {r}"));
         }
     }
     parts.join(", ")

@@ -12,6 +12,7 @@ pub mod csv;
 pub mod export;
 pub mod html;
 pub mod json;
+pub mod kv_table;
 pub mod markdown;
 pub mod table;
 pub mod tabular;

@@ -9,7 +9,7 @@ use crate::prompt::Probe;
 use crate::prompt::template::{TemplateFile, TemplateVars, Think};
 use crate::score::Normalize;
 use crate::settings::Named;
-use crate::settings::{CtxSize, FlashAttn, KvType, RopeScaling};
+use crate::settings::{CtxSize, FlashAttn, KvRotation, KvType, RopeScaling};
 use crate::targets::TargetSpec;
 use crate::targets::crop::{CropMode, LineRange};
 use anyhow::{Result, anyhow, bail};
@@ -70,6 +70,45 @@ struct RawParams {
     effective_at: Option<f64>,
     draft: Option<crate::decode::draft::DraftMode>,
     draft_max: Option<usize>,
+    kv_rotation: Option<OneOrMany<KvRotation>>,
+}
+
+/// A value or a list of them: `kv_rotation = "off"` or `["auto", "off"]`.
+#[derive(Debug, Clone)]
+enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<OneOrMany<T>, D::Error> {
+        // A visitor, not serde's untagged enum, so that a bad value is
+        // refused in the value's own words (an unknown name lists the
+        // accepted ones) instead of "did not match any variant".
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = OneOrMany<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a value or a list of values")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<OneOrMany<T>, E> {
+                T::deserialize(serde::de::IntoDeserializer::<E>::into_deserializer(v)).map(OneOrMany::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<OneOrMany<T>, A::Error> {
+                Vec::<T>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq)).map(OneOrMany::Many)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+impl<T: Clone> OneOrMany<T> {
+    fn to_vec(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(x) => vec![x.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -95,6 +134,8 @@ struct RawModel {
     rope_freq_base: Option<f64>,
     rope_freq_scale: Option<f64>,
     yarn_orig_ctx: Option<u32>,
+    /// Rotation modes, crossed with `kv` (default: `[params]`'s, else auto).
+    kv_rotation: Option<OneOrMany<KvRotation>>,
 }
 
 /// A `kv` entry: `"q8_0"` (K and V) or `"q8_0/f16"` (K/V). The text is kept
@@ -117,12 +158,10 @@ impl<'de> Deserialize<'de> for KvPair {
                 f.write_str("a KV type, or K/V")
             }
             fn visit_str<E: serde::de::Error>(self, written: &str) -> Result<KvPair, E> {
-                use serde::de::IntoDeserializer;
-                let (k, v) = written.split_once('/').unwrap_or((written, written));
-                // Each half through KvType's own serde spelling, so a bad half
-                // is refused as every other named value is.
-                let kv = |x: &str| KvType::deserialize(IntoDeserializer::<E>::into_deserializer(x.trim()));
-                Ok(KvPair { written: written.to_string(), pair: (kv(k)?, kv(v)?) })
+                // The spelling `bench --kv` reads too; a bad half is worded
+                // as serde words an unknown name.
+                let p: crate::settings::KvPair = written.parse().map_err(E::custom)?;
+                Ok(KvPair { written: written.to_string(), pair: (p.k, p.v) })
             }
         }
         d.deserialize_str(Entry)
@@ -169,6 +208,17 @@ pub struct ModelEntry {
     /// Context extension (`rope_scaling`, `rope_scale`, `rope_freq_base`,
     /// `rope_freq_scale`, `yarn_orig_ctx`, as `bench`'s flags).
     pub rope: crate::settings::Rope,
+    /// Rotation modes, each crossed with every KV entry; the first is the
+    /// reference run's.
+    pub kv_rotation: Vec<KvRotation>,
+}
+
+impl ModelEntry {
+    /// The model's runs' (K, V, rotation), in the order they run: each KV
+    /// entry with each rotation mode.
+    pub fn items(&self) -> Vec<(KvType, KvType, KvRotation)> {
+        self.kv.iter().flat_map(|&(k, v)| self.kv_rotation.iter().map(move |&r| (k, v, r))).collect()
+    }
 }
 
 /// A whole `models.toml`, checked.
@@ -206,6 +256,10 @@ pub struct Sweep {
     pub draft: Option<crate::decode::draft::DraftMode>,
     pub draft_max: Option<usize>,
     pub models: Vec<ModelEntry>,
+    /// A sweep made by `bench` with a KV list ([`Sweep::of_bench`]): every
+    /// run's options are these, with the run's KV types and rotation and
+    /// its part in the reference.
+    pub bench: Option<Box<crate::bench::BenchOptions>>,
 }
 
 /// One (model × KV) combination.
@@ -217,9 +271,20 @@ pub struct SweepRun {
     pub model: usize,
     pub kv_k: KvType,
     pub kv_v: KvType,
+    pub rotation: KvRotation,
 }
 
 impl SweepRun {
+    fn new(model: usize, name: &str, (kv_k, kv_v, rotation): (KvType, KvType, KvRotation)) -> SweepRun {
+        // Rotation `off` is named; `auto` is not, so that files named before
+        // rotation could be chosen keep their names.
+        let rot = match rotation {
+            KvRotation::Auto => String::new(),
+            other => format!("-rot_{other}"),
+        };
+        SweepRun { id: format!("{name}__{}-{}{rot}", kv_k.as_str(), kv_v.as_str()), model, kv_k, kv_v, rotation }
+    }
+
     /// The run file in `dir`.
     pub fn file(&self, dir: &Path) -> PathBuf {
         dir.join(format!("{}.json", self.id))
@@ -371,8 +436,12 @@ impl Sweep {
         let defaults =
             TemplateVars { think: p.think.unwrap_or_default(), kwargs: r.kwargs(p.template_kwargs.as_ref(), "params.template_kwargs")? };
         let mut models: Vec<ModelEntry> = Vec::new();
+        let rotation = match &p.kv_rotation {
+            Some(list) => r.rotations(list, "params.kv_rotation")?,
+            None => vec![KvRotation::Auto],
+        };
         for (i, m) in raw.model.iter().enumerate() {
-            let entry = r.model_entry(i, m, &defaults)?;
+            let entry = r.model_entry(i, m, &defaults, &rotation)?;
             if models.iter().any(|o| o.name == entry.name) {
                 bail!("{file}: model[{i}].name: `{}` is used twice", m.name);
             }
@@ -400,6 +469,7 @@ impl Sweep {
             draft: p.draft,
             draft_max: p.draft_max,
             models,
+            bench: None,
         };
         sweep.validate()?;
         Ok(sweep)
@@ -443,6 +513,72 @@ impl Sweep {
         Ok(())
     }
 
+    /// The sweep `bench MODEL --kv A,B,…` asks for: one model, named `name`
+    /// (its run files `name__K-V.json`), run once per item of the KV list,
+    /// the first item the others' reference unless `base` names a
+    /// reference file; every run's options are `base`'s with its KV types
+    /// and rotation. `corpus` is what the run reads (file or folder), so
+    /// that no output lands on it.
+    pub fn of_bench(
+        model: &Path,
+        name: &str,
+        base: crate::bench::BenchOptions,
+        items: &[crate::bench::kv_list::KvItem],
+        corpus: &crate::corpus::CorpusSpec,
+    ) -> Sweep {
+        let mut kv: Vec<(KvType, KvType)> = Vec::new();
+        let mut kv_rotation: Vec<KvRotation> = Vec::new();
+        for i in items {
+            if !kv.contains(&(i.k, i.v)) {
+                kv.push((i.k, i.v));
+            }
+            if !kv_rotation.contains(&i.rotation) {
+                kv_rotation.push(i.rotation);
+            }
+        }
+        let reference_kv = match (&base.reference, items.first()) {
+            (None, Some(first)) => Some((first.k, first.v)),
+            _ => None,
+        };
+        let entry = ModelEntry {
+            name: name.to_string(),
+            path: model.to_path_buf(),
+            build: base.build.clone(),
+            kv,
+            gpu_layers: Some(base.context.gpu_layers),
+            ctx: base.plan.ctx,
+            probe: base.plan.probe,
+            reference_kv,
+            template: base.plan.template.clone(),
+            chat_template: None,
+            rope: base.context.rope,
+            kv_rotation,
+        };
+        Sweep {
+            file: model.to_path_buf(),
+            corpus: (!corpus.dir).then(|| corpus.path.clone()),
+            corpus_dir: corpus.dir.then(|| corpus.path.clone()),
+            include: Vec::new(),
+            exclude: Vec::new(),
+            language: None,
+            crop: base.plan.crop,
+            max_prefix_tokens: base.plan.max_prefix_tokens,
+            target: base.plan.target.clone(),
+            max_new_tokens: base.plan.max_new_tokens,
+            threads: base.context.threads,
+            flash_attn: base.context.flash_attn,
+            swa_full: base.context.swa_full,
+            closed_book: base.closed_book,
+            think_budget: base.plan.think_budget.unwrap_or(crate::prompt::template::DEFAULT_THINK_BUDGET),
+            lengths: base.lengths.clone(),
+            effective_at: base.effective_at,
+            draft: None,
+            draft_max: None,
+            models: vec![entry],
+            bench: Some(Box::new(base)),
+        }
+    }
+
     /// Every model's `chat_template` file, read and checked, in model order.
     pub fn templates(&self) -> Result<Vec<Option<TemplateFile>>> {
         let mut templates = Vec::with_capacity(self.models.len());
@@ -484,6 +620,22 @@ impl Sweep {
     ) -> crate::bench::BenchOptions {
         let m = &self.models[run.model];
         let role = self.reference_role(run);
+        let reference = match &role {
+            Some(ReferenceRole::MeasuredAgainst(id)) => Some(out_dir.join(format!("{id}.ref"))),
+            _ => None,
+        };
+        let save_reference = (role == Some(ReferenceRole::Saves)).then(|| run.reference_file(out_dir));
+        if let Some(base) = &self.bench {
+            let mut o = (**base).clone();
+            o.context.kv = (run.kv_k, run.kv_v);
+            o.context.kv_rotation = run.rotation;
+            // A reference file named on the command line measures every run.
+            if o.reference.is_none() {
+                o.reference = reference;
+                o.save_reference = save_reference;
+            }
+            return o;
+        }
         crate::bench::BenchOptions {
             plan: crate::bench::PlanOptions {
                 template: m.template.clone(),
@@ -507,6 +659,7 @@ impl Sweep {
                 threads: self.threads,
                 gpu_layers: m.gpu_layers.unwrap_or(0),
                 rope: m.rope,
+                kv_rotation: run.rotation,
             },
             decode: decode.clone(),
             build: m.build.clone(),
@@ -514,11 +667,8 @@ impl Sweep {
             prefix_cache: None,
             lengths: self.lengths.clone(),
             effective_at: self.effective_at,
-            reference: match &role {
-                Some(ReferenceRole::MeasuredAgainst(id)) => Some(out_dir.join(format!("{id}.ref"))),
-                _ => None,
-            },
-            save_reference: (role == Some(ReferenceRole::Saves)).then(|| run.reference_file(out_dir)),
+            reference,
+            save_reference,
             reference_top_k: None,
             origin: None,
         }
@@ -543,18 +693,25 @@ impl Sweep {
 
     /// The run's part in its model's reference, if the model has one.
     pub fn reference_role(&self, run: &SweepRun) -> Option<ReferenceRole> {
-        let (k, v) = self.models[run.model].reference_kv?;
-        Some(match (run.kv_k, run.kv_v) == (k, v) {
+        let maker = self.reference_maker(run.model)?;
+        Some(match maker == *run {
             true => ReferenceRole::Saves,
-            false => ReferenceRole::MeasuredAgainst(format!("{}__{}-{}", self.models[run.model].name, k.as_str(), v.as_str())),
+            false => ReferenceRole::MeasuredAgainst(maker.id),
         })
+    }
+
+    /// The run of model `i` that saves its reference: its `reference_kv`
+    /// with its first rotation mode.
+    fn reference_maker(&self, i: usize) -> Option<SweepRun> {
+        let m = &self.models[i];
+        let (k, v) = m.reference_kv?;
+        Some(SweepRun::new(i, &m.name, (k, v, *m.kv_rotation.first()?)))
     }
 
     /// The reference run that `run` is measured against, if it is measured.
     pub fn reference_run_of(&self, run: &SweepRun) -> Option<SweepRun> {
-        let ReferenceRole::MeasuredAgainst(id) = self.reference_role(run)? else { return None };
-        let (kv_k, kv_v) = self.models[run.model].reference_kv?;
-        Some(SweepRun { id, model: run.model, kv_k, kv_v })
+        let ReferenceRole::MeasuredAgainst(_) = self.reference_role(run)? else { return None };
+        self.reference_maker(run.model)
     }
 
     /// Every (model × KV) run, sorted by id (the order shards are cut in).
@@ -563,14 +720,7 @@ impl Sweep {
             .models
             .iter()
             .enumerate()
-            .flat_map(|(i, m)| {
-                m.kv.iter().map(move |&(k, v)| SweepRun {
-                    id: format!("{}__{}-{}", m.name, k.as_str(), v.as_str()),
-                    model: i,
-                    kv_k: k,
-                    kv_v: v,
-                })
-            })
+            .flat_map(|(i, m)| m.items().into_iter().map(move |item| SweepRun::new(i, &m.name, item)))
             .collect();
         runs.sort_by(|a, b| a.id.cmp(&b.id));
         runs
@@ -738,7 +888,7 @@ impl Reader<'_> {
     }
 
     /// The `i`-th `[[model]]`, checked.
-    fn model_entry(&self, i: usize, m: &RawModel, defaults: &TemplateVars) -> Result<ModelEntry> {
+    fn model_entry(&self, i: usize, m: &RawModel, defaults: &TemplateVars, rotation: &[KvRotation]) -> Result<ModelEntry> {
         let file = self.file;
         let who = format!("model `{}`", m.name);
         if !valid_name(&m.name) {
@@ -796,7 +946,23 @@ impl Reader<'_> {
             template,
             chat_template,
             rope: self.rope(m, &who)?,
+            kv_rotation: match &m.kv_rotation {
+                Some(list) => self.rotations(list, &format!("{who}: kv_rotation"))?,
+                None => rotation.to_vec(),
+            },
         })
+    }
+
+    /// A `kv_rotation` list: not empty, no mode twice.
+    fn rotations(&self, list: &OneOrMany<KvRotation>, key: &str) -> Result<Vec<KvRotation>> {
+        let modes = list.to_vec();
+        if modes.is_empty() {
+            bail!("{}: {key}: empty; give \"auto\", \"off\" or both", self.file);
+        }
+        if let Some(twice) = modes.iter().enumerate().find_map(|(i, m)| modes[..i].contains(m).then_some(m)) {
+            bail!("{}: {key}: `{twice}` is listed twice", self.file);
+        }
+        Ok(modes)
     }
 
     /// A model's template variables and file. A completion-probe model
@@ -933,6 +1099,45 @@ gpu_layers = 0
         assert!(e.contains("corpus.dir"), "{e}");
         let e = parse("language = \"cobol\"").unwrap_err();
         assert!(e.contains("corpus.language: unknown language `cobol`"), "{e}");
+    }
+
+    #[test]
+    fn kv_rotation_crosses_with_kv_per_sweep_and_per_model() {
+        let env = env_of(&[("CACHE", "/c")]);
+        let text = GOOD
+            .replace("lines = 6\n", "lines = 6\nkv_rotation = [\"auto\", \"off\"]\n")
+            .replace("probe = \"completion\"\n", "probe = \"completion\"\nkv_rotation = \"off\"\n")
+            .replace("ctx = 1024\n", "ctx = 1024\nreference_kv = \"f16\"\n");
+        let s = Sweep::parse(&text, Path::new("m.toml"), &env).unwrap();
+        assert_eq!(s.models[0].kv_rotation, [KvRotation::Auto, KvRotation::Off], "[params]'s");
+        assert_eq!(s.models[1].kv_rotation, [KvRotation::Off], "the model's own");
+        let ids: Vec<String> = s.runs().into_iter().map(|r| r.id).collect();
+        assert_eq!(
+            ids,
+            ["base__q4_0-q4_0-rot_off", "small__f16-f16", "small__f16-f16-rot_off", "small__q8_0-f16", "small__q8_0-f16-rot_off"],
+            "auto keeps the names files had before rotation was chosen"
+        );
+        // The reference is the reference_kv entry with the first rotation mode.
+        let runs = s.runs();
+        let decode = crate::bench::DecodeOptions::default();
+        let o = s.options(&runs[4], None, &decode, Path::new("d"));
+        assert_eq!((o.context.kv, o.context.kv_rotation), ((KvType::Q8_0, KvType::F16), KvRotation::Off));
+        assert_eq!(o.reference, Some(PathBuf::from("d/small__f16-f16.ref")));
+        assert_eq!(s.reference_role(&runs[1]), Some(ReferenceRole::Saves));
+        assert_eq!(s.reference_role(&runs[2]), Some(ReferenceRole::MeasuredAgainst("small__f16-f16".into())));
+        for (bad, needle) in [
+            ("kv_rotation = [\"off\", \"off\"]", "m.toml: model `base`: kv_rotation: `off` is listed twice"),
+            ("kv_rotation = []", "m.toml: model `base`: kv_rotation: empty"),
+            ("kv_rotation = \"sideways\"", "model `base`: kv_rotation: unknown variant `sideways`, expected `auto` or `off`"),
+            (
+                "kv_rotation = [\"auto\", \"sideways\"]",
+                "model `base`: kv_rotation[1]: unknown variant `sideways`, expected `auto` or `off`",
+            ),
+        ] {
+            let text = GOOD.replace("gpu_layers = 0\n", &format!("gpu_layers = 0\n{bad}\n"));
+            let e = format!("{:#}", Sweep::parse(&text, Path::new("m.toml"), &env).unwrap_err());
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! imports it. [`file`] reads `models.toml` into one set of options per
 //! (model × KV) run, [`shard`] says which of the runs this process owns, and
 //! [`run`] runs them: one shared range, each model loaded once, its reference
-//! run first, each run file written as soon as it is done, resumable.
+//! run first, each run file written as soon as it is done, resumable;
+//! [`kv_list`] runs `bench --kv A,B,…` as a sweep of one model.
 
 pub mod file;
+pub mod kv_list;
 pub mod run;
 pub mod shard;
 

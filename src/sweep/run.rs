@@ -272,6 +272,10 @@ fn made_by(reference: &Reference, model: &Model, r: &SweepRun) -> std::result::R
             &s.model_sha256[..s.model_sha256.len().min(12)]
         ));
     }
+    let rotation = s.context.kv_rotation.map(|x| x.mode).unwrap_or_default();
+    if rotation != r.rotation {
+        return Err(format!("it was made with KV rotation {rotation}, run {} uses {}", r.id, r.rotation));
+    }
     if (s.context.type_k, s.context.type_v) != (r.kv_k, r.kv_v) {
         return Err(format!(
             "it was made with KV {}/{}, run {} uses {}/{}",
@@ -352,7 +356,8 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
         let mut runs: Vec<Pending> = pending.iter().filter(|p| p.run.model == i).cloned().collect();
         // The model's reference run first: the others are measured against it.
         runs.sort_by_key(|p| {
-            (ctx.sweep.reference_role(p.run) != Some(ReferenceRole::Saves), e.kv.iter().position(|&kv| kv == (p.run.kv_k, p.run.kv_v)))
+            let r = p.run;
+            (ctx.sweep.reference_role(r) != Some(ReferenceRole::Saves), e.items().iter().position(|&i| i == (r.kv_k, r.kv_v, r.rotation)))
         });
         let m = &mut models[i];
         if runs.is_empty() {
