@@ -42,34 +42,54 @@ pub fn unknown_name<T: strum::VariantNames>(value: &str) -> UnknownName {
     UnknownName { value: value.to_string(), expected: T::VARIANTS }
 }
 
-/// KV-cache element types llama.cpp accepts.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::SerializeDisplay,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum KvType {
-    F32,
-    F16,
-    Bf16,
-    Q8_0,
-    Q5_1,
-    Q5_0,
-    Q4_1,
-    Q4_0,
-    Iq4Nl,
+/// A choice a user names (a flag's value, a run or sweep file's field):
+/// one rule, written here once, for every such enum. Its names are its
+/// variants' in snake case, read and written by strum (`FromStr`,
+/// `Display`, the list of names, each variant's doc as its help) and by
+/// serde through them; an unknown name is an [`UnknownName`]. The enum's
+/// own attributes (docs, extra derives such as `Default`) go inside.
+macro_rules! named_choice {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($body:tt)* }) => {
+        $(#[$meta])*
+        #[derive(
+            Debug,
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            strum::EnumString,
+            strum::IntoStaticStr,
+            strum::Display,
+            strum::VariantNames,
+            strum::VariantArray,
+            strum::EnumMessage,
+            serde_with::SerializeDisplay,
+            serde_with::DeserializeFromStr,
+        )]
+        #[strum(
+            serialize_all = "snake_case",
+            parse_err_ty = $crate::settings::UnknownName,
+            parse_err_fn = $crate::settings::unknown_name::<Self>
+        )]
+        $vis enum $name { $($body)* }
+    };
+}
+pub(crate) use named_choice;
+
+named_choice! {
+    /// KV-cache element types llama.cpp accepts.
+    #[derive(Hash)]
+    pub enum KvType {
+        F32,
+        F16,
+        Bf16,
+        Q8_0,
+        Q5_1,
+        Q5_0,
+        Q4_1,
+        Q4_0,
+        Iq4Nl,
+    }
 }
 
 impl KvType {
@@ -141,34 +161,19 @@ impl<T: std::fmt::Display> std::fmt::Display for List<T> {
     }
 }
 
-/// llama.cpp's Hadamard rotation of quantised K and V rows (its
-/// `llama-kv-cache.cpp`): `auto` is llama.cpp's own rule, which rotates a
-/// quantised cache whose head size is a multiple of 64; `off` keeps the rows
-/// as they are, as older llama.cpp builds and the runtimes that embed them do.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::SerializeDisplay,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum KvRotation {
-    /// llama.cpp's rule: quantised K or V with a head size that is a multiple of 64.
-    #[default]
-    Auto,
-    /// Never (llama.cpp's `LLAMA_ATTN_ROT_DISABLE=1`).
-    Off,
+named_choice! {
+    /// llama.cpp's Hadamard rotation of quantised K and V rows (its
+    /// `llama-kv-cache.cpp`): `auto` is llama.cpp's own rule, which rotates a
+    /// quantised cache whose head size is a multiple of 64; `off` keeps the rows
+    /// as they are, as older llama.cpp builds and the runtimes that embed them do.
+    #[derive(Hash, Default)]
+    pub enum KvRotation {
+        /// llama.cpp's rule: quantised K or V with a head size that is a multiple of 64.
+        #[default]
+        Auto,
+        /// Never (llama.cpp's `LLAMA_ATTN_ROT_DISABLE=1`).
+        Off,
+    }
 }
 
 /// What a context did about rotation (`manifest.context.kv_rotation`): the
@@ -199,57 +204,29 @@ impl std::fmt::Display for Rotation {
     }
 }
 
-/// Flash attention: llama.cpp's choice, forced on, or off.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::SerializeDisplay,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum FlashAttn {
-    #[default]
-    Auto,
-    On,
-    Off,
+named_choice! {
+    /// Flash attention: llama.cpp's choice, forced on, or off.
+    #[derive(Default)]
+    pub enum FlashAttn {
+        #[default]
+        Auto,
+        On,
+        Off,
+    }
 }
 
-/// How each question's changes to the prefix state are undone.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::SerializeDisplay,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum RestoreMode {
-    /// Only what a question can change: the full-attention cells after the
-    /// prefix are removed, and the sliding-window and recurrent parts (which
-    /// cannot be rolled back) are written back from a partial snapshot.
-    #[default]
-    Lean,
-    /// The whole sequence state is written back for every question.
-    Full,
+named_choice! {
+    /// How each question's changes to the prefix state are undone.
+    #[derive(Default)]
+    pub enum RestoreMode {
+        /// Only what a question can change: the full-attention cells after the
+        /// prefix are removed, and the sliding-window and recurrent parts (which
+        /// cannot be rolled back) are written back from a partial snapshot.
+        #[default]
+        Lean,
+        /// The whole sequence state is written back for every question.
+        Full,
+    }
 }
 
 /// The context size asked for: `auto` (what the run needs, capped at the
@@ -282,28 +259,14 @@ impl std::str::FromStr for CtxSize {
     }
 }
 
-/// RoPE scaling, as llama-server's `--rope-scaling` names it.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::SerializeDisplay,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum RopeScaling {
-    None,
-    Linear,
-    Yarn,
+named_choice! {
+    /// RoPE scaling, as llama-server's `--rope-scaling` names it.
+    #[derive(Hash)]
+    pub enum RopeScaling {
+        None,
+        Linear,
+        Yarn,
+    }
 }
 
 /// Context extension: the RoPE settings that replace the GGUF's, as

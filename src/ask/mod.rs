@@ -47,26 +47,14 @@ pub const MAX_RETRIES: u32 = 20;
 /// capped at the request timeout too.
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 
-/// Which OpenAI-compatible endpoint is asked.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum ApiKind {
-    /// `URL/v1/chat/completions`: the prompt (file, then question) as one user message.
-    Chat,
-    /// `URL/v1/completions`, for base models: the completion probe's text (file, comment, header).
-    Completion,
+crate::settings::named_choice! {
+    /// Which OpenAI-compatible endpoint is asked.
+    pub enum ApiKind {
+        /// `URL/v1/chat/completions`: the prompt (file, then question) as one user message.
+        Chat,
+        /// `URL/v1/completions`, for base models: the completion probe's text (file, comment, header).
+        Completion,
+    }
 }
 
 /// Everything a run of questions reads.

@@ -22,7 +22,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
         crate::commands::check_output("--out", out, &inputs)?;
     }
     let exporter = export::exporter(args.format, opts).map_err(|e| match e.downcast_ref::<export::NoDiffs>() {
-        Some(n) => anyhow::anyhow!("--diff works with --format table, md or html (the HTML page always has the diffs), not {}", n.0.name()),
+        Some(n) => anyhow::anyhow!("--diff works with --format table, md or html (the HTML page always has the diffs), not {}", n.0),
         None => e,
     })?;
     let runs = load_inputs(&args.inputs, &super::Stderr).map_err(|e| match e.downcast_ref::<DifferentLines>() {

@@ -51,32 +51,18 @@ pub const STRONG_NGRAM: usize = 4;
 pub const DEFAULT_MAX: usize = 16;
 pub const LIMIT_MAX: usize = 128;
 
-/// Where drafts come from (`--draft`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::SerializeDisplay,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum DraftMode {
-    /// Plain step-by-step greedy decoding: the reference for agreement.
-    None,
-    /// Prompt lookup only: n-grams of the answer found in the file.
-    Lookup,
-    /// The ground truth first, then prompt lookup.
-    #[default]
-    Truth,
+crate::settings::named_choice! {
+    /// Where drafts come from (`--draft`).
+    #[derive(Default)]
+    pub enum DraftMode {
+        /// Plain step-by-step greedy decoding: the reference for agreement.
+        None,
+        /// Prompt lookup only: n-grams of the answer found in the file.
+        Lookup,
+        /// The ground truth first, then prompt lookup.
+        #[default]
+        Truth,
+    }
 }
 
 /// Which source a draft came from.

@@ -37,32 +37,19 @@ pub fn instruction_prompt(kept_text: &str, query: &str) -> String {
     p
 }
 
-/// The probe asked for: [`Probe::Auto`] becomes a [`ProbeKind`] once the
-/// model is known.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum Probe {
-    /// Chat where the GGUF has a chat template, else completion.
-    #[default]
-    Auto,
-    /// The model's own chat template wraps file and question.
-    Chat,
-    /// The file, a comment, then the function header: the model continues.
-    Completion,
+crate::settings::named_choice! {
+    /// The probe asked for: [`Probe::Auto`] becomes a [`ProbeKind`] once the
+    /// model is known.
+    #[derive(Default)]
+    pub enum Probe {
+        /// Chat where the GGUF has a chat template, else completion.
+        #[default]
+        Auto,
+        /// The model's own chat template wraps file and question.
+        Chat,
+        /// The file, a comment, then the function header: the model continues.
+        Completion,
+    }
 }
 
 /// The probe a run uses.

@@ -13,30 +13,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-/// Whether a thinking model reasons before it answers.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::SerializeDisplay,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum Think {
-    /// Render the template with its switch set to answer at once (the benchmark measures recall).
-    #[default]
-    Off,
-    /// Let the model think, within the reasoning budget, before it answers.
-    On,
+crate::settings::named_choice! {
+    /// Whether a thinking model reasons before it answers.
+    #[derive(Default)]
+    pub enum Think {
+        /// Render the template with its switch set to answer at once (the benchmark measures recall).
+        #[default]
+        Off,
+        /// Let the model think, within the reasoning budget, before it answers.
+        On,
+    }
 }
 
 /// Reasoning tokens allowed before the answer budget when thinking is on.

@@ -11,32 +11,20 @@ pub trait Exporter {
     fn render(&self, runs: &[LoadedRun]) -> Result<String>;
 }
 
-/// `report --format`.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum Format {
-    /// Aligned plain text for the terminal.
-    Table,
-    /// GitHub-flavoured Markdown (pastes into an issue).
-    Md,
-    /// A header row and one row per run.
-    Csv,
-    /// The documented "Report JSON" shape (docs/RUN_FORMAT.md).
-    Json,
-    /// One self-contained HTML page: table, chart and every diff.
-    Html,
+crate::settings::named_choice! {
+    /// `report --format`.
+    pub enum Format {
+        /// Aligned plain text for the terminal.
+        Table,
+        /// GitHub-flavoured Markdown (pastes into an issue).
+        Md,
+        /// A header row and one row per run.
+        Csv,
+        /// The documented "Report JSON" shape (docs/RUN_FORMAT.md).
+        Json,
+        /// One self-contained HTML page: table, chart and every diff.
+        Html,
+    }
 }
 
 /// What a report shows besides the aggregate.
@@ -50,20 +38,8 @@ pub struct Options {
 
 /// A format that has no place for the per-target diffs.
 #[derive(Debug, thiserror::Error)]
-#[error("the {} format has no per-target diffs (table, md and html have them; the HTML page always does)", .0.name())]
+#[error("the {} format has no per-target diffs (table, md and html have them; the HTML page always does)", .0)]
 pub struct NoDiffs(pub Format);
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Table => "table",
-            Format::Md => "md",
-            Format::Csv => "csv",
-            Format::Json => "json",
-            Format::Html => "html",
-        }
-    }
-}
 
 /// The exporter of `format`, or an error when `opts` ask for something it
 /// cannot show.

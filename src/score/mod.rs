@@ -18,33 +18,19 @@ pub mod stats;
 use std::borrow::Cow;
 use std::ops::Range;
 
-/// How two lines are compared. The answer and the ground truth go through the
-/// same mode before they are compared; the diff view still shows raw text.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::SerializeDisplay,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum Normalize {
-    /// Leading and trailing whitespace ignored (models often re-indent).
-    #[default]
-    Trim,
-    /// Byte for byte.
-    Exact,
-    /// Trimmed, and every inner whitespace run counts as one space.
-    Squash,
+crate::settings::named_choice! {
+    /// How two lines are compared. The answer and the ground truth go through the
+    /// same mode before they are compared; the diff view still shows raw text.
+    #[derive(Default)]
+    pub enum Normalize {
+        /// Leading and trailing whitespace ignored (models often re-indent).
+        #[default]
+        Trim,
+        /// Byte for byte.
+        Exact,
+        /// Trimmed, and every inner whitespace run counts as one space.
+        Squash,
+    }
 }
 
 impl Normalize {

@@ -24,34 +24,20 @@ pub enum CropError {
     NoLineFits { budget: usize },
 }
 
-/// How the kept range was chosen.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantNames,
-    strum::VariantArray,
-    strum::EnumMessage,
-    serde_with::SerializeDisplay,
-    serde_with::DeserializeFromStr,
-)]
-#[strum(serialize_all = "snake_case", parse_err_ty = crate::settings::UnknownName, parse_err_fn = crate::settings::unknown_name::<Self>)]
-pub enum CropMode {
-    /// The first lines that fit.
-    #[default]
-    Head,
-    /// The window of lines that fits and holds the most eligible targets.
-    Densest,
-    /// Keep the whole file; not fitting is an error.
-    None,
-    /// Exactly the lines of a range given by hand.
-    Lines,
+crate::settings::named_choice! {
+    /// How the kept range was chosen.
+    #[derive(Default)]
+    pub enum CropMode {
+        /// The first lines that fit.
+        #[default]
+        Head,
+        /// The window of lines that fits and holds the most eligible targets.
+        Densest,
+        /// Keep the whole file; not fitting is an error.
+        None,
+        /// Exactly the lines of a range given by hand.
+        Lines,
+    }
 }
 
 impl CropMode {
