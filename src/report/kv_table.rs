@@ -80,8 +80,7 @@ pub fn rows(runs: &[LoadedRun]) -> Result<Vec<KvRow>> {
             p_matched: compared.as_ref().map(|c| c.wilcoxon_matched.p),
             kld_mean: kld.map(|k| k.mean),
             same_top1: kld.map(|k| k.same_top1),
-            prefill_tok_s: timings
-                .and_then(|t| (t.prefill_ms > 0.0 && t.prefill_tokens > 0).then(|| t.prefill_tokens as f64 / t.prefill_ms * 1000.0)),
+            prefill_tok_s: crate::report::aggregate::Row::of(r).prefill_tok_s,
             generation_tok_s: timings
                 .and_then(|t| {
                     (t.generated_tokens > 0).then(|| (t.generated_tokens, t.generation_ms.unwrap_or_else(|| t.query_ms.iter().sum())))
