@@ -260,7 +260,7 @@ impl std::str::FromStr for CtxSize {
 }
 
 named_choice! {
-    /// RoPE scaling, as llama-server's `--rope-scaling` names it.
+    /// RoPE scaling, named as llama-server names it.
     #[derive(Hash)]
     pub enum RopeScaling {
         None,

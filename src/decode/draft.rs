@@ -52,7 +52,7 @@ pub const DEFAULT_MAX: usize = 16;
 pub const LIMIT_MAX: usize = 128;
 
 crate::settings::named_choice! {
-    /// Where drafts come from (`--draft`).
+    /// Where drafts come from.
     #[derive(Default)]
     pub enum DraftMode {
         /// Plain step-by-step greedy decoding: the reference for agreement.

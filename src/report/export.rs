@@ -12,7 +12,7 @@ pub trait Exporter {
 }
 
 crate::settings::named_choice! {
-    /// `report --format`.
+    /// The format of a report (or of a KV list's table).
     pub enum Format {
         /// Aligned plain text for the terminal.
         Table,
