@@ -64,6 +64,8 @@ fn run_file_is_complete_and_runs_are_deterministic() {
     let backend = std::env::var("POSRECALL_TEST_BACKEND").unwrap_or_else(|_| "cpu".into());
     assert_eq!(m["runtime"]["backend"], backend.as_str());
     assert_eq!(m["runtime"]["device"].is_null(), backend == "cpu", "{}", m["runtime"]);
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    assert_cpu_kernels(&m["runtime"]["cpu_features"]);
 
     let t = &ra["timings"];
     for key in ["load_ms", "prefill_ms", "snapshot_ms", "total_ms"] {
@@ -96,6 +98,43 @@ fn run_file_is_complete_and_runs_are_deterministic() {
     assert_eq!(rc["manifest"]["params"]["only"], serde_json::json!([name]));
     assert_eq!(rc["manifest"]["context"], m["context"], "the context is sized as for the full run");
     assert!(m["params"].get("only").is_none());
+}
+
+/// The CPU kernels a run records are the ones this build compiled and this
+/// machine can run: every instruction set ggml lists is a flag of
+/// /proc/cpuinfo (a kernel the CPU lacks would not have run), and the
+/// AVX-512 kernels are there exactly when the build targets AVX-512 (what
+/// cargo compiled these tests for: .cargo/config.toml's target-cpu=native
+/// on an AVX-512 machine reaches llama.cpp as GGML_NATIVE; a portable build,
+/// `RUSTFLAGS=`, has none).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn assert_cpu_kernels(recorded: &Value) {
+    let features: Vec<&str> =
+        recorded.as_array().unwrap_or_else(|| panic!("runtime.cpu_features: {recorded}")).iter().map(|f| f.as_str().unwrap()).collect();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let flags: Vec<&str> = cpuinfo.lines().find(|l| l.starts_with("flags")).unwrap().split_whitespace().collect();
+    // ggml's names of instruction sets, and the kernel's.
+    let isa = [
+        ("SSE3", "pni"),
+        ("SSSE3", "ssse3"),
+        ("AVX", "avx"),
+        ("AVX2", "avx2"),
+        ("F16C", "f16c"),
+        ("FMA", "fma"),
+        ("BMI2", "bmi2"),
+        ("AVX_VNNI", "avx_vnni"),
+        ("AVX512", "avx512f"),
+        ("AVX512_VBMI", "avx512vbmi"),
+        ("AVX512_VNNI", "avx512_vnni"),
+        ("AVX512_BF16", "avx512_bf16"),
+        ("AMX_INT8", "amx_int8"),
+    ];
+    for (ggml, flag) in isa {
+        if features.contains(&ggml) {
+            assert!(flags.contains(&flag), "the run used {ggml} kernels, which this CPU lacks ({flag}): {features:?}");
+        }
+    }
+    assert_eq!(features.contains(&"AVX512"), cfg!(target_feature = "avx512f"), "AVX-512 kernels against the build's target: {features:?}");
 }
 
 #[test]

@@ -340,6 +340,40 @@ fn json_output() {
     assert_eq!(v["wilcoxon_matched"]["p"], 1.0);
 }
 
+/// Two copies of a.json, each recording other CPU kernels (and B, when
+/// `kv` says, another KV type), compared as text.
+fn compare_kernels(kv: Option<&str>) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture("a.json")).unwrap()).unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    run["manifest"]["runtime"]["cpu_features"] = serde_json::json!(["SSE3", "AVX", "AVX2"]);
+    std::fs::write(&a, serde_json::to_vec(&run).unwrap()).unwrap();
+    run["manifest"]["runtime"]["cpu_features"] = serde_json::json!(["SSE3", "AVX", "AVX2", "AVX512"]);
+    if let Some(kv) = kv {
+        run["manifest"]["context"]["type_k"] = kv.into();
+    }
+    std::fs::write(&b, serde_json::to_vec(&run).unwrap()).unwrap();
+    let o = posrecall(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn runs_on_other_cpu_kernels_are_noted() {
+    let text = compare_kernels(None);
+    assert!(
+        text.contains(
+            "A and B differ only in the CPU kernels llama.cpp ran (A SSE3 AVX AVX2; B SSE3 AVX AVX2 AVX512): they round differently"
+        ),
+        "{text}"
+    );
+    let text = compare_kernels(Some("q8_0"));
+    assert!(text.contains("A ran the CPU kernels SSE3 AVX AVX2; B SSE3 AVX AVX2 AVX512"), "{text}");
+    assert!(!text.contains("differ only in the CPU kernels"), "{text}");
+    // Runs that record the same kernels, or none, get no note.
+    assert!(!String::from_utf8(compare_files("a.json", "b.json", &[]).stdout).unwrap().contains("CPU kernels"));
+}
+
 #[test]
 fn same_run_twice() {
     let o = compare_files("a.json", "a.json", &[]);

@@ -605,6 +605,26 @@ fn a_model_reference_run_measures_its_other_kv_types() {
     assert!(stdout.contains("smollm2__q8_0-q8_0: finished before, skipped"), "{stdout}");
     assert_eq!(std::fs::read(out.join("smollm2__f16-f16.ref")).unwrap(), good, "the redone reference differs");
 
+    // Nor is a reference computed by other CPU kernels (a portable build's
+    // file in a native build's sweep): its distributions would carry the
+    // other kernels' rounding into every divergence measured against it.
+    // The file keeps its format and a true sidecar; only the kernels differ.
+    let magic = b"POSRECALL-REFERENCE\n".len();
+    let len = u64::from_le_bytes(good[magic..magic + 8].try_into().unwrap()) as usize;
+    let mut header: Value = serde_json::from_slice(&good[magic + 8..magic + 8 + len]).unwrap();
+    assert!(header["source"]["cpu_features"].as_array().is_some_and(|f| !f.is_empty()), "{}", header["source"]);
+    header["source"]["cpu_features"] = serde_json::json!(["SSE3", "AVX", "AVX2"]);
+    let json = serde_json::to_vec(&header).unwrap();
+    let other_kernels = [&good[..magic], &(json.len() as u64).to_le_bytes(), &json, &good[magic + 8 + len..]].concat();
+    std::fs::write(out.join("smollm2__f16-f16.ref"), &other_kernels).unwrap();
+    let sidecar = format!("{}\n", posrecall::support::fsutil::sha256_hex(&other_kernels));
+    std::fs::write(out.join("smollm2__f16-f16.ref.sha256"), sidecar).unwrap();
+    let shard = matrix_cmd(&toml, &["--out-dir", o, "--shard", "2/2"]).output().unwrap();
+    assert_one_error_line(
+        &shard,
+        "is not the reference run smollm2__f16-f16 writes: it was made by other CPU kernels (SSE3 AVX AVX2; these are ",
+    );
+
     // The reference must be one of the model's own runs.
     std::fs::write(&toml, text.replace("reference = \"f16\"", "reference = \"q4_0\"")).unwrap();
     let bad = matrix_cmd(&toml, &["--out-dir", o]).output().unwrap();

@@ -207,17 +207,7 @@ pub fn run(
         let mismatch = |mismatch| ReferenceMismatch { path: r.path.clone(), mismatch };
         r.header.identity.check(&spec.reference_identity()).map_err(mismatch)?;
         check_reference(model, spec.plan, r).map_err(mismatch)?;
-        // Another build of the model (a quant A/B) is a use, not an error,
-        // but the divergence then measures the weights too: say so. The
-        // manifest records both models (`reference.model_sha256`).
-        let source = &r.header.source;
-        if source.model_sha256 != model.sha256 {
-            env.notes.note(&format!(
-                "note: the reference was made by another model file ({}, sha256 {}…): the divergence measures the two models as well as the KV cache",
-                source.build,
-                &source.model_sha256[..source.model_sha256.len().min(12)]
-            ));
-        }
+        reference_notes(&r.header.source, model, env);
     }
     let cache = opts.prefix_cache.as_deref().map(PrefixCache::new).transpose()?;
     let exec = ExecOptions {
@@ -282,6 +272,33 @@ pub fn default_gpu_layers() -> u32 {
     match crate::engine::backend() {
         Ok(b) if b.supports_gpu_offload() => crate::engine::device::GPU_LAYERS_AUTO,
         _ => 0,
+    }
+}
+
+/// Notes on a reference made by another model file or other CPU kernels: a
+/// use, not an error (a quant A/B, a portable build's reference), but the
+/// divergence then measures that too. The manifest records both models
+/// (`reference.model_sha256`).
+fn reference_notes(source: &crate::record::reference::Origin, model: &Model, env: &Env) {
+    // Another build of the model (a quant A/B) is a use, not an error,
+    // but the divergence then measures the weights too: say so. The
+    // manifest records both models (`reference.model_sha256`).
+    if source.model_sha256 != model.sha256 {
+        env.notes.note(&format!(
+            "note: the reference was made by another model file ({}, sha256 {}…): the divergence measures the two models as well as the KV cache",
+            source.build,
+            &source.model_sha256[..source.model_sha256.len().min(12)]
+        ));
+    }
+    // So do other CPU kernels (a portable build's reference measured on
+    // a native build): they round differently.
+    let ours = crate::engine::device::cpu_features();
+    if let Some(theirs) = source.cpu_features.as_ref().filter(|f| **f != ours) {
+        env.notes.note(&format!(
+            "note: the reference was computed by other CPU kernels ({}; these are {}): the divergence measures the kernels as well as the KV cache",
+            theirs.join(" "),
+            ours.join(" ")
+        ));
     }
 }
 

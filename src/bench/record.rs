@@ -72,6 +72,7 @@ impl RunSpec<'_> {
                 model_sha256: self.model.sha256.clone(),
                 build: self.model_info().build,
                 context: self.cfg.clone(),
+                cpu_features: Some(crate::engine::device::cpu_features()),
             },
             targets: saved.iter().map(|(t, _)| t.clone()).collect(),
         };
@@ -138,6 +139,7 @@ impl RunSpec<'_> {
         Runtime {
             backend: Some(compute.backend),
             device: compute.device,
+            cpu_features: Some(compute.cpu_features),
             chat_renderer: self.plan.frame.renderer.clone(),
             prefix_sha256: Some(sha256_hex(self.plan.prefix_text.as_bytes())),
             prompt_boundary_exact: Some(self.plan.boundary_exact),

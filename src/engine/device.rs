@@ -74,6 +74,8 @@ pub struct Compute {
     pub backend: String,
     /// That GPU's label; `None` on the CPU alone.
     pub device: Option<String>,
+    /// The CPU kernels that ran ([`cpu_features`]).
+    pub cpu_features: Vec<String>,
 }
 
 /// What computes on this machine. A GPU takes part whenever llama.cpp
@@ -81,15 +83,58 @@ pub struct Compute {
 /// a prefill to it even with every layer in main memory (its operation
 /// offload, on by default).
 pub fn compute() -> Compute {
-    Compute::of(gpu())
+    Compute { cpu_features: cpu_features(), ..Compute::of(gpu()) }
 }
 
 impl Compute {
     pub fn of(gpu: Option<Device>) -> Compute {
         match gpu {
-            Some(d) => Compute { backend: backend_name(&d.backend), device: Some(d.label()) },
-            None => Compute { backend: "cpu".into(), device: None },
+            Some(d) => Compute { backend: backend_name(&d.backend), device: Some(d.label()), cpu_features: Vec::new() },
+            None => Compute { backend: "cpu".into(), device: None, cpu_features: Vec::new() },
         }
+    }
+}
+
+/// The features of the CPU backend that llama.cpp loaded, as ggml names
+/// them: the instruction sets its kernels were compiled for (`AVX2`,
+/// `AVX512`, `AVX512_VNNI`, …) and the kernel families built in (`REPACK`,
+/// `LLAMAFILE`, `OPENMP`), with a value where it is not simply on
+/// (`NAME=value`). This is what ran, not what the machine could run: a
+/// build for AVX2 lists AVX2 on an AVX-512 machine. Kernels for other
+/// instruction sets sum in another order and round differently, so two
+/// lists that differ are two different computations of the same model.
+/// Empty when llama.cpp registered no CPU backend.
+pub fn cpu_features() -> Vec<String> {
+    let _ = super::backend();
+    // SAFETY: ggml's registry lives for the whole process; a backend's
+    // `ggml_backend_get_features` returns a static array that ends with a
+    // null name, of NUL-terminated strings.
+    unsafe {
+        let reg = llama_cpp_sys_2::ggml_backend_reg_by_name(c"CPU".as_ptr());
+        if reg.is_null() {
+            return Vec::new();
+        }
+        let proc = llama_cpp_sys_2::ggml_backend_reg_get_proc_address(reg, c"ggml_backend_get_features".as_ptr());
+        if proc.is_null() {
+            return Vec::new();
+        }
+        let get: llama_cpp_sys_2::ggml_backend_get_features_t = std::mem::transmute(proc);
+        let Some(get) = get else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut f = get(reg);
+        while !f.is_null() && !(*f).name.is_null() {
+            let name = std::ffi::CStr::from_ptr((*f).name).to_string_lossy();
+            let value = match (*f).value.is_null() {
+                true => String::new(),
+                false => std::ffi::CStr::from_ptr((*f).value).to_string_lossy().into_owned(),
+            };
+            out.push(match value.as_str() {
+                "1" => name.into_owned(),
+                _ => format!("{name}={value}"),
+            });
+            f = f.add(1);
+        }
+        out
     }
 }
 
@@ -269,7 +314,7 @@ mod tests {
             total: 1,
             gpu: true,
         }));
-        assert_eq!(c, Compute { backend: "cuda".into(), device: Some("CUDA0 (NVIDIA H200)".into()) });
+        assert_eq!(c, Compute { backend: "cuda".into(), device: Some("CUDA0 (NVIDIA H200)".into()), cpu_features: Vec::new() });
         let m = Compute::of(Some(Device {
             name: "MTL0".into(),
             description: String::new(),
@@ -279,7 +324,7 @@ mod tests {
             gpu: true,
         }));
         assert_eq!((m.backend.as_str(), m.device.as_deref()), ("metal", Some("MTL0")));
-        assert_eq!(Compute::of(None), Compute { backend: "cpu".into(), device: None });
+        assert_eq!(Compute::of(None), Compute { backend: "cpu".into(), device: None, cpu_features: Vec::new() });
     }
 
     #[test]

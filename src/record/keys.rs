@@ -58,8 +58,8 @@ pub fn context_key(c: &ContextConfig) -> ContextKey {
 
 /// What decides an evaluated prefix state: the model's weights, the
 /// evaluated text (the corpus file, its kept lines and the rendered prefix
-/// around them), the context, and the llama.cpp build that evaluated it. Not
-/// the build label, the questions or the scoring.
+/// around them), the context, and the llama.cpp build and the CPU kernels
+/// that evaluated it. Not the build label, the questions or the scoring.
 #[derive(Serialize)]
 struct PrefixFields<'a> {
     model_sha256: Option<&'a str>,
@@ -68,6 +68,7 @@ struct PrefixFields<'a> {
     prefix_sha256: Option<&'a str>,
     context: Option<ContextKey>,
     backend: Option<&'a str>,
+    cpu_features: Option<&'a [String]>,
     llama_cpp_sys_2: Option<&'a str>,
 }
 
@@ -80,6 +81,7 @@ pub fn prefix_cache_key(m: &Manifest) -> String {
         prefix_sha256: m.runtime.prefix_sha256.as_deref(),
         context: m.context.as_ref().map(context_key),
         backend: m.runtime.backend.as_deref(),
+        cpu_features: m.runtime.cpu_features.as_deref(),
         llama_cpp_sys_2: m.runtime.llama_cpp_sys_2.as_deref(),
     })
 }
@@ -102,8 +104,9 @@ pub fn reference_identity(m: &Manifest, vocab: (usize, String)) -> Identity {
 
 /// What makes two runs the same run: everything in the manifest that can
 /// change an answer or a score (the model's sha256 and build label, the
-/// context parameters but the thread count, the backend and llama.cpp, the
-/// corpus and kept range, the rendered prefix, and the scoring parameters).
+/// context parameters but the thread count, the backend, the CPU kernels and
+/// llama.cpp, the corpus and kept range, the rendered prefix, and the
+/// scoring parameters).
 /// Not where the files are, nor how many threads ran.
 #[derive(Serialize)]
 struct RunFields<'a> {
@@ -111,6 +114,7 @@ struct RunFields<'a> {
     build: Option<&'a str>,
     context: Option<ContextKey>,
     backend: Option<&'a str>,
+    cpu_features: Option<&'a [String]>,
     llama_cpp_sys_2: Option<&'a str>,
     corpus_sha256: &'a str,
     crop: &'a Crop,
@@ -127,6 +131,7 @@ pub fn resume_key(m: &Manifest) -> String {
         build: model.map(|x| x.build.as_str()),
         context: m.context.as_ref().map(context_key),
         backend: m.runtime.backend.as_deref(),
+        cpu_features: m.runtime.cpu_features.as_deref(),
         llama_cpp_sys_2: m.runtime.llama_cpp_sys_2.as_deref(),
         corpus_sha256: &m.corpus.sha256,
         crop: &m.corpus.crop,
@@ -236,6 +241,7 @@ mod tests {
         assert_ne!(with(resume_key, &|m| m.params.seed = 2), key);
         assert_ne!(with(resume_key, &|m| m.runtime.prefix_sha256 = Some("ef".into())), key);
         assert_ne!(with(resume_key, &|m| m.runtime.backend = Some("cuda".into())), key);
+        assert_ne!(with(resume_key, &|m| m.runtime.cpu_features = Some(vec!["AVX2".into()])), key);
     }
 
     #[test]
@@ -255,6 +261,10 @@ mod tests {
         assert_ne!(with(prefix_cache_key, &|m| m.context.as_mut().unwrap().type_k = KvType::Q8_0), key);
         assert_ne!(with(prefix_cache_key, &|m| m.runtime.backend = Some("cuda".into())), key);
         assert_ne!(with(prefix_cache_key, &|m| m.runtime.llama_cpp_sys_2 = Some("0.1.162".into())), key);
+        // Another CPU variant's kernels round differently: its state is another state.
+        let avx2 = with(prefix_cache_key, &|m| m.runtime.cpu_features = Some(vec!["AVX2".into()]));
+        assert_ne!(avx2, key);
+        assert_ne!(with(prefix_cache_key, &|m| m.runtime.cpu_features = Some(vec!["AVX2".into(), "AVX512".into()])), avx2);
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct Origin {
     /// The build label (file name unless `--build`).
     pub build: String,
     pub context: ContextConfig,
+    /// The CPU kernels that computed it (`runtime.cpu_features` of its run;
+    /// absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_features: Option<Vec<String>>,
 }
 
 /// One target's forced text as the reference fed it.
@@ -299,6 +303,7 @@ mod tests {
                 model_sha256: "m".into(),
                 build: "b".into(),
                 context: ContextConfig::sequential(CtxSize::MIN, (KvType::F16, KvType::F16), FlashAttn::Auto, false, None, 0),
+                cpu_features: None,
             },
             targets: scored
                 .iter()

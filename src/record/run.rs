@@ -328,6 +328,11 @@ pub struct Runtime {
     /// runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// The CPU kernels that ran, as ggml names the CPU backend's features
+    /// (`engine::device::cpu_features`): `["SSE3", …, "AVX2", "AVX512",
+    /// …, "REPACK"]`. Absent in older runs and where no model ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_features: Option<Vec<String>>,
     #[serde(default)]
     pub chat_renderer: Option<String>,
     #[serde(default)]
@@ -361,6 +366,7 @@ impl Runtime {
             llama_cpp_sys_2: Some(env!("POSRECALL_LLAMA_CPP_SYS_2_VERSION").to_string()),
             backend: None,
             device: None,
+            cpu_features: None,
             chat_renderer: None,
             prefix_sha256: None,
             prompt_boundary_exact: None,

@@ -391,6 +391,9 @@ fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
              from a one-token step, so some answers may part at near ties (docs/GUIDE.md, Exact speculative decoding)"
         ));
     }
+    if let Some(note) = kernels_note(a, b) {
+        notes.push(note);
+    }
     if let Some(note) = rotation_note(a, b) {
         notes.push(note);
     }
@@ -400,6 +403,25 @@ fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
         notes.push(format!("A generated {}, B {}", show(fa), show(fb)));
     }
     notes
+}
+
+/// Two runs computed by different CPU kernels (a portable AVX2 build and a
+/// native AVX-512 one), and whether that is all that sets them apart.
+fn kernels_note(a: &RunFile, b: &RunFile) -> Option<String> {
+    let (fa, fb) = (a.manifest.runtime.cpu_features.as_ref()?, b.manifest.runtime.cpu_features.as_ref()?);
+    if fa == fb {
+        return None;
+    }
+    let mut b_as_a = b.manifest.clone();
+    b_as_a.runtime.cpu_features = Some(fa.clone());
+    let only = crate::record::keys::resume_key(&a.manifest) == crate::record::keys::resume_key(&b_as_a);
+    let (ja, jb) = (fa.join(" "), fb.join(" "));
+    Some(match only {
+        true => format!(
+            "A and B differ only in the CPU kernels llama.cpp ran (A {ja}; B {jb}): they round differently, so answers can part at near ties"
+        ),
+        false => format!("A ran the CPU kernels {ja}; B {jb}"),
+    })
 }
 
 /// Two runs whose KV caches llama.cpp rotated differently, and whether that

@@ -402,10 +402,11 @@ fn meta_table(runs: &[LoadedRun]) -> String {
         );
         let params = params_cell(m);
         let runtime = format!(
-            "posrecall {}{}{}",
+            "posrecall {}{}{}{}",
             m.runtime.posrecall,
             m.runtime.llama_cpp_sys_2.as_deref().map(|v| format!(", llama-cpp-sys-2 {v}")).unwrap_or_default(),
-            m.runtime.backend.as_deref().map(|b| format!(", {b}")).unwrap_or_default()
+            m.runtime.backend.as_deref().map(|b| format!(", {b}")).unwrap_or_default(),
+            m.runtime.cpu_features.as_ref().map(|f| format!(", CPU kernels {}", f.join(" "))).unwrap_or_default()
         );
         let file = r.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
         let _ = writeln!(

@@ -261,8 +261,11 @@ enum Kept {
 }
 
 /// Whether `reference` is what run `r` of this sweep writes: made by this
-/// model file with `r`'s KV types. A reference file replaced by another
-/// run's (a q4_0 one in the place of the f16 one) is not.
+/// model file with `r`'s KV types, on the CPU kernels this process runs. A
+/// reference file replaced by another run's (a q4_0 one in the place of the
+/// f16 one), or made by another build (AVX2 kernels where these are
+/// AVX-512), is not: its distributions would carry the other kernels'
+/// rounding into every KLD measured against it.
 fn made_by(reference: &Reference, model: &Model, r: &SweepRun) -> std::result::Result<(), String> {
     let s = &reference.header.source;
     if s.model_sha256 != model.sha256 {
@@ -271,6 +274,11 @@ fn made_by(reference: &Reference, model: &Model, r: &SweepRun) -> std::result::R
             s.build,
             &s.model_sha256[..s.model_sha256.len().min(12)]
         ));
+    }
+    let ours = crate::engine::device::cpu_features();
+    if s.cpu_features.as_ref() != Some(&ours) {
+        let theirs = s.cpu_features.as_ref().map_or_else(|| "unrecorded".to_string(), |f| f.join(" "));
+        return Err(format!("it was made by other CPU kernels ({theirs}; these are {})", ours.join(" ")));
     }
     let rotation = s.context.kv_rotation.map(|x| x.mode).unwrap_or_default();
     if rotation != r.rotation {
