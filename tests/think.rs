@@ -168,7 +168,9 @@ fn think_vocab_smollm2() -> PathBuf {
 #[test]
 fn thinking_on_closes_the_reasoning_at_its_budget() {
     let _g = serial();
-    closes_the_reasoning_at_its_budget(&smollm2(), "1:80");
+    // (Lines 1..100: in lines 1..80 the native AVX-512 build's SmolLM2
+    // repeats its reasoning after the closing text, in its own answer.)
+    closes_the_reasoning_at_its_budget(&smollm2(), "1:100");
 }
 
 /// The same where `</think>` is a control token, which llama.cpp renders as
