@@ -280,9 +280,6 @@ pub fn default_gpu_layers() -> u32 {
 /// divergence then measures that too. The manifest records both models
 /// (`reference.model_sha256`).
 fn reference_notes(source: &crate::record::reference::Origin, model: &Model, env: &Env) {
-    // Another build of the model (a quant A/B) is a use, not an error,
-    // but the divergence then measures the weights too: say so. The
-    // manifest records both models (`reference.model_sha256`).
     if source.model_sha256 != model.sha256 {
         env.notes.note(&format!(
             "note: the reference was made by another model file ({}, sha256 {}…): the divergence measures the two models as well as the KV cache",
