@@ -42,11 +42,11 @@ pub fn backend() -> Result<&'static LlamaBackend> {
     if let Some(b) = BACKEND.get() {
         return Ok(b);
     }
-    let b = LlamaBackend::init().context("cannot start llama.cpp")?;
     let mut default: llama_cpp_sys_2::ggml_log_callback = None;
     let mut user = std::ptr::null_mut();
     // SAFETY: both pointers are valid for llama.cpp to write; `log` is a
-    // plain function for the whole process's life.
+    // plain function for the whole process's life. Set before anything is
+    // loaded, so that loading backends is silenced too.
     unsafe {
         llama_cpp_sys_2::llama_log_get(&mut default, &mut user);
         if std::env::var_os("POSRECALL_LLAMA_LOG").is_some() {
@@ -54,7 +54,42 @@ pub fn backend() -> Result<&'static LlamaBackend> {
         }
         llama_cpp_sys_2::llama_log_set(Some(log), std::ptr::null_mut());
     }
+    #[cfg(feature = "dynamic-backends")]
+    load_backends()?;
+    let b = LlamaBackend::init().context("cannot start llama.cpp")?;
     Ok(BACKEND.get_or_init(|| b))
+}
+
+/// A `dynamic-backends` build: load llama.cpp's backends, the best CPU
+/// variant for this CPU among them, from the folder of the executable (where
+/// a packaged binary carries them) or else from where the build put them.
+/// ggml's own default search also tries the current directory; posrecall
+/// does not, so that a library lying in the directory it is run from is
+/// never loaded.
+#[cfg(feature = "dynamic-backends")]
+fn load_backends() -> Result<()> {
+    let cpu = || {
+        // SAFETY: a lookup in ggml's process-wide registry by a NUL-terminated name.
+        !unsafe { llama_cpp_sys_2::ggml_backend_reg_by_name(c"CPU".as_ptr()) }.is_null()
+    };
+    let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|p| p.to_path_buf()));
+    let built = llama_cpp_sys_2::BACKENDS_DIR.map(std::path::PathBuf::from);
+    let searched: Vec<_> = beside.into_iter().chain(built).collect();
+    for dir in &searched {
+        // A path with a NUL byte cannot hold a library ggml could open.
+        let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else { continue };
+        if !cpu() {
+            // SAFETY: a NUL-terminated path, read during the call.
+            unsafe { llama_cpp_sys_2::ggml_backend_load_all_from_path(c.as_ptr()) };
+        }
+    }
+    match cpu() {
+        true => Ok(()),
+        false => anyhow::bail!(
+            "no CPU backend of llama.cpp (libggml-cpu-*.so) in {}: a dynamic-backends build needs them beside the executable",
+            searched.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(" or ")
+        ),
+    }
 }
 
 /// llama.cpp's own logger (it writes to standard error), kept when
