@@ -347,6 +347,10 @@ pub enum RopeError {
     /// Both the scale and the frequency scale: one is the other's inverse.
     #[error("the scale and the frequency scale are both given; a scale N is a frequency scale 1/N, keep one")]
     ScaleAndFreqScale,
+    /// YaRN with positions compressed instead of stretched: its corrections
+    /// are defined for extending a context only.
+    #[error("{value} would shrink the context, which YaRN does not do: a scale is 1 or more, a frequency scale 1 or less")]
+    YarnShrinks { setting: RopeSetting, value: f32 },
 }
 
 impl RopeError {
@@ -356,6 +360,7 @@ impl RopeError {
             RopeError::OutOfRange { setting, .. } => *setting,
             RopeError::YarnOrigCtx { .. } => RopeSetting::YarnOrigCtx,
             RopeError::ScaleAndFreqScale => RopeSetting::Scale,
+            RopeError::YarnShrinks { setting, .. } => *setting,
         }
     }
 }
@@ -380,6 +385,13 @@ impl RopeInput {
         }
         if let Some(value) = self.yarn_orig_ctx.filter(|n| !(1..=CtxSize::MAX as usize).contains(n)) {
             return Err(RopeError::YarnOrigCtx { value });
+        }
+        if self.scaling == Some(RopeScaling::Yarn) {
+            match (scale, freq_scale) {
+                (Some(value), _) if value < 1.0 => return Err(RopeError::YarnShrinks { setting: RopeSetting::Scale, value }),
+                (_, Some(value)) if value > 1.0 => return Err(RopeError::YarnShrinks { setting: RopeSetting::FreqScale, value }),
+                _ => {}
+            }
         }
         Ok(Rope {
             scaling: self.scaling,
@@ -582,6 +594,14 @@ mod tests {
         assert_eq!(out(RopeInput { yarn_orig_ctx: Some((1 << 24) + 1), ..RopeInput::default() }), RopeSetting::YarnOrigCtx);
         let both = RopeInput { scale: Some(2.0), freq_scale: Some(0.5), ..RopeInput::default() };
         assert_eq!(both.resolve(), Err(RopeError::ScaleAndFreqScale));
+        // YaRN only stretches: a scale under 1 (a frequency scale over 1) is
+        // refused with it, and accepted with linear scaling.
+        let yarn = |scale, freq_scale| RopeInput { scaling: Some(RopeScaling::Yarn), scale, freq_scale, ..RopeInput::default() };
+        assert_eq!(yarn(Some(0.5), None).resolve(), Err(RopeError::YarnShrinks { setting: RopeSetting::Scale, value: 0.5 }));
+        assert_eq!(yarn(None, Some(2.0)).resolve(), Err(RopeError::YarnShrinks { setting: RopeSetting::FreqScale, value: 2.0 }));
+        assert!(yarn(Some(1.0), None).resolve().is_ok() && yarn(None, Some(1.0)).resolve().is_ok());
+        let linear = RopeInput { scaling: Some(RopeScaling::Linear), scale: Some(0.5), ..RopeInput::default() };
+        assert!(linear.resolve().is_ok());
         // The largest values are in range.
         let max = RopeInput { scale: Some(1024.0), freq_base: Some(1e12), yarn_orig_ctx: Some(1 << 24), ..RopeInput::default() };
         assert!(max.resolve().is_ok());

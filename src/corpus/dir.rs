@@ -90,8 +90,10 @@ pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) 
     let mut files = Vec::new();
     let mut notes = Vec::new();
     let mut line = 1;
+    let mut excluded = 0;
     for rel in relative_paths(root, &mut notes)? {
         if exclude.as_ref().is_some_and(|g| g.is_match(&rel)) {
+            excluded += 1;
             continue;
         }
         let by_extension = language_of_extension(Path::new(&rel));
@@ -142,6 +144,8 @@ pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) 
     }
     if files.is_empty() {
         let mut what = match (&spec.include.is_empty(), &forced) {
+            // What --exclude left out is the reason, not the extensions.
+            _ if excluded > 0 => format!(" that the include and exclude globs select (the exclude globs left out {excluded} files)"),
             (true, None) => format!(" (no file with a known extension: {})", super::known_extensions()),
             (true, Some(f)) => {
                 let exts: Vec<String> = super::extensions_of(f.name()).iter().map(|e| format!(".{e}")).collect();

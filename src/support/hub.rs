@@ -568,10 +568,14 @@ fn download(api: &Api, repo: &Repo, r: &HubRef, env: &HubEnv, file: &str, want: 
         why: format!("cannot read the download: {e:#}"),
     })?;
     if !got.eq_ignore_ascii_case(&want) {
-        // The blob and its snapshot link go, so that the next run fetches it afresh.
+        // The blob, its snapshot link and the download's lock file go, so
+        // that the next run fetches it afresh and nothing of it stays.
         let blob = std::fs::canonicalize(&path).ok();
         let _ = std::fs::remove_file(&path);
         if let Some(b) = blob {
+            let mut lock = b.clone().into_os_string();
+            lock.push(".lock");
+            let _ = std::fs::remove_file(lock);
             let _ = std::fs::remove_file(b);
         }
         return Err(HubError::Corrupt {
