@@ -233,10 +233,11 @@ fn output_paths_are_checked_before_the_model_is_loaded() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
     let sweep = dir.path().join("m.toml");
-    std::fs::write(&sweep, format!("[[model]]\nname = \"m\"\npath = {:?}\nkv = [\"f16\"]\n", s(&smollm2()))).unwrap();
-    let started = std::time::Instant::now();
+    // The model is one llama.cpp cannot load: refused for the folder, not
+    // for the model, so the folder was checked first.
+    let cut = common::unloadable_model(dir.path());
+    std::fs::write(&sweep, format!("[[model]]\nname = \"m\"\npath = {:?}\nkv = [\"f16\"]\n", s(&cut))).unwrap();
     refused(&posrecall(&["matrix", s(&sweep), "--out-dir", s(&file.join("runs"))]), "--out-dir");
-    assert!(started.elapsed().as_secs() < 10, "took {:?}", started.elapsed());
 }
 
 #[test]
@@ -294,9 +295,36 @@ fn atomic_write_errors_name_the_path_given() {
     assert!(!msg.contains(".tmp-"), "{msg}");
 }
 
-/// Arguments no command should take, per subcommand. Each must end with one
-/// stderr line and exit 1 or 2, without loading a model.
-fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
+/// A server that answers every request as a chat or completion server
+/// would, so that an `ask` command line that got past its checks would
+/// finish (and the table would see it succeed), not stop at a refused
+/// connection. Returns its URL.
+fn answering_server() -> String {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 65536];
+            let _ = stream.read(&mut buf);
+            let body = r#"{"choices":[{"message":{"content":"  return 1;"},"text":"  return 1;","finish_reason":"stop"}]}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+/// Command lines no command should take, each with what its refusal must
+/// name: the flag, key or value refused (or clap's words for a command line
+/// that does not parse). Each is set up so that the refusal under test is
+/// the only one possible: `bench` and `prompt` get a real model and a real
+/// small corpus, `ask` a server that answers, so that with the check
+/// deleted the command would run (and write a file, or exit 0) instead.
+fn hostile_arguments(dir: &Path) -> Vec<(Vec<String>, String)> {
     let t = targets_json(dir);
     let r = responses(dir, &t);
     let text = dir.join("text.txt");
@@ -304,155 +332,181 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
     let binary = dir.join("bin.js");
     std::fs::write(&binary, [0u8, 159, 146, 150, 0, 1]).unwrap();
     let missing = dir.join("absent");
-    let (t, r, text, binary, missing, folder) = (s(&t), s(&r), s(&text), s(&binary), s(&missing), s(dir));
+    let model = smollm2();
+    let url = answering_server();
+    let (t, r, text, binary, missing, folder, model, url) =
+        (s(&t), s(&r), s(&text), s(&binary), s(&missing), s(dir), s(&model), url.as_str());
     let dense = fixture("dense.js");
     let dense = s(&dense);
     let numbers = ["-1", "0", "1e9", "NaN", "", "18446744073709551616", "٣"];
-    let mut cases: Vec<Vec<&str>> = vec![
-        vec!["frobnicate"],
-        vec!["targets"],
-        vec!["targets", missing],
-        vec!["targets", binary],
-        vec!["targets", text],
-        vec!["targets", dense, "--crop-lines", "0:0"],
-        vec!["targets", dense, "--crop-lines", "9:3"],
-        vec!["targets", dense, "--crop-lines", "1:99999999"],
-        vec!["targets", dense, "--normalize", "loose"],
-        vec!["targets", dense, "--count", "999"],
-        vec!["targets", text, "--language", "cobol"],
-        vec!["targets", text, "--language", ""],
-        vec!["targets", text, "--language", "rust"],
-        vec!["targets", binary, "--language", "python"],
-        vec!["targets", "--corpus-dir", missing],
-        vec!["targets", "--corpus-dir", dense],
-        vec!["targets", "--corpus-dir", folder],
-        vec!["targets", "--corpus-dir", folder, "--language", "go"],
-        vec!["targets", "--corpus-dir", folder, "--include", "*.txt"],
-        vec!["targets", "--corpus-dir", folder, "--include", "a/[b"],
-        vec!["targets", "--corpus-dir", folder, "--exclude", "{a,"],
-        vec!["targets", "--corpus-dir", folder, "--exclude", "**"],
-        vec!["targets", dense, "--corpus-dir", folder],
-        vec!["targets", dense, "--include", "*.js"],
-        vec!["targets", dense, "--exclude", "*.js"],
-        vec!["bench", missing, "--language", "klingon"],
-        vec!["bench", missing, "--corpus-dir", missing],
-        vec!["bench", missing, "--corpus-dir", folder, "--corpus", dense],
-        vec!["prompt", missing, "--target", "x", "--corpus-dir", missing],
-        vec!["prompt", missing, "--target", "x", "--language", "c--"],
-        vec!["score", t],
-        vec!["score", t, missing],
-        vec!["score", text, r],
-        vec!["score", t, text],
-        vec!["score", r, t],
-        vec!["score", t, r, "--crop-lines", "1:2"],
-        vec!["score", t, r, "--pass", "9"],
-        vec!["report"],
-        vec!["report", missing],
-        vec!["report", text],
-        vec!["report", t, "--format", "xml"],
-        vec!["report", t, "--format", "csv", "--diff"],
-        vec!["compare", t],
-        vec!["compare", t, r],
-        vec!["compare", text, text],
-        vec!["ask", t],
-        vec!["ask", t, "--url", "nope"],
-        vec!["ask", t, "--url", "http://"],
-        vec!["ask", missing, "--url", "http://127.0.0.1:9"],
-        vec!["ask", t, "--url", "http://127.0.0.1:9", "--extra", "[1]"],
-        vec!["ask", t, "--url", "http://127.0.0.1:9", "--extra", "{"],
-        vec!["ask", t, "--url", "http://127.0.0.1:9", "--api", "embeddings"],
-        vec!["ask", t, "--url", "http://127.0.0.1:9", "--api-key-env", "POSRECALL_NO_SUCH_VARIABLE"],
-        vec!["bench"],
-        vec!["bench", missing],
-        vec!["bench", text],
-        vec!["bench", binary],
-        vec!["bench", dense],
-        vec!["bench", missing, "--kv", "q7"],
-        vec!["bench", missing, "--flash-attn", "off", "--kv-v", "q8_0"],
-        vec!["bench", missing, "--crop", "middle"],
-        vec!["bench", missing, "--probe", "shout"],
-        vec!["bench", missing, "--swa-full", "maybe"],
-        vec!["bench", missing, "--forced-only", "--no-forced"],
-        vec!["bench", missing, "--forced-only", "--parallel", "2"],
-        vec!["bench", missing, "--check-sequential"],
-        vec!["bench", missing, "--parallel", "300"],
-        vec!["bench", missing, "--fixed-tokens", "5", "--max-new-tokens", "5"],
-        vec!["bench", missing, "--kv-memory", "lots"],
-        vec!["bench", missing, "--snapshot-memory", "lots"],
-        vec!["bench", missing, "--snapshot-memory", "-1GiB"],
-        vec!["bench", missing, "--restore", "partial"],
-        vec!["bench", missing, "--corpus", missing],
-        vec!["bench", missing, "--reference", missing],
-        vec!["bench", missing, "--reference", text],
-        vec!["bench", missing, "--reference", binary],
-        vec!["bench", missing, "--reference", text, "--no-forced"],
-        vec!["bench", missing, "--save-reference", folder],
-        vec!["bench", missing, "--save-reference", missing, "--reference", missing],
-        vec!["bench", missing, "--only", ""],
-        vec!["bench", missing, "--only", "a,,b"],
-        vec!["bench", missing, "--think", "maybe"],
-        vec!["bench", missing, "--lengths", ""],
-        vec!["bench", missing, "--lengths", "2k,,4k"],
-        vec!["bench", missing, "--lengths", "2k,2048"],
-        vec!["bench", missing, "--lengths", "10"],
-        vec!["bench", missing, "--lengths", "4m"],
-        vec!["bench", missing, "--lengths", "-2k"],
-        vec!["bench", missing, "--lengths", "99999999999999999999"],
-        vec!["bench", missing, "--lengths", "2k,4k", "--closed-book"],
-        vec!["bench", missing, "--lengths", "2k,4k", "--only", "a"],
-        vec!["bench", missing, "--lengths", "auto", "--reference", missing],
-        vec!["bench", missing, "--effective-at", "0.5"],
-        vec!["bench", missing, "--lengths", "auto", "--effective-at", "1.5"],
-        vec!["bench", missing, "--lengths", "auto", "--effective-at", "nan"],
-        vec!["bench", missing, "--template-kwargs", "[1]"],
-        vec!["bench", missing, "--template-kwargs", "{"],
-        vec!["bench", missing, "--template-kwargs", "null"],
-        vec!["bench", missing, "--chat-template", missing],
-        vec!["bench", missing, "--chat-template", binary],
-        vec!["bench", missing, "--chat-template", dense],
-        vec!["targets", dense, "--think", "on"],
-        vec!["targets", dense, "--emit-prompts", "p.jsonl", "--template-kwargs", "\"x\""],
-        vec!["ask", t, "--url", "http://127.0.0.1:9", "--template-kwargs", "[]"],
-        vec!["ask", t, "--url", "http://127.0.0.1:9", "--think", "yes"],
-        vec!["prompt"],
-        vec!["prompt", missing],
-        vec!["prompt", missing, "--target", "x"],
-        vec!["prompt", text, "--target", "x", "--corpus", dense],
-        vec!["prompt", missing, "--target", "x", "--template-kwargs", "1"],
-        vec!["prompt", missing, "--target", "x", "--think", "perhaps"],
-        vec!["template"],
-        vec!["template", missing],
-        vec!["template", binary],
-        vec!["template", missing, "--think", "on"],
-        vec!["template", dense, "--template-kwargs", "[]"],
-        vec!["matrix"],
-        vec!["matrix", missing],
-        vec!["matrix", text],
-        vec!["matrix", dense, "--shard", "3/2"],
-        vec!["matrix", dense, "--shard", "0"],
-        // The newer flags: drafts, context extension, hub references, URLs.
-        vec!["bench", missing, "--draft", "oracle"],
-        vec!["bench", missing, "--draft", ""],
-        vec!["bench", missing, "--draft", "none", "--check-draft"],
-        vec!["bench", missing, "--rope-scaling", "ntk"],
-        vec!["bench", missing, "--rope-scaling", "yarn", "--rope-scale", "0.5"],
-        vec!["prompt", missing, "--target", "x", "--rope-scaling", "?"],
-        vec!["bench", "org/", "--corpus", dense],
-        vec!["bench", "org/repo:", "--corpus", dense],
-        vec!["bench", "org/repo@", "--corpus", dense],
-        vec!["bench", "org/repo/file.txt", "--corpus", dense],
-        vec!["ask", t, "--url", "ftp://127.0.0.1:9"],
-        vec!["ask", t, "--url", "http://127.0.0.1:0"],
-        vec!["ask", t, "--url", "http://user:secret@exa mple:9"],
+    // clap takes `-1` after a flag for another flag, and says so (but for
+    // --threads, which takes negative numbers to refuse them itself).
+    let refusal = |flag: &'static str, n: &str| if n == "-1" && flag != "--threads" { "unexpected argument '-1'" } else { flag };
+    // bench on the real model and the small corpus, unless the row names
+    // its own corpus.
+    let bench = |rest: &[&str]| -> Vec<String> {
+        let mut v = vec!["bench".to_string(), model.to_string()];
+        v.extend(rest.iter().map(|a| a.to_string()));
+        if !rest.iter().any(|a| a.starts_with("--corpus") || *a == "--language") {
+            v.extend(["--corpus".to_string(), dense.to_string()]);
+        }
+        // One short question: a row whose check is gone runs in seconds.
+        v.extend(["--count", "1", "--lines", "2"].map(String::from));
+        v
+    };
+    let mut cases: Vec<(Vec<String>, &'static str)> = Vec::new();
+    let mut push =
+        |args: Vec<&str>, needle: &'static str| cases.push((args.into_iter().map(String::from).collect::<Vec<String>>(), needle));
+    push(vec!["frobnicate"], "unrecognized subcommand 'frobnicate'");
+    push(vec!["targets"], "required arguments were not provided");
+    push(vec!["targets", missing], "absent");
+    push(vec!["targets", binary], "bin.js");
+    push(vec!["targets", text], "text.txt");
+    push(vec!["targets", dense, "--crop-lines", "0:0"], "--crop-lines");
+    push(vec!["targets", dense, "--crop-lines", "9:3"], "--crop-lines");
+    push(vec!["targets", dense, "--crop-lines", "1:99999999"], "--crop-lines");
+    push(vec!["targets", dense, "--normalize", "loose"], "--normalize");
+    push(vec!["targets", dense, "--count", "999"], "--count");
+    push(vec!["targets", text, "--language", "cobol"], "--language");
+    push(vec!["targets", text, "--language", ""], "--language");
+    push(vec!["targets", text, "--language", "rust"], "text.txt");
+    push(vec!["targets", binary, "--language", "python"], "bin.js");
+    push(vec!["targets", "--corpus-dir", missing], "absent");
+    push(vec!["targets", "--corpus-dir", dense], "dense.js");
+    push(vec!["targets", "--corpus-dir", folder], "no file with a known extension");
+    push(vec!["targets", "--corpus-dir", folder, "--language", "go"], "go");
+    push(vec!["targets", "--corpus-dir", folder, "--include", "*.txt"], "the include and exclude globs select");
+    push(vec!["targets", "--corpus-dir", folder, "--include", "a/[b"], "a/[b");
+    push(vec!["targets", "--corpus-dir", folder, "--exclude", "{a,"], "{a,");
+    push(vec!["targets", "--corpus-dir", folder, "--exclude", "**"], "the exclude globs left out");
+    push(vec!["targets", dense, "--corpus-dir", folder], "cannot be used with");
+    push(vec!["targets", dense, "--include", "*.js"], "--corpus-dir");
+    push(vec!["targets", dense, "--exclude", "*.js"], "--corpus-dir");
+    push(vec!["bench", model, "--language", "klingon"], "--language");
+    push(vec!["bench", model, "--corpus-dir", missing], "absent");
+    push(vec!["bench", model, "--corpus-dir", folder, "--corpus", dense], "cannot be used with");
+    push(vec!["prompt", model, "--target", "x", "--corpus-dir", missing], "absent");
+    push(vec!["prompt", model, "--target", "x", "--language", "c--"], "--language");
+    push(vec!["score", t], "required arguments were not provided");
+    push(vec!["score", t, missing], "absent");
+    push(vec!["score", text, r], "text.txt");
+    push(vec!["score", t, text], "text.txt");
+    push(vec!["score", r, t], "r.jsonl");
+    push(vec!["score", t, r, "--crop-lines", "1:2"], "--crop-lines");
+    push(vec!["score", t, r, "--pass", "9"], "--pass");
+    push(vec!["report"], "required arguments were not provided");
+    push(vec!["report", missing], "absent");
+    push(vec!["report", text], "text.txt");
+    push(vec!["report", t, "--format", "xml"], "--format");
+    push(vec!["report", t, "--format", "csv", "--diff"], "--diff");
+    push(vec!["compare", t], "required arguments were not provided");
+    push(vec!["compare", t, r], "t.json is not a posrecall run file");
+    push(vec!["compare", text, text], "text.txt");
+    push(vec!["ask", t], "--url");
+    push(vec!["ask", t, "--url", "nope"], "--url");
+    push(vec!["ask", t, "--url", "http://"], "--url");
+    push(vec!["ask", missing, "--url", url], "absent");
+    push(vec!["ask", t, "--url", url, "--extra", "[1]"], "--extra");
+    push(vec!["ask", t, "--url", url, "--extra", "{"], "--extra");
+    push(vec!["ask", t, "--url", url, "--api", "embeddings"], "--api");
+    push(vec!["ask", t, "--url", url, "--api-key-env", "POSRECALL_NO_SUCH_VARIABLE"], "POSRECALL_NO_SUCH_VARIABLE");
+    push(vec!["bench"], "required arguments were not provided");
+    push(vec!["bench", missing], "absent");
+    push(vec!["bench", text], "text.txt");
+    push(vec!["bench", binary], "bin.js");
+    push(vec!["bench", dense], "dense.js");
+    let benches: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--kv", "q7"], "--kv"),
+        (vec!["--flash-attn", "off", "--kv-v", "q8_0"], "--flash-attn"),
+        (vec!["--crop", "middle"], "--crop"),
+        (vec!["--probe", "shout"], "--probe"),
+        (vec!["--swa-full", "maybe"], "--swa-full"),
+        (vec!["--forced-only", "--no-forced"], "cannot be used with"),
+        (vec!["--forced-only", "--parallel", "2"], "--parallel"),
+        (vec!["--check-sequential"], "--check-sequential"),
+        (vec!["--parallel", "300"], "--parallel"),
+        (vec!["--fixed-tokens", "5", "--max-new-tokens", "5"], "drop --max-new-tokens"),
+        (vec!["--kv-memory", "lots"], "--kv-memory"),
+        (vec!["--snapshot-memory", "lots"], "--snapshot-memory"),
+        (vec!["--snapshot-memory", "-1GiB"], "unexpected argument '-1'"),
+        (vec!["--restore", "partial"], "--restore"),
+        (vec!["--corpus", missing], "absent"),
+        (vec!["--reference", missing], "absent"),
+        (vec!["--reference", text], "text.txt"),
+        (vec!["--reference", binary], "bin.js"),
+        (vec!["--reference", text, "--no-forced"], "drop --no-forced"),
+        (vec!["--save-reference", folder], "--save-reference"),
+        (vec!["--save-reference", text, "--reference", text], "is also an input"),
+        (vec!["--only", ""], "--only"),
+        (vec!["--only", "a,,b"], "--only"),
+        (vec!["--think", "maybe"], "--think"),
+        (vec!["--lengths", ""], "--lengths"),
+        (vec!["--lengths", "2k,,4k"], "--lengths"),
+        (vec!["--lengths", "2k,2048"], "--lengths"),
+        (vec!["--lengths", "10"], "--lengths"),
+        (vec!["--lengths", "4m"], "--lengths"),
+        (vec!["--lengths", "-2k"], "unexpected argument '-2'"),
+        (vec!["--lengths", "99999999999999999999"], "--lengths"),
+        (vec!["--lengths", "2k,4k", "--closed-book"], "does not combine with --closed-book"),
+        (vec!["--lengths", "2k,4k", "--only", "a"], "does not combine with --only"),
+        (vec!["--lengths", "auto", "--reference", missing], "does not combine with --reference"),
+        (vec!["--effective-at", "0.5"], "--lengths"),
+        (vec!["--lengths", "auto", "--effective-at", "1.5"], "--effective-at"),
+        (vec!["--lengths", "auto", "--effective-at", "nan"], "--effective-at"),
+        (vec!["--template-kwargs", "[1]"], "--template-kwargs"),
+        (vec!["--template-kwargs", "{"], "--template-kwargs"),
+        (vec!["--template-kwargs", "null"], "--template-kwargs"),
+        (vec!["--chat-template", missing], "absent"),
+        (vec!["--chat-template", binary], "bin.js"),
+        (vec!["--chat-template", dense], "the chat template dropped the user message"),
+        (vec!["--draft", "oracle"], "--draft"),
+        (vec!["--draft", ""], "--draft"),
+        (vec!["--draft", "none", "--check-draft"], "--check-draft"),
+        (vec!["--rope-scaling", "ntk"], "--rope-scaling"),
+        (vec!["--rope-scaling", "yarn", "--rope-scale", "0.5"], "--rope-scale: 0.5 would shrink the context"),
     ];
+    let mut rows: Vec<(Vec<String>, &str)> = Vec::new();
+    for (rest, needle) in benches {
+        rows.push((bench(&rest), needle));
+    }
+    push(vec!["targets", dense, "--think", "on"], "--emit-prompts");
+    push(vec!["targets", dense, "--emit-prompts", "p.jsonl", "--template-kwargs", "\"x\""], "--template-kwargs");
+    push(vec!["ask", t, "--url", url, "--template-kwargs", "[]"], "--template-kwargs");
+    push(vec!["ask", t, "--url", url, "--think", "yes"], "--think");
+    push(vec!["prompt"], "required arguments were not provided");
+    push(vec!["prompt", missing], "--target");
+    push(vec!["prompt", missing, "--target", "x"], "absent");
+    push(vec!["prompt", text, "--target", "x", "--corpus", dense], "text.txt");
+    push(vec!["prompt", model, "--target", "x", "--corpus", dense, "--template-kwargs", "1"], "--template-kwargs");
+    push(vec!["prompt", model, "--target", "x", "--corpus", dense, "--think", "perhaps"], "--think");
+    push(vec!["prompt", model, "--target", "x", "--corpus", dense, "--rope-scaling", "?"], "--rope-scaling");
+    push(vec!["template"], "required arguments were not provided");
+    push(vec!["template", missing], "absent");
+    push(vec!["template", binary], "bin.js");
+    push(vec!["template", text, "--think", "maybe"], "--think");
+    push(vec!["template", dense, "--template-kwargs", "[]"], "--template-kwargs");
+    push(vec!["matrix"], "required arguments were not provided");
+    push(vec!["matrix", missing], "absent");
+    push(vec!["matrix", text], "text.txt");
+    push(vec!["matrix", dense, "--shard", "3/2"], "--shard");
+    push(vec!["matrix", dense, "--shard", "0"], "--shard");
+    push(vec!["bench", "org/", "--corpus", dense], "org/");
+    push(vec!["bench", "org/repo:", "--corpus", dense], "org/repo:");
+    push(vec!["bench", "org/repo@", "--corpus", dense], "org/repo@");
+    push(vec!["bench", "org/repo/file.txt", "--corpus", dense], "org/repo/file.txt");
+    push(vec!["ask", t, "--url", "ftp://127.0.0.1:9"], "ftp");
+    push(vec!["ask", t, "--url", "http://127.0.0.1:0"], "--url");
+    push(vec!["ask", t, "--url", "http://user:secret@exa mple:9"], "--url");
     for flag in ["--draft-max", "--rope-scale", "--rope-freq-base", "--rope-freq-scale", "--yarn-orig-ctx"] {
-        for n in numbers {
-            cases.push(vec!["bench", missing, flag, n]);
+        // A base frequency of 10^9 is in range (some models use 10^6).
+        for n in numbers.iter().filter(|n| !(flag == "--rope-freq-base" && **n == "1e9")) {
+            let args = bench(&[]).into_iter().chain([flag.to_string(), n.to_string()]).collect();
+            rows.push((args, refusal(flag, n)));
         }
     }
     for flag in ["--count", "--lines", "--pass"] {
         for n in numbers {
-            cases.push(vec!["targets", dense, flag, n]);
+            push(vec!["targets", dense, flag, n], refusal(flag, n));
         }
     }
     for flag in [
@@ -466,17 +520,19 @@ fn hostile_arguments(dir: &Path) -> Vec<Vec<String>> {
         "--reference-top-k",
         "--think-budget",
     ] {
-        for n in numbers {
-            cases.push(vec!["bench", missing, flag, n]);
+        // No layer on a GPU is a valid choice.
+        for n in numbers.iter().filter(|n| !(flag == "--gpu-layers" && **n == "0")) {
+            let args = bench(&[]).into_iter().chain([flag.to_string(), n.to_string()]).collect();
+            rows.push((args, refusal(flag, n)));
         }
     }
     for flag in ["--concurrency", "--timeout", "--retries", "--max-new-tokens"] {
         // No retries is a valid choice.
         for n in numbers.iter().filter(|n| !(flag == "--retries" && **n == "0")) {
-            cases.push(vec!["ask", t, "--url", "http://127.0.0.1:9", flag, n]);
+            push(vec!["ask", t, "--url", url, flag, n], refusal(flag, n));
         }
     }
-    cases.into_iter().map(|c| c.into_iter().map(String::from).collect()).collect()
+    cases.into_iter().chain(rows).map(|(args, needle)| (args, needle.to_string())).collect()
 }
 
 /// A chat template that does not parse or raises, and kwargs that are not a
@@ -548,23 +604,6 @@ fn runaway_templates_and_fifos_stop_with_one_line() {
     refused(&posrecall(&["matrix", s(&sweep), "--list"]), "ran more than 2000000 steps");
 }
 
-/// Whether a refusal of `args` names what it refuses: the last flag given
-/// (with or without its dashes) or its value, or one of the arguments (a
-/// missing file, a file of the wrong kind, an unknown subcommand); or, for
-/// a command line that lacks a required argument or holds a negative
-/// number where a flag is expected, clap's own words for that.
-fn names_what_it_refuses(args: &[&str], message: &str) -> bool {
-    let mut names: Vec<&str> = Vec::new();
-    if let Some(i) = args.iter().rposition(|a| a.starts_with("--")) {
-        names.extend([args[i], args[i].trim_start_matches('-')]);
-        names.extend(args.get(i + 1).filter(|v| !v.starts_with("--")));
-    }
-    names.extend(args.iter().skip(usize::from(args.len() > 1)).filter(|a| !a.starts_with('-')));
-    names.iter().any(|n| !n.is_empty() && message.contains(n))
-        || message.contains("the following required arguments were not provided")
-        || message.contains("unexpected argument '-")
-}
-
 /// Whether a message is clap's refusal of the command line: the forms clap
 /// words its parse errors in (an unknown subcommand or flag, a flag's value
 /// its parser refused, a missing value or required argument, flags that
@@ -589,26 +628,36 @@ fn every_subcommand_refuses_hostile_arguments() {
     let dir = TempDir::new().unwrap();
     let cases = hostile_arguments(dir.path());
     let out = TempDir::new().unwrap();
-    for args in &cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = Command::new(common::bin()).args(&args).current_dir(out.path()).env("NO_COLOR", "1").output().unwrap();
+    // Every row is tried and every failing row reported, so that a broken
+    // check shows all the rows it breaks.
+    let mut failures = Vec::new();
+    for (args, needle) in &cases {
+        let o = Command::new(common::bin()).args(args).current_dir(out.path()).env("NO_COLOR", "1").output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         let code = o.status.code();
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
         let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("note:")).collect();
-        assert_eq!(lines.len(), 1, "{args:?}: {err}");
-        assert!(lines[0].starts_with("posrecall: error:"), "{args:?}: {err}");
         // docs/GUIDE.md's exit codes ("Exit codes and errors"): 2 for a command
         // line that does not parse (clap's own words), 1 for one that parses
         // and is refused.
-        let want = if is_usage_error(lines[0]) { 2 } else { 1 };
-        assert_eq!(code, Some(want), "{args:?}: exit {code:?}, expected {want}: {err}");
-        assert!(names_what_it_refuses(&args, lines[0]), "{args:?}: the message names nothing of the command line: {err}");
-        let left: Vec<_> = std::fs::read_dir(out.path()).unwrap().collect();
-        assert!(left.is_empty(), "{args:?} left files behind");
+        let want = lines.first().map(|l| if is_usage_error(l) { 2 } else { 1 });
+        let left: Vec<_> = std::fs::read_dir(out.path()).unwrap().flatten().map(|e| e.path()).collect();
+        let wrong = match () {
+            _ if err.contains("panicked") => "a panic".to_string(),
+            _ if lines.len() != 1 || !lines[0].starts_with("posrecall: error:") => "not one error line".to_string(),
+            _ if code != want => format!("exit {code:?}, expected {want:?}"),
+            _ if !lines[0].contains(needle.as_str()) => format!("the refusal does not name `{needle}`"),
+            _ if !left.is_empty() => format!("it left {left:?}"),
+            _ => continue,
+        };
+        failures.push(format!("{args:?}: {wrong}: {}", err.trim()));
+        for p in left {
+            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+        }
     }
-    // How many hostile command lines CI tries (docs/DEVELOPMENT.md, "Hardening").
-    assert_eq!(cases.len(), 280, "docs/DEVELOPMENT.md says 280 hostile command lines");
+    assert!(failures.is_empty(), "{} of {} hostile command lines:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    // How many hostile command lines CI tries, as docs/DEVELOPMENT.md says ("Hardening").
+    let stated = common::doc_numbers("docs/DEVELOPMENT.md", "`tests/hardening.rs` keeps it so: a table of");
+    assert_eq!(Some(cases.len() as f64), stated.first().copied(), "docs/DEVELOPMENT.md's count of hostile command lines");
     eprintln!("{} hostile command lines refused cleanly", cases.len());
 }
 
@@ -857,7 +906,10 @@ fn many_files(root: &Path, n: usize) {
 /// A folder's time grows with its files, not with their square: the line
 /// count before each file was counted from the start of the concatenation
 /// (20,000 files took 15.5 s; now about 2 s). Eight times the files must
-/// take well under 64 times as long, measured in one run.
+/// take well under 64 times as long, measured in one run. The model tests
+/// may share the cores meanwhile: each size is timed three times,
+/// alternating, and the fastest of each is compared (a load that slows one
+/// run slows the others too, or is missed by the fastest).
 #[test]
 fn a_corpus_folder_is_read_in_linear_time() {
     let dir = TempDir::new().unwrap();
@@ -869,7 +921,11 @@ fn a_corpus_folder_is_read_in_linear_time() {
         ok(&posrecall(&["targets", "--corpus-dir", s(root), "--lines", "2", "--count", "2"]));
         t.elapsed().as_secs_f64()
     };
-    let (a, b) = (time(&small), time(&large));
+    let (mut a, mut b) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..3 {
+        a = a.min(time(&small));
+        b = b.min(time(&large));
+    }
     assert!(b < 20.0 * a, "2,000 files in {a:.2} s, 16,000 in {b:.2} s: {:.1} times as long", b / a);
 }
 
@@ -1003,7 +1059,15 @@ fn an_offload_without_a_gpu_is_noted() {
     let o = posrecall(&args);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{err}");
-    let gpu = posrecall::engine::backend().map(|b| b.supports_gpu_offload()).unwrap_or(false);
+    // Whether a GPU is there to offload to, known without posrecall: a
+    // build without a GPU backend has none; a CUDA build has one where the
+    // driver shows a device; a Metal build always (Apple silicon).
+    let gpu = match () {
+        _ if cfg!(feature = "metal") => true,
+        _ if cfg!(feature = "cuda") => std::path::Path::new("/dev/nvidia0").exists(),
+        _ if cfg!(feature = "vulkan") => return, // no device list to read without Vulkan itself
+        _ => false,
+    };
     let note = "note: 99 layers were asked to go to a GPU, but this build has no GPU device to offload to; the whole model runs on the CPU";
     assert_eq!(err.contains(note), !gpu, "{err}");
 }

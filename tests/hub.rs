@@ -42,6 +42,17 @@ struct Behaviour {
     token: Option<String>,
     /// Serve only the first half of the next full download, then hang up.
     cut_next: bool,
+    /// Serve the next full download wrong, as a whole response.
+    corrupt_next: Option<Corruption>,
+}
+
+/// Bytes a hub or mirror sends in place of the file it lists.
+#[derive(Debug, Clone, Copy)]
+enum Corruption {
+    /// The right length, one byte changed.
+    Flipped,
+    /// The first half, announced as the whole answer.
+    Truncated,
 }
 
 struct Hub {
@@ -197,7 +208,22 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
         let _ = stream.shutdown(std::net::Shutdown::Both);
         return;
     }
-    reply(&mut stream, "206 Partial Content", &headers, &file.bytes[start..end]);
+    let corrupt = if end - start > 1 { behaviour.lock().unwrap().corrupt_next.take() } else { None };
+    match corrupt {
+        Some(Corruption::Flipped) => {
+            let mut bytes = file.bytes[start..end].to_vec();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0xff;
+            reply(&mut stream, "206 Partial Content", &headers, &bytes);
+        }
+        Some(Corruption::Truncated) => {
+            let half = (end - start) / 2;
+            let mut headers = headers;
+            headers[2].1 = format!("bytes {start}-{}/{}", start + half - 1, start + half);
+            reply(&mut stream, "206 Partial Content", &headers, &file.bytes[start..start + half]);
+        }
+        None => reply(&mut stream, "206 Partial Content", &headers, &file.bytes[start..end]),
+    }
     // Drain anything the client still sends before the close.
     let _ = reader.read(&mut [0u8; 16]);
 }
@@ -364,4 +390,56 @@ fn quants_split_models_and_what_matches_nothing_or_too_much() {
         assert!(snapshot(cache.path()).join(format!("split/SmolLM2-135M-Instruct.Q4_1-{i:05}-of-00003.gguf")).is_file(), "part {i}");
     }
     assert!(!snapshot(cache.path()).join(WHOLE).exists(), "a file not asked for was downloaded");
+    // And the parts load as one model: a forced pass reads every weight.
+    let run = out.path().join("split.json");
+    let dense = fixture("dense.js");
+    let args = [
+        "bench",
+        &first,
+        "--corpus",
+        s(&dense),
+        "--crop-lines",
+        "1:60",
+        "--forced-only",
+        "--count",
+        "1",
+        "--lines",
+        "4",
+        "-q",
+        "-o",
+        s(&run),
+    ];
+    ok(&with_hub(&args, &hub.url, cache.path(), &[]));
+    let forced = &read(&run)["targets"][0]["forced"];
+    assert!(forced["tokens"].as_u64().unwrap() > 0 && forced["mean_logprob"].as_f64().unwrap() < 0.0, "{forced}");
+}
+
+/// A hub (or a mirror) that sends other bytes than the file it lists, of the
+/// right length or cut short and announced as whole: the download's sha256
+/// is not the listed one, which is a one-line error; nothing of it stays in
+/// the cache (no blob, no snapshot link, no partial download) for a later
+/// run to trust, and the next run fetches the file afresh and loads it.
+#[test]
+fn a_download_that_is_not_the_listed_file_is_refused_and_fetched_again() {
+    let files = files();
+    let reference = format!("{REPO}/{WHOLE}");
+    for corruption in [Corruption::Flipped, Corruption::Truncated] {
+        let hub = serve(files.clone());
+        let cache = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        hub.behaviour.lock().unwrap().corrupt_next = Some(corruption);
+        let o = with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]);
+        assert_clean_failure(&o, out.path(), &format!("the hub lists {}", &files[0].sha256[..12]));
+        let repo_dir = cache.path().join(format!("models--{}", REPO.replace('/', "--")));
+        let kept: Vec<PathBuf> = walkdir::WalkDir::new(&repo_dir)
+            .into_iter()
+            .flatten()
+            .filter(|e| !e.file_type().is_dir() && !e.path().starts_with(repo_dir.join("refs")))
+            .map(|e| e.into_path())
+            .collect();
+        assert!(kept.is_empty(), "{corruption:?}: the cache keeps {kept:?}");
+
+        assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
+        assert_eq!(hex(&std::fs::read(snapshot(cache.path()).join(WHOLE)).unwrap()), files[0].sha256, "{corruption:?}");
+    }
 }

@@ -67,21 +67,29 @@ fn reference_divergence_is_zero_for_itself_and_grows_with_coarser_kv() {
     assert_eq!(reference["top_k"], 256);
     assert_eq!(reference["sha256"].as_str().unwrap(), std::fs::read_to_string(p("ref.sha256")).unwrap().trim());
 
-    assert_eq!(forced_tokens, 313, "docs/GUIDE.md's count of forced tokens");
-
     // Coarser KV types move the distributions, q4_0 more than q8_0: the
-    // figures of docs/GUIDE.md, "KV precision against a reference" (mean
-    // nats per token, share of the same top-1)
-    // measured here, held to within a factor of 2.
+    // figures of docs/GUIDE.md, "KV precision against a reference", read
+    // from there: the forced tokens, the tolerance, then for the AVX-512
+    // kernels and for the AVX2 ones the mean nats per token and the share
+    // of the same top-1 (in %) for q8_0 and q4_0. The kernels that ran pick
+    // the set.
+    let stated = doc_numbers("docs/GUIDE.md", "Measured\non SmolLM2 over 4 targets of `tests/fixtures/dense.js`");
+    assert_eq!(stated.len(), 10, "docs/GUIDE.md's KLD figures are not the ten numbers this test reads: {stated:?}");
+    let (tokens_stated, tolerance) = (stated[0], stated[1]);
+    let kernels = same["manifest"]["runtime"]["cpu_features"].as_array().unwrap();
+    let set = if kernels.iter().any(|f| f == "AVX512") { &stated[2..6] } else { &stated[6..10] };
+    let [q8_mean, q8_top1, q4_mean, q4_top1] = set[..] else { unreachable!() };
+    assert_eq!(forced_tokens as f64, tokens_stated, "docs/GUIDE.md's count of forced tokens");
+    assert_eq!(tolerance, 25.0, "docs/GUIDE.md states the tolerance the test holds");
     let mut means = Vec::new();
-    for (kv, readme_mean, readme_top1) in [("q8_0", 0.0011, 0.987), ("q4_0", 0.052, 0.936)] {
+    for (kv, readme_mean, readme_top1) in [("q8_0", q8_mean, q8_top1 / 100.0), ("q4_0", q4_mean, q4_top1 / 100.0)] {
         let out = p(&format!("{kv}.json"));
         ok(&bench(&m, "dense.js", &[SMALL, &["--kv", kv, "--reference", &p("ref"), "--out", &out]].concat()));
         let r = read(Path::new(&out));
         let s = &r["summary"]["forced"]["kld"];
         let mean = s["mean"].as_f64().unwrap();
         assert!(mean > 0.0, "{kv}: {s}");
-        assert!((readme_mean / 2.0..=readme_mean * 2.0).contains(&mean), "{kv}: mean KLD {mean}, docs/GUIDE.md says {readme_mean}");
+        assert!((mean / readme_mean - 1.0).abs() <= 0.25, "{kv}: mean KLD {mean}, docs/GUIDE.md says {readme_mean} (±25%)");
         let top1 = s["same_top1"].as_f64().unwrap();
         assert!((top1 - readme_top1).abs() <= 0.02, "{kv}: same top-1 {top1}, docs/GUIDE.md says {readme_top1}");
         assert!(s["p99"].as_f64().unwrap() >= mean && s["max"].as_f64().unwrap() >= s["p99"].as_f64().unwrap());
@@ -90,7 +98,7 @@ fn reference_divergence_is_zero_for_itself_and_grows_with_coarser_kv() {
             let k = kld(&r, i);
             let t = tokens(k);
             assert!((t.iter().sum::<f64>() / t.len() as f64 - k["mean"].as_f64().unwrap()).abs() < 1e-6);
-            assert_line_means_split_the_tokens(&r["targets"][i]);
+            assert_line_means(&r["targets"][i], &m);
         }
         let quarters = r["summary"]["forced"]["kld_by_quarter"].as_array().unwrap();
         assert_eq!(quarters.iter().filter(|q| !q.is_null()).count(), 4, "one target per quarter");

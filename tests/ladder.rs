@@ -154,6 +154,10 @@ fn one_prefill_serves_every_length_and_each_answers_as_a_plain_run() {
         let passed = at_length(&run, u(&r["length"])).iter().filter(|t| u(&t["matched"]) >= 1).count();
         assert_eq!(u(&r["summary"]["passes"]), passed, "one matched line passes: {r}");
     }
+    // The first rung passes exactly half: a comparison that left the
+    // threshold itself out (> for ≥) would give no effective length.
+    let first = &rungs(&run)[0]["summary"];
+    assert_eq!(u(&first["passes"]) * 2, u(&first["count"]), "the first rung should sit at the threshold: {first}");
     let eff = run["ladder"]["effective_length"].as_u64().map(|n| n as usize);
     assert_eq!(eff, effective_length(&run, 0.5));
     let longest = u(&rungs(&run).last().unwrap()["length"]);
@@ -313,6 +317,9 @@ fn auto_lengths_double_and_a_threshold_gives_an_effective_length() {
     assert!(*top > below[below.len() - 1] && *top <= 2 * below[below.len() - 1], "{lengths:?}");
     assert_eq!(*top, u(&run["manifest"]["corpus"]["prefix_tokens"]), "the top length is the whole window");
     assert_one_growing_prefix(&run);
+    // A rung under the default 0.5: --effective-at 0 ignored would cut the
+    // effective length there.
+    assert!(effective_length(&run, 0.5) != Some(*top), "every rung passes at 0.5 or more: 0 and the default would agree");
     let eff = run["ladder"]["effective_length"].as_u64().map(|n| n as usize);
     assert_eq!(eff, Some(*lengths.last().unwrap()));
     assert_eq!(eff, effective_length(&run, 0.0));

@@ -471,9 +471,10 @@ fn bad_sweep_files_fail_with_one_error_line() {
     assert!(!out.exists(), "an output folder was created despite the errors");
 
     // A run's file that is a folder, and a sweep file among the outputs,
-    // are refused before any model is loaded (they failed after the work).
+    // are refused before any model is loaded (they failed after the work):
+    // with a model llama.cpp cannot load, the refusal is theirs.
+    let good = good.replace(&toml_path(&smollm2()), &toml_path(&unloadable_model(dir.path())));
     std::fs::create_dir_all(out.join("m__f16-f16.json")).unwrap();
-    let started = std::time::Instant::now();
     let o = run("good.toml", &good, &[]);
     assert_one_error_line(&o, "m__f16-f16.json is a folder");
     std::fs::remove_dir(out.join("m__f16-f16.json")).unwrap();
@@ -482,7 +483,6 @@ fn bad_sweep_files_fail_with_one_error_line() {
     let o = matrix_cmd(&named, &["--out-dir", dir.path().to_str().unwrap()]).output().unwrap();
     assert_one_error_line(&o, "is also an input");
     assert_eq!(std::fs::read_to_string(&named).unwrap(), good, "the sweep file was overwritten");
-    assert!(started.elapsed().as_secs_f64() < 20.0, "the checks came after model work");
 }
 
 #[test]
@@ -570,7 +570,7 @@ fn a_model_reference_run_measures_its_other_kv_types() {
         assert!((mean - recomputed).abs() < 1e-6, "mean {mean}, its tokens' mean {recomputed}");
         assert!((max - tokens.iter().copied().fold(0.0, f64::max)).abs() < 1e-6, "{k}");
         assert_eq!(t["expected"].as_array().unwrap().len(), 6);
-        assert_line_means_split_the_tokens(t);
+        assert_line_means(t, &smollm2());
     }
     assert!(stdout.contains("KLD mean") && stdout.contains("Q4_1.gguf f16/f16"), "{stdout}");
 

@@ -1,7 +1,9 @@
 //! Context extension as llama-server spells it (`--rope-scaling`,
 //! `--rope-scale`, `--rope-freq-base`, `--rope-freq-scale`, `--yarn-orig-ctx`):
 //! the settings reach llama.cpp (a scaled run's forced log-probabilities are
-//! not the unscaled run's on the same window), they are recorded, and `--ctx
+//! not the unscaled run's on the same window, YaRN's are not linear
+//! scaling's, YaRN's original context counts, and a frequency scale is the
+//! inverse of a scale), they are recorded, and `--ctx
 //! auto` goes past the trained context only with a scaling.
 
 use crate::common;
@@ -47,6 +49,12 @@ fn rope_settings_reach_llama_cpp_and_are_recorded() {
     let plain = run(&[], "plain.json");
     let yarn = run(&["--rope-scaling", "yarn", "--rope-scale", "2", "--yarn-orig-ctx", "8192"], "yarn.json");
     let base = run(&["--rope-freq-base", "10000"], "base.json");
+    // YaRN is not linear scaling by the same factor, its original context
+    // matters (4096 is not SmolLM2's trained 8192), and a frequency scale
+    // of 1/2 is a scale of 2.
+    let linear = run(&["--rope-scaling", "linear", "--rope-scale", "2"], "linear.json");
+    let yarn_4k = run(&["--rope-scaling", "yarn", "--rope-scale", "2", "--yarn-orig-ctx", "4096"], "yarn-4k.json");
+    let freq_scale = run(&["--rope-scaling", "linear", "--rope-freq-scale", "0.5"], "freq-scale.json");
 
     assert!(plain["manifest"]["context"].get("rope").is_none(), "an unscaled run records no rope: {}", plain["manifest"]["context"]);
     assert_eq!(yarn["manifest"]["context"]["rope"], json!({"scaling": "yarn", "freq_scale": 0.5, "yarn_orig_ctx": 8192}));
@@ -55,10 +63,18 @@ fn rope_settings_reach_llama_cpp_and_are_recorded() {
     assert_eq!(plain["manifest"]["corpus"]["crop"], yarn["manifest"]["corpus"]["crop"]);
     let (p, y, b) = (forced_logprobs(&plain), forced_logprobs(&yarn), forced_logprobs(&base));
     assert_eq!(p.len(), 2);
+    let (l, y4, f) = (forced_logprobs(&linear), forced_logprobs(&yarn_4k), forced_logprobs(&freq_scale));
     for i in 0..2 {
         assert!((p[i] - y[i]).abs() > 1e-4, "target {i}: YaRN x2 left the forced log-prob at {}", p[i]);
         assert!((p[i] - b[i]).abs() > 1e-4, "target {i}: another base frequency left the forced log-prob at {}", p[i]);
+        assert!((p[i] - l[i]).abs() > 1e-4, "target {i}: linear x2 left the forced log-prob at {}", p[i]);
+        assert!((y[i] - l[i]).abs() > 1e-4, "target {i}: YaRN x2 gave linear x2's forced log-prob {}", l[i]);
+        assert!((y[i] - y4[i]).abs() > 1e-4, "target {i}: YaRN from 4096 tokens gave YaRN from 8192's {}", y[i]);
     }
+    assert_eq!(f, l, "--rope-freq-scale 0.5 is --rope-scale 2");
+    assert_eq!(linear["manifest"]["context"]["rope"], json!({"scaling": "linear", "freq_scale": 0.5}));
+    assert_eq!(freq_scale["manifest"]["context"]["rope"], linear["manifest"]["context"]["rope"]);
+    assert_eq!(yarn_4k["manifest"]["context"]["rope"]["yarn_orig_ctx"], 4096);
 }
 
 /// The prefix token count `prompt` prints (on stderr, after the prompt).
