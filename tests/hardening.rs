@@ -718,9 +718,14 @@ proptest! {
     ], 0..12)) {
         let template = parts.concat();
         let content = "m".repeat(1000);
+        // What bounds the work is an event, not a clock: minijinja's fuel
+        // (template::FUEL steps) ends any loop, and the output bound ends any
+        // growth. The clock only tells a hang (a bound gone) from a render:
+        // the slowest case here takes well under a second, and 60 s is far
+        // beyond what a machine loaded by the model tests adds.
         let started = std::time::Instant::now();
         let r = posrecall::prompt::template::render(&template, &content, &Default::default(), &Default::default());
-        prop_assert!(started.elapsed().as_secs() < 5, "{template} took {:?}", started.elapsed());
+        prop_assert!(started.elapsed().as_secs() < 60, "{template} took {:?}", started.elapsed());
         if let Ok(out) = r {
             prop_assert!(out.len() <= 2 * content.len() + (1 << 20), "{template}: {} bytes", out.len());
         }
