@@ -44,6 +44,27 @@ struct Behaviour {
     cut_next: bool,
     /// Serve the next full download wrong, as a whole response.
     corrupt_next: Option<Corruption>,
+    /// Answer every request as a hostile hub or mirror would.
+    hostile: Option<Hostile>,
+}
+
+/// What a hostile (or broken) hub or mirror sends.
+#[derive(Debug, Clone)]
+enum Hostile {
+    /// The listing's commit is this, not a commit.
+    Commit(&'static str),
+    /// The listing has one more model file, named this.
+    FileName(&'static str),
+    /// Files come with this ETag and X-Repo-Commit, and the wrong bytes.
+    Headers(String),
+    /// The listing is never answered.
+    StallListing,
+    /// A file stops after half its bytes, the connection left open.
+    StallFile,
+    /// Every request is redirected, to this Location (or with none).
+    Redirect(Option<&'static str>),
+    /// Every request gets this status.
+    Status(&'static str),
 }
 
 /// Bytes a hub or mirror sends in place of the file it lists.
@@ -151,6 +172,17 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
         let _ = stream.write_all(head.as_bytes());
         let _ = stream.write_all(body);
     };
+    let hostile = behaviour.lock().unwrap().hostile.clone();
+    let stall = || std::thread::sleep(std::time::Duration::from_secs(30));
+    match &hostile {
+        Some(Hostile::StallListing) if path.starts_with("/api/") => return stall(),
+        Some(Hostile::Redirect(to)) => {
+            let headers: Vec<(String, String)> = to.iter().map(|l| ("Location".to_string(), l.to_string())).collect();
+            return reply(&mut stream, "302 Found", &headers, b"");
+        }
+        Some(Hostile::Status(status)) => return reply(&mut stream, status, &[], b"{\"error\":\"no\"}"),
+        _ => {}
+    }
     let token = behaviour.lock().unwrap().token.clone();
     if let Some(t) = token
         && authorization.as_deref() != Some(&format!("Bearer {t}"))
@@ -162,7 +194,19 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
         if rev != "main" && rev != COMMIT {
             return reply(&mut stream, "404 Not Found", &[], b"{\"error\":\"Invalid rev id\"}");
         }
+        let extra = match &hostile {
+            Some(Hostile::FileName(name)) => {
+                let name = serde_json::to_string(name).unwrap();
+                vec![format!("{{\"rfilename\":{name},\"size\":5,\"lfs\":{{\"sha256\":\"{}\",\"size\":5}}}}", hex(b"x"))]
+            }
+            _ => vec![],
+        };
+        let commit = match &hostile {
+            Some(Hostile::Commit(c)) => serde_json::to_string(c).unwrap(),
+            _ => format!("\"{COMMIT}\""),
+        };
         let siblings: Vec<String> = std::iter::once("{\"rfilename\":\"README.md\",\"size\":5}".to_string())
+            .chain(extra)
             .chain(files.iter().map(|f| {
                 format!(
                     "{{\"rfilename\":\"{}\",\"size\":{},\"lfs\":{{\"sha256\":\"{}\",\"size\":{}}}}}",
@@ -173,7 +217,7 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
                 )
             }))
             .collect();
-        let body = format!("{{\"id\":\"{REPO}\",\"sha\":\"{COMMIT}\",\"siblings\":[{}]}}", siblings.join(","));
+        let body = format!("{{\"id\":\"{REPO}\",\"sha\":{commit},\"siblings\":[{}]}}", siblings.join(","));
         return reply(&mut stream, "200 OK", &[("Content-Type".into(), "application/json".into())], body.as_bytes());
     }
     let resolve = format!("/{REPO}/resolve/");
@@ -189,9 +233,23 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
         Some((a, b)) => (a.parse::<usize>().unwrap_or(0), b.parse::<usize>().map(|b| b + 1).unwrap_or(size).min(size)),
         None => (0, size),
     };
+    let (etag, commit) = match &hostile {
+        Some(Hostile::Headers(h)) => (h.clone(), h.clone()),
+        _ => (format!("\"{}\"", file.sha256), COMMIT.to_string()),
+    };
+    if let Some(Hostile::Headers(_)) = hostile {
+        behaviour.lock().unwrap().corrupt_next = Some(Corruption::Flipped);
+    }
+    if let Some(Hostile::StallFile) = hostile {
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nETag: {etag}\r\n\r\n");
+        let _ = stream.write_all(head.as_bytes());
+        let _ = stream.write_all(&file.bytes[..size / 2]);
+        let _ = stream.flush();
+        return stall();
+    }
     let headers = vec![
-        ("ETag".to_string(), format!("\"{}\"", file.sha256)),
-        ("X-Repo-Commit".to_string(), COMMIT.to_string()),
+        ("ETag".to_string(), etag),
+        ("X-Repo-Commit".to_string(), commit),
         ("Content-Range".to_string(), format!("bytes {start}-{}/{size}", end.saturating_sub(1))),
     ];
     let cut = end - start > 1 && std::mem::take(&mut behaviour.lock().unwrap().cut_next);
@@ -285,7 +343,7 @@ fn a_reference_downloads_into_the_hub_cache_and_is_recorded() {
     // It asked for the file list at the revision, then the file.
     let paths: Vec<String> = hub.seen.lock().unwrap().iter().map(|r| r.path.clone()).collect();
     assert_eq!(paths[0], format!("/api/models/{REPO}/revision/main"));
-    assert!(paths[1..].iter().all(|p| *p == format!("/{REPO}/resolve/main/{WHOLE}")), "{paths:?}");
+    assert_eq!(paths[1..], [format!("/{REPO}/resolve/{COMMIT}/{WHOLE}")], "the file at the listing's commit, in one request");
 
     // The layout huggingface-cli writes: the blob named by its ETag, the
     // snapshot's link to it, the branch's ref.
@@ -318,6 +376,18 @@ fn a_reference_downloads_into_the_hub_cache_and_is_recorded() {
     assert!(String::from_utf8_lossy(&o.stderr).contains(WHOLE), "{}", String::from_utf8_lossy(&o.stderr));
     // `@REVISION` names the cached commit.
     assert_model_read(&with_hub(&prompt_args(&format!("{reference}@{COMMIT}")), "http://127.0.0.1:9", cache.path(), &offline));
+    // A sweep's model `path` may be a reference too, served by the cache offline.
+    let sweep = out.path().join("models.toml");
+    let toml = format!(
+        "[corpus]\npath = {:?}\ncrop_lines = \"1:100\"\n[params]\ncount = 1\nlines = 4\n[[model]]\nname = \"smol\"\npath = \"{REPO}:Q4_1\"\nkv = [\"f16\"]\n",
+        s(&dense)
+    );
+    std::fs::write(&sweep, toml).unwrap();
+    let runs = out.path().join("sweep");
+    ok(&with_hub(&["matrix", s(&sweep), "--out-dir", s(&runs), "-q"], "http://127.0.0.1:9", cache.path(), &offline));
+    let m = read(&runs.join("smol__f16-f16.json"))["manifest"]["model"].clone();
+    assert_eq!((m["hub"]["reference"].as_str(), m["hub"]["revision"].as_str()), (Some(format!("{REPO}:Q4_1").as_str()), Some(COMMIT)));
+    assert_eq!(m["sha256"], files[0].sha256.as_str());
 }
 
 #[test]
@@ -414,11 +484,13 @@ fn quants_split_models_and_what_matches_nothing_or_too_much() {
     assert!(forced["tokens"].as_u64().unwrap() > 0 && forced["mean_logprob"].as_f64().unwrap() < 0.0, "{forced}");
 }
 
-/// A hub (or a mirror) that sends other bytes than the file it lists, of the
-/// right length or cut short and announced as whole: the download's sha256
-/// is not the listed one, which is a one-line error; nothing of it stays in
-/// the cache (no blob, no snapshot link, no partial download) for a later
-/// run to trust, and the next run fetches the file afresh and loads it.
+/// A hub (or a mirror) that sends other bytes than the file it lists: of the
+/// right length, the sha256 is not the listed one, a one-line error, and
+/// nothing of it stays in the cache (no blob, no snapshot link, no partial
+/// download); cut short and announced as whole, the size is not the listed
+/// one, a one-line error, and only the partial download stays, which no run
+/// takes for the file but the next one resumes. Either way the next run
+/// ends with the listed file, and loads it.
 #[test]
 fn a_download_that_is_not_the_listed_file_is_refused_and_fetched_again() {
     let files = files();
@@ -429,17 +501,131 @@ fn a_download_that_is_not_the_listed_file_is_refused_and_fetched_again() {
         let out = tempfile::tempdir().unwrap();
         hub.behaviour.lock().unwrap().corrupt_next = Some(corruption);
         let o = with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]);
-        assert_clean_failure(&o, out.path(), &format!("the hub lists {}", &files[0].sha256[..12]));
+        let size = files[0].bytes.len();
+        let (message, partial) = match corruption {
+            Corruption::Flipped => (format!("the hub lists {}", &files[0].sha256[..12]), vec![]),
+            Corruption::Truncated => (
+                format!("the hub sent {} of the {size} bytes it lists; run again to resume", size / 2),
+                vec![format!("blobs/{}.part", files[0].sha256)],
+            ),
+        };
+        assert_clean_failure(&o, out.path(), &message);
         let repo_dir = cache.path().join(format!("models--{}", REPO.replace('/', "--")));
-        let kept: Vec<PathBuf> = walkdir::WalkDir::new(&repo_dir)
+        let kept: Vec<String> = walkdir::WalkDir::new(&repo_dir)
             .into_iter()
             .flatten()
             .filter(|e| !e.file_type().is_dir() && !e.path().starts_with(repo_dir.join("refs")))
-            .map(|e| e.into_path())
+            .map(|e| e.path().strip_prefix(&repo_dir).unwrap().display().to_string())
             .collect();
-        assert!(kept.is_empty(), "{corruption:?}: the cache keeps {kept:?}");
+        assert_eq!(kept, partial, "{corruption:?}: what the cache keeps");
 
         assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
         assert_eq!(hex(&std::fs::read(snapshot(cache.path()).join(WHOLE)).unwrap()), files[0].sha256, "{corruption:?}");
     }
+}
+
+/// Every file under `root` but the hub cache, with its bytes.
+fn outside_the_cache(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let cache = root.join("cache");
+    let mut files: Vec<(PathBuf, Vec<u8>)> = walkdir::WalkDir::new(root)
+        .into_iter()
+        .flatten()
+        .filter(|e| !e.path().starts_with(&cache) && !e.file_type().is_dir())
+        .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).unwrap_or_default()))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A hostile or broken hub (or mirror named by HF_ENDPOINT): what it sends
+/// never becomes a path outside the cache (a commit, a file name, a header,
+/// a revision, a ref read offline), no request waits for ever or follows
+/// redirects without end, and each case is a one-line error that names the
+/// hub without its password and prints server-sent names escaped. The
+/// files beside the cache are byte-identical afterwards.
+#[test]
+fn a_hostile_hub_writes_nothing_outside_the_cache_and_ends_cleanly() {
+    let files = files();
+    let root = tempfile::tempdir().unwrap();
+    let cache = root.path().join("cache");
+    let out = root.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let victim = root.path().join("notes.txt");
+    std::fs::write(&victim, "the user's notes\n").unwrap();
+    let before = outside_the_cache(root.path());
+    let victim_s = victim.display().to_string();
+    let victim_dir = root.path().display().to_string();
+    let reference = format!("{REPO}/{WHOLE}");
+    let quick = [("HF_HUB_DOWNLOAD_TIMEOUT", "1")];
+    let (corrupt, stalled) =
+        (format!("the hub lists {}", &files[0].sha256[..12]), format!("sent nothing for 1 s while downloading {WHOLE} (kept"));
+    let cases: Vec<(Hostile, &str, bool)> = vec![
+        // (what the hub does, what the one line says, whether the cache stays empty of files)
+        (Hostile::Commit("../../../../notes"), "sent the commit \"../../../../notes\" (not 40 hex digits)", true),
+        (Hostile::Commit(Box::leak(victim_dir.clone().into_boxed_str())), "(not 40 hex digits)", true),
+        (Hostile::FileName("../../../evil.Q4_1.gguf"), "the file name \"../../../evil.Q4_1.gguf\" (not a relative path", true),
+        (Hostile::FileName(Box::leak(format!("{victim_dir}/evil.gguf").into_boxed_str())), "not a relative path inside", true),
+        (Hostile::FileName("evil\n\u{1b}[31m.gguf"), "\"evil\\n\\u{1b}[31m.gguf\"", true),
+        (Hostile::Headers(format!("\"{victim_s}\"")), &corrupt, false),
+        (Hostile::StallListing, "sent nothing for 1 s while the file list", true),
+        (Hostile::StallFile, &stalled, false),
+        (Hostile::Redirect(None), "could not be asked for the file list", true),
+        (Hostile::Redirect(Some("/again")), "could not be asked for the file list", true),
+        (Hostile::Status("403 Forbidden"), "answered 403 (forbidden)", true),
+        (Hostile::Status("500 Internal Server Error"), "it answered 500 for the repository", true),
+    ];
+    let mut failures = Vec::new();
+    for (hostile, needle, cache_empty) in cases {
+        let _ = std::fs::remove_dir_all(&cache);
+        let hub = serve(files.clone());
+        hub.behaviour.lock().unwrap().hostile = Some(hostile.clone());
+        let started = std::time::Instant::now();
+        let o = with_hub(&prompt_args(&reference), &hub.url, &cache, &quick);
+        let took = started.elapsed();
+        let result = std::panic::catch_unwind(|| {
+            assert_clean_failure(&o, &out, needle);
+            // A stall ends at the timeout (1 s a wait), not the server's 30 s.
+            assert!(took.as_secs() < 20, "took {took:?}");
+            assert_eq!(outside_the_cache(root.path()), before, "a file beside the cache changed");
+            let requests = hub.seen.lock().unwrap().len();
+            assert!(requests <= 8, "{requests} requests");
+            if cache_empty {
+                let kept: Vec<_> = walkdir::WalkDir::new(&cache)
+                    .into_iter()
+                    .flatten()
+                    .filter(|e| !e.file_type().is_dir())
+                    .map(|e| e.into_path())
+                    .collect();
+                assert!(kept.is_empty(), "the cache keeps {kept:?}");
+            }
+        });
+        if result.is_err() {
+            failures.push(format!("{hostile:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "failed: {failures:?}");
+
+    // The password in HF_ENDPOINT is never shown.
+    let hub = serve(files.clone());
+    hub.behaviour.lock().unwrap().hostile = Some(Hostile::Status("404 Not Found"));
+    let with_password = hub.url.replace("http://", "http://user:hunter2@");
+    let o = with_hub(&prompt_args(&reference), &with_password, &cache, &[]);
+    assert_clean_failure(&o, &out, &format!("the hub at {} has no repository", hub.url));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("hunter2"));
+    // A revision that is a path, and a bad timeout, are refused before any request.
+    let seen = hub.seen.lock().unwrap().len();
+    for revision in [victim_s.as_str(), "../..", "main/../../x"] {
+        let o = with_hub(&prompt_args(&format!("{reference}@{revision}")), &hub.url, &cache, &[]);
+        assert_clean_failure(&o, &out, "");
+    }
+    let o = with_hub(&prompt_args(&reference), &hub.url, &cache, &[("HF_HUB_DOWNLOAD_TIMEOUT", "soon")]);
+    assert_clean_failure(&o, &out, "HF_HUB_DOWNLOAD_TIMEOUT=\"soon\" is not a number of seconds");
+    assert_eq!(hub.seen.lock().unwrap().len(), seen, "a refused reference reached the hub");
+    // A ref in the cache that names a path, read offline: refused, not followed.
+    let refs = cache.join(format!("models--{}", REPO.replace('/', "--"))).join("refs");
+    std::fs::create_dir_all(&refs).unwrap();
+    std::fs::write(refs.join("main"), "../..").unwrap();
+    let o = with_hub(&prompt_args(&reference), "http://127.0.0.1:9", &cache, &[("HF_HUB_OFFLINE", "1")]);
+    assert_clean_failure(&o, &out, "holds \"../..\", not a commit");
+    assert_eq!(outside_the_cache(root.path()), before);
 }

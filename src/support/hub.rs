@@ -6,27 +6,22 @@
 //! under `HF_HUB_CACHE`, or `HF_HOME/hub`, or `~/.cache/huggingface/hub`).
 //! A reference whose files are all in the cache is used with no network at
 //! all; otherwise the repository's file list is read, the quant's file (every
-//! part of a split model) chosen and downloaded, resumably, by the `hf-hub`
-//! crate (which speaks the hub's protocol), and each file's sha256 checked
-//! against the one the hub lists. `HF_ENDPOINT` names another hub,
+//! part of a split model) chosen, downloaded resumably and checked by size
+//! and by the sha256 the hub lists. `HF_ENDPOINT` names another hub,
 //! `HF_TOKEN` (or the token file `huggingface-cli login` writes) is sent and
-//! never printed, and `HF_HUB_OFFLINE` allows the cache only.
+//! never printed, `HF_HUB_OFFLINE` allows the cache only, and
+//! `HF_HUB_DOWNLOAD_TIMEOUT` is how long a request may wait for the hub.
 //!
-//! The cache's folders are named by `hf-hub`'s `Cache`, `Repo` and
-//! `CacheRepo`, the ones its downloads write. Three things are still done
-//! here because `hf-hub` 0.5 does them otherwise: where the cache and the
-//! token are (its `Cache::from_env` reads `HF_HOME` only, not `HF_HUB_CACHE`,
-//! `XDG_CACHE_HOME` or `HF_TOKEN_PATH`, and its default panics with no home
-//! folder); the offline lookup (its `CacheRepo::get` answers for one named
-//! file at a branch's ref, but choosing a quant needs the snapshot's file list,
-//! and a commit given as the revision has no ref; the ref's path it keeps
-//! private); and the file list with each file's sha256 (its `RepoInfo` has no
-//! `lfs` field).
+//! The hub's protocol is spoken here, over ureq, rather than through the
+//! `hf-hub` crate: that crate names the cache's files after the `ETag` and
+//! `X-Repo-Commit` headers as sent (so a hostile hub or mirror could write
+//! or delete any file), sets no timeout, follows redirects without bound and
+//! panics on some answers. Here every value that becomes a path is checked
+//! first (see "The cache"), and no header becomes one.
 
-use hf_hub::api::sync::{Api, ApiBuilder, ApiError};
-use hf_hub::{Cache, Repo, RepoType};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A parsed reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,8 +74,8 @@ pub enum HubError {
     Ambiguous { reference: String, what: String, listing: String },
     #[error("{reference}: not in the hub cache {cache}, and HF_HUB_OFFLINE is set{listing}")]
     Offline { reference: String, cache: String, listing: String },
-    #[error("{reference}: the hub at {endpoint} answered 401 (unauthorized): {why}")]
-    Unauthorized { reference: String, endpoint: String, why: &'static str },
+    #[error("{reference}: the hub at {endpoint} answered {status}: {why}")]
+    Unauthorized { reference: String, endpoint: String, status: &'static str, why: &'static str },
     #[error("{reference}: the hub at {endpoint} has no {what} (404)")]
     NotFound { reference: String, endpoint: String, what: String },
     #[error("{reference}: {file}: {why}")]
@@ -93,7 +88,17 @@ pub enum HubError {
     Listing { reference: String, endpoint: String, why: String },
     #[error("{reference}: the hub cache {cache}: {why}")]
     Cache { reference: String, cache: String, why: String },
+    #[error("{reference}: the hub at {endpoint} sent {what}; refused, as nothing it sends may name a path outside the cache")]
+    Unsafe { reference: String, endpoint: String, what: String },
+    #[error("{reference}: the hub at {endpoint} sent nothing for {seconds} s while {what} (HF_HUB_DOWNLOAD_TIMEOUT sets the wait)")]
+    Stalled { reference: String, endpoint: String, what: String, seconds: f64 },
+    #[error("HF_HUB_DOWNLOAD_TIMEOUT={0:?} is not a number of seconds above 0")]
+    Timeout(String),
 }
+
+/// How long a hub request waits for the connection, the answer, or the
+/// next bytes of a download, unless `HF_HUB_DOWNLOAD_TIMEOUT` says.
+pub const DEFAULT_TIMEOUT_S: f64 = 30.0;
 
 /// The hub settings the environment gives.
 #[derive(Debug, Clone)]
@@ -103,12 +108,16 @@ pub struct HubEnv {
     pub cache: PathBuf,
     pub token: Option<String>,
     pub offline: bool,
+    /// `HF_HUB_DOWNLOAD_TIMEOUT`: connecting, waiting for an answer, and the
+    /// longest pause in a download.
+    pub timeout: Duration,
 }
 
 impl HubEnv {
     /// As `huggingface_hub` reads them: `HF_ENDPOINT`, `HF_HUB_CACHE` or
-    /// `HF_HOME`, `HF_TOKEN` or the token file, `HF_HUB_OFFLINE`.
-    pub fn from_env() -> HubEnv {
+    /// `HF_HOME`, `HF_TOKEN` or the token file, `HF_HUB_OFFLINE`,
+    /// `HF_HUB_DOWNLOAD_TIMEOUT`.
+    pub fn from_env() -> Result<HubEnv, HubError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
             let cache = var("XDG_CACHE_HOME")
@@ -120,12 +129,17 @@ impl HubEnv {
         let token =
             var("HF_TOKEN").or_else(|| std::fs::read_to_string(token_file).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()));
         let offline = var("HF_HUB_OFFLINE").is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"));
-        HubEnv {
+        let timeout = match var("HF_HUB_DOWNLOAD_TIMEOUT") {
+            None => DEFAULT_TIMEOUT_S,
+            Some(v) => v.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0 && *s <= 1e9).ok_or(HubError::Timeout(v))?,
+        };
+        Ok(HubEnv {
             endpoint: var("HF_ENDPOINT").unwrap_or_else(|| "https://huggingface.co".into()).trim_end_matches('/').to_string(),
             cache: var("HF_HUB_CACHE").map(PathBuf::from).unwrap_or_else(|| home.join("hub")),
             token,
             offline,
-        }
+            timeout: Duration::from_secs_f64(timeout),
+        })
     }
 }
 
@@ -147,7 +161,9 @@ impl HubRef {
     pub fn parse(s: &str) -> Result<HubRef, HubError> {
         let bad = || HubError::Syntax(s.to_string());
         let (body, revision) = match s.split_once('@') {
-            Some((b, r)) if !r.is_empty() && !r.contains(char::is_whitespace) => (b, Some(r.to_string())),
+            // A revision names a ref file in the cache: a relative path that
+            // stays there (`@/etc/x` or `@../..` would not).
+            Some((b, r)) if safe_path(r) && !r.contains(char::is_whitespace) => (b, Some(r.to_string())),
             Some(_) => return Err(bad()),
             None => (s, None),
         };
@@ -194,7 +210,7 @@ pub fn locate(model: &Path) -> Result<(PathBuf, Option<Origin>), HubError> {
     let r = HubRef::parse(&text)?;
     // A bar where indicatif would draw one: on a terminal.
     let show = !indicatif::ProgressDrawTarget::stderr().is_hidden();
-    let done = resolve(&r, &HubEnv::from_env(), show)?;
+    let done = resolve(&r, &HubEnv::from_env()?, show)?;
     Ok((done.path, Some(done.origin)))
 }
 
@@ -355,30 +371,103 @@ fn choose(reference: &str, select: &Select, files: &[String]) -> Result<Vec<Stri
 
 // ---------------------------------------------------------------------------
 // The cache.
+//
+// Every path below is made of the cache folder and parts that were checked
+// first: the repository's two names (`valid_part`), a commit (40 hex
+// digits), a blob name (a sha256 or a git object id, hex), a revision and the
+// repository's file paths (`safe_path`). Nothing a server sends (a listing,
+// a header) reaches the file system unchecked, and no header is used at all:
+// the blob is named by the checksum the listing gives, the snapshot by the
+// listing's commit.
 
 fn is_commit(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// The commit `repo`'s revision points to in `cache`, if known there: the
-/// revision itself when it is a commit with a snapshot, else what its ref
-/// (`refs/REVISION`, which `hf-hub` writes after a download) names.
-fn cached_commit(cache: &Cache, repo: &Repo) -> Option<String> {
-    let snapshot = |commit: &str| cache.repo(repo.clone()).pointer_path(commit);
-    let revision = repo.revision();
-    if is_commit(revision) && snapshot(revision).is_dir() {
-        return Some(revision.to_string());
+/// Whether `s` is a relative `/`-separated path that stays where it is
+/// joined: no empty, `.` or `..` part, no root, no backslash, no control
+/// character.
+fn safe_path(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 1024
+        && !s.chars().any(|c| c.is_control() || c == '\\')
+        && s.split('/').all(|p| !p.is_empty() && p != "." && p != "..")
+}
+
+/// A name from a server, for a one-line message: quoted, with control
+/// characters escaped and long ones cut.
+fn shown_name(s: &str) -> String {
+    let mut out: String = s.chars().take(120).flat_map(char::escape_debug).collect();
+    if s.chars().count() > 120 {
+        out.push('…');
     }
-    let commit = std::fs::read_to_string(cache.path().join(repo.folder_name()).join("refs").join(revision)).ok()?;
-    let commit = commit.trim().to_string();
-    snapshot(&commit).is_dir().then_some(commit)
+    format!("\"{out}\"")
+}
+
+/// The hub's address for messages: without a user name or password.
+fn shown_endpoint(endpoint: &str) -> String {
+    match url::Url::parse(endpoint) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.as_str().trim_end_matches('/').to_string()
+        }
+        _ => endpoint.to_string(),
+    }
+}
+
+/// One repository's folder in the hub cache, in the layout `huggingface-cli`
+/// writes: `models--ORG--REPO/{blobs,snapshots,refs}`.
+struct RepoCache {
+    dir: PathBuf,
+}
+
+impl RepoCache {
+    fn new(cache: &Path, repo: &str) -> RepoCache {
+        RepoCache { dir: cache.join(format!("models--{}", repo.replace('/', "--"))) }
+    }
+
+    fn snapshot(&self, commit: &str) -> PathBuf {
+        debug_assert!(is_commit(commit));
+        self.dir.join("snapshots").join(commit)
+    }
+
+    fn blob(&self, name: &str) -> PathBuf {
+        debug_assert!(name.bytes().all(|b| b.is_ascii_hexdigit()));
+        self.dir.join("blobs").join(name)
+    }
+
+    fn reference(&self, revision: &str) -> PathBuf {
+        debug_assert!(safe_path(revision));
+        self.dir.join("refs").join(revision)
+    }
+}
+
+/// The commit `revision` points to in the cache, if known there: the
+/// revision itself when it is a commit with a snapshot, else what its ref
+/// (`refs/REVISION`, written after a download) names. A ref that holds no
+/// commit is an error, not a path.
+fn cached_commit(repo: &RepoCache, revision: &str) -> Result<Option<String>, String> {
+    if is_commit(revision) && repo.snapshot(revision).is_dir() {
+        return Ok(Some(revision.to_string()));
+    }
+    let path = repo.reference(revision);
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
+    let commit = text.trim();
+    if !is_commit(commit) {
+        return Err(format!("{} holds {}, not a commit; remove it", path.display(), shown_name(commit)));
+    }
+    Ok(repo.snapshot(commit).is_dir().then(|| commit.to_string()))
 }
 
 /// The files of a snapshot, as repository paths, sorted. Its entries are
 /// links into `blobs/`, followed: a link whose blob is gone is no file.
+/// The walk goes no deeper than a repository's paths do, so that links that
+/// point back up end it rather than multiply it.
 fn snapshot_files(snapshot: &Path) -> Vec<String> {
     let mut out: Vec<String> = walkdir::WalkDir::new(snapshot)
         .follow_links(true)
+        .max_depth(SNAPSHOT_DEPTH)
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
@@ -387,6 +476,10 @@ fn snapshot_files(snapshot: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+/// How deep a snapshot's files are looked for (GGUF repositories keep
+/// their quants one or two folders down).
+const SNAPSHOT_DEPTH: usize = 8;
 
 // ---------------------------------------------------------------------------
 // Resolving.
@@ -399,8 +492,8 @@ pub struct Resolved {
     pub origin: Origin,
 }
 
-/// The repository's listing as the hub gives it with `blobs=true` (with
-/// each file's sha256, which `hf_hub::api::RepoInfo` drops).
+/// The repository's listing as the hub gives it with `blobs=true`: the
+/// commit, and each file's size and checksum.
 #[derive(Deserialize)]
 struct Listing {
     sha: String,
@@ -411,24 +504,55 @@ struct Listing {
 struct Sibling {
     rfilename: String,
     #[serde(default)]
+    size: Option<u64>,
+    /// The git object id (what the hub names a file that is not in LFS by).
+    #[serde(default, rename = "blobId")]
+    blob_id: Option<String>,
+    #[serde(default)]
     lfs: Option<Lfs>,
 }
 
 #[derive(Deserialize)]
 struct Lfs {
     sha256: String,
+    #[serde(default)]
+    size: Option<u64>,
+}
+
+/// How a file is fetched and checked: the blob it is stored as, its size,
+/// and the sha256 to check (LFS files; a file in git has its object id only).
+struct Wanted {
+    blob: String,
+    size: u64,
+    sha256: Option<String>,
+}
+
+impl Sibling {
+    fn wanted(&self) -> Option<Wanted> {
+        let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+        match &self.lfs {
+            Some(l) if hex(&l.sha256, 64) => {
+                let sha = l.sha256.to_ascii_lowercase();
+                Some(Wanted { blob: sha.clone(), size: l.size.or(self.size)?, sha256: Some(sha) })
+            }
+            Some(_) => None,
+            None => {
+                let id = self.blob_id.as_deref().filter(|id| hex(id, 40))?;
+                Some(Wanted { blob: id.to_ascii_lowercase(), size: self.size?, sha256: None })
+            }
+        }
+    }
 }
 
 /// Resolves `r`: from the cache alone when every file is there, else (unless
 /// offline) from the hub, downloading what the cache lacks with a progress
 /// bar when `show_progress`.
 pub fn resolve(r: &HubRef, env: &HubEnv, show_progress: bool) -> Result<Resolved, HubError> {
-    let cache = Cache::new(env.cache.clone());
-    let repo = Repo::with_revision(r.repo.clone(), RepoType::Model, r.revision().to_string());
-    let cached = cache.repo(repo.clone());
+    let repo = RepoCache::new(&env.cache, &r.repo);
+    let cache_error = |why: String| HubError::Cache { reference: r.text.clone(), cache: env.cache.display().to_string(), why };
     let mut cached_listing = None;
-    if let Some(commit) = cached_commit(&cache, &repo) {
-        let snapshot = cached.pointer_path(&commit);
+    if let Some(commit) = cached_commit(&repo, r.revision()).map_err(cache_error)? {
+        let snapshot = repo.snapshot(&commit);
         let files = snapshot_files(&snapshot);
         if let Ok(chosen) = choose(&r.text, &r.select, &files) {
             return Ok(resolved(r, &snapshot, commit, chosen));
@@ -442,31 +566,28 @@ pub fn resolve(r: &HubRef, env: &HubEnv, show_progress: bool) -> Result<Resolved
         };
         return Err(HubError::Offline { reference: r.text.clone(), cache: env.cache.display().to_string(), listing });
     }
-    // From this cache, not ApiBuilder::new(), whose default cache panics with
-    // no home folder; the token is the one HubEnv found.
-    let api = ApiBuilder::from_cache(cache)
-        .with_endpoint(env.endpoint.clone())
-        .with_token(env.token.clone())
-        .with_progress(false)
-        .build()
-        .map_err(|e| HubError::Listing { reference: r.text.clone(), endpoint: env.endpoint.clone(), why: e.to_string() })?;
-    let listing = list(&api, &repo, r, env)?;
+    let hub = Client::new(r, env)?;
+    let listing = hub.list()?;
     let files: Vec<String> = listing.siblings.iter().map(|s| s.rfilename.clone()).collect();
     let chosen = choose(&r.text, &r.select, &files)?;
-    let snapshot = cached.pointer_path(&listing.sha);
+    let snapshot = repo.snapshot(&listing.sha);
     for file in &chosen {
         if snapshot.join(file).is_file() {
             continue;
         }
-        let want = listing.siblings.iter().find(|s| &s.rfilename == file).and_then(|s| s.lfs.as_ref()).map(|l| l.sha256.clone());
-        download(&api, &repo, r, env, file, want, show_progress)?;
+        let sibling = listing.siblings.iter().find(|s| &s.rfilename == file).expect("chosen from the listing");
+        let wanted = sibling.wanted().ok_or_else(|| {
+            hub.unsafe_value(format!("no usable size and checksum for {} (an LFS sha256 or a git object id)", shown_name(file)))
+        })?;
+        hub.fetch(&repo, &listing.sha, file, &wanted, show_progress)?;
     }
-    if !snapshot.is_dir() {
-        return Err(HubError::Cache {
-            reference: r.text.clone(),
-            cache: env.cache.display().to_string(),
-            why: format!("the downloads did not land in the snapshot of commit {} (the hub changed the revision meanwhile?)", listing.sha),
-        });
+    // A branch or tag gets its ref, for the next run to find offline.
+    if !is_commit(r.revision()) {
+        let path = repo.reference(r.revision());
+        std::fs::create_dir_all(path.parent().expect("under refs/"))
+            .map_err(anyhow::Error::from)
+            .and_then(|()| crate::support::fsutil::write_atomic(&path, listing.sha.as_bytes()))
+            .map_err(|e| cache_error(format!("cannot write {}: {e:#}", path.display())))?;
     }
     Ok(resolved(r, &snapshot, listing.sha, chosen))
 }
@@ -484,108 +605,289 @@ fn resolved(r: &HubRef, snapshot: &Path, commit: String, chosen: Vec<String>) ->
     }
 }
 
-/// The status code a failed request got, if it got one.
-fn status(e: &ApiError) -> Option<u16> {
-    match e {
-        ApiError::RequestError(b) => match **b {
-            ureq::Error::StatusCode(n) => Some(n),
-            _ => None,
-        },
-        ApiError::TooManyRetries(inner) => status(inner),
-        _ => None,
+// ---------------------------------------------------------------------------
+// Talking to the hub.
+
+/// The most a file listing may be (the hub's largest repositories list tens
+/// of thousands of files in a few MB).
+const LISTING_LIMIT: u64 = 64 << 20;
+
+/// Requests to one hub for one reference.
+struct Client<'a> {
+    r: &'a HubRef,
+    env: &'a HubEnv,
+    agent: ureq::Agent,
+    /// The hub's address as messages show it.
+    shown: String,
+}
+
+/// What a failed request means.
+enum Failure {
+    Status(u16),
+    Stalled,
+    Other(String),
+}
+
+impl<'a> Client<'a> {
+    fn new(r: &'a HubRef, env: &'a HubEnv) -> Result<Client<'a>, HubError> {
+        let wait = Some(env.timeout);
+        let config = ureq::Agent::config_builder()
+            .timeout_connect(wait)
+            .timeout_resolve(wait)
+            .timeout_send_request(wait)
+            .timeout_recv_response(wait)
+            // No progress for this long ends a download; a slow one goes on.
+            .timeout_per_read(wait)
+            .max_redirects(MAX_REDIRECTS)
+            .http_status_as_error(false)
+            .user_agent(concat!("posrecall/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Ok(Client { r, env, agent: config.new_agent(), shown: shown_endpoint(&env.endpoint) })
+    }
+
+    /// `ENDPOINT/SEGMENTS…`, each segment percent-encoded as one.
+    fn url<'s>(&self, segments: impl IntoIterator<Item = &'s str>) -> Result<url::Url, HubError> {
+        let mut u = url::Url::parse(&self.env.endpoint).map_err(|e| self.listing_error(format!("HF_ENDPOINT is not a URL ({e})")))?;
+        u.path_segments_mut()
+            .map_err(|()| self.listing_error("HF_ENDPOINT is not a URL with a path".into()))?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(u)
+    }
+
+    fn get(&self, url: &url::Url, range_from: u64) -> Result<ureq::http::Response<ureq::Body>, Failure> {
+        let mut request = self.agent.get(url.as_str());
+        if let Some(t) = &self.env.token {
+            request = request.header("Authorization", format!("Bearer {t}"));
+        }
+        if range_from > 0 {
+            request = request.header("Range", format!("bytes={range_from}-"));
+        }
+        match request.call() {
+            Ok(response) if response.status().is_success() => Ok(response),
+            Ok(response) => Err(Failure::Status(response.status().as_u16())),
+            Err(e) => Err(failure(e)),
+        }
+    }
+
+    fn listing_error(&self, why: String) -> HubError {
+        HubError::Listing { reference: self.r.text.clone(), endpoint: self.shown.clone(), why }
+    }
+
+    fn unsafe_value(&self, what: String) -> HubError {
+        HubError::Unsafe { reference: self.r.text.clone(), endpoint: self.shown.clone(), what }
+    }
+
+    fn stalled(&self, what: String) -> HubError {
+        HubError::Stalled { reference: self.r.text.clone(), endpoint: self.shown.clone(), what, seconds: self.env.timeout.as_secs_f64() }
+    }
+
+    fn refused(&self, code: u16, what: String) -> HubError {
+        match code {
+            401 | 403 => unauthorized(self.r, self.env, code),
+            404 => HubError::NotFound { reference: self.r.text.clone(), endpoint: self.shown.clone(), what },
+            n => self.listing_error(format!("it answered {n} for the {what}")),
+        }
+    }
+
+    /// The file list at the revision, every value that becomes a path
+    /// checked.
+    fn list(&self) -> Result<Listing, HubError> {
+        let (org, name) = self.r.repo.split_once('/').expect("ORG/REPO");
+        let mut url = self.url(["api", "models", org, name, "revision", self.r.revision()])?;
+        url.query_pairs_mut().append_pair("blobs", "true");
+        let what = || format!("repository {} at revision {}", self.r.repo, self.r.revision());
+        let mut response = match self.get(&url, 0) {
+            Ok(r) => r,
+            Err(Failure::Status(code)) => return Err(self.refused(code, what())),
+            Err(Failure::Stalled) => return Err(self.stalled("the file list".into())),
+            Err(Failure::Other(why)) => return Err(self.listing_error(why)),
+        };
+        let listing: Listing = match response.body_mut().with_config().limit(LISTING_LIMIT).read_json() {
+            Ok(l) => l,
+            Err(ureq::Error::Timeout(_)) => return Err(self.stalled("the file list".into())),
+            Err(e) => return Err(self.listing_error(format!("an unreadable answer ({e})"))),
+        };
+        if !is_commit(&listing.sha) {
+            return Err(self.unsafe_value(format!("the commit {} (not 40 hex digits)", shown_name(&listing.sha))));
+        }
+        if let Some(bad) = listing.siblings.iter().find(|s| !safe_path(&s.rfilename)) {
+            return Err(
+                self.unsafe_value(format!("the file name {} (not a relative path inside the repository)", shown_name(&bad.rfilename)))
+            );
+        }
+        Ok(listing)
+    }
+
+    /// Downloads `file` into its blob (resuming a partial download), checks
+    /// its size and sha256, and links it into the snapshot of `commit`. A
+    /// download that stops early is kept as `BLOB.part` for the next run to
+    /// resume; one that is not the listed file is removed.
+    fn fetch(&self, repo: &RepoCache, commit: &str, file: &str, wanted: &Wanted, show: bool) -> Result<(), HubError> {
+        let download_error = |why: String| HubError::Download { reference: self.r.text.clone(), file: file.to_string(), why };
+        let io = |what: &str, path: &Path, e: std::io::Error| download_error(format!("cannot {what} {}: {e}", path.display()));
+        let blob = repo.blob(&wanted.blob);
+        let blobs = blob.parent().expect("blobs/");
+        std::fs::create_dir_all(blobs).map_err(|e| io("create", blobs, e))?;
+        if !blob.is_file() || std::fs::metadata(&blob).map(|m| m.len()).ok() != Some(wanted.size) {
+            let mut part = blob.clone().into_os_string();
+            part.push(".part");
+            let part = PathBuf::from(part);
+            self.download(commit, file, wanted, &part, show)?;
+            if let Some(want) = &wanted.sha256 {
+                let got =
+                    crate::support::fsutil::file_sha256(&part).map_err(|e| download_error(format!("cannot read the download: {e:#}")))?;
+                if !got.eq_ignore_ascii_case(want) {
+                    let _ = std::fs::remove_file(&part);
+                    return Err(HubError::Corrupt {
+                        reference: self.r.text.clone(),
+                        file: file.to_string(),
+                        got: got[..12].to_string(),
+                        want: want[..12].to_string(),
+                    });
+                }
+            }
+            std::fs::rename(&part, &blob).map_err(|e| io("move the download to", &blob, e))?;
+        }
+        // The snapshot's link, relative as huggingface-cli writes it.
+        let link = repo.snapshot(commit).join(file);
+        let parent = link.parent().expect("inside the snapshot");
+        std::fs::create_dir_all(parent).map_err(|e| io("create", parent, e))?;
+        let up = "../".repeat(file.split('/').count() + 1);
+        if std::fs::symlink_metadata(&link).is_ok() {
+            std::fs::remove_file(&link).map_err(|e| io("replace", &link, e))?;
+        }
+        let target = format!("{up}blobs/{}", wanted.blob);
+        symlink(Path::new(&target), &link).map_err(|e| io("link", &link, e))
+    }
+
+    /// Brings `part` to the file's full size: resumes from what it holds,
+    /// reads no more than the file's size, and stops at a stall.
+    fn download(&self, commit: &str, file: &str, wanted: &Wanted, part: &Path, show: bool) -> Result<(), HubError> {
+        use std::io::{Read, Write};
+        let download_error = |why: String| HubError::Download { reference: self.r.text.clone(), file: file.to_string(), why };
+        let (org, name) = self.r.repo.split_once('/').expect("ORG/REPO");
+        let url = self.url([org, name, "resolve", commit].into_iter().chain(file.split('/')))?;
+        let mut have = std::fs::metadata(part).map(|m| m.len()).unwrap_or(0);
+        if have > wanted.size {
+            let _ = std::fs::remove_file(part);
+            have = 0;
+        }
+        let mut response = match self.get(&url, have) {
+            Ok(r) => r,
+            // The part is whole already (a run stopped before the check).
+            Err(Failure::Status(416)) if have == wanted.size => return Ok(()),
+            Err(Failure::Status(code)) => return Err(self.refused(code, format!("file {file}"))),
+            Err(Failure::Stalled) => return Err(self.stalled(format!("starting the download of {file}"))),
+            Err(Failure::Other(why)) => {
+                return Err(download_error(format!("the download failed ({why}); run again to resume it from where it stopped")));
+            }
+        };
+        // A server that ignores the range sends the whole file again.
+        if response.status().as_u16() != 206 {
+            have = 0;
+        }
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(have > 0)
+            .write(true)
+            .truncate(have == 0)
+            .open(part)
+            .map_err(|e| download_error(format!("cannot write {}: {e}", part.display())))?;
+        let bar = progress_bar(show, file, wanted.size, have);
+        // One byte more than the file can hold tells a server that sends too much.
+        let mut body = response.body_mut().with_config().limit(u64::MAX).reader().take(wanted.size - have + 1);
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = match body.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut || is_timeout(&e) => {
+                    let _ = out.flush();
+                    return Err(self.stalled(format!("downloading {file} (kept {} of {} bytes to resume)", have, wanted.size)));
+                }
+                Err(e) => {
+                    let _ = out.flush();
+                    return Err(download_error(format!(
+                        "the download failed after {have} of {} bytes ({e}); run again to resume it from where it stopped",
+                        wanted.size
+                    )));
+                }
+            };
+            out.write_all(&buf[..n]).map_err(|e| download_error(format!("cannot write {}: {e}", part.display())))?;
+            have += n as u64;
+            bar.inc(n as u64);
+        }
+        bar.finish_and_clear();
+        out.sync_all().map_err(|e| download_error(format!("cannot write {}: {e}", part.display())))?;
+        if have > wanted.size {
+            let _ = std::fs::remove_file(part);
+            return Err(download_error(format!(
+                "the hub sent more than the {} bytes it lists (removed; run again to download it afresh)",
+                wanted.size
+            )));
+        }
+        if have < wanted.size {
+            return Err(download_error(format!(
+                "the hub sent {have} of the {} bytes it lists; run again to resume it from where it stopped",
+                wanted.size
+            )));
+        }
+        Ok(())
     }
 }
 
-fn unauthorized(r: &HubRef, env: &HubEnv) -> HubError {
+/// How many redirects a request follows (the hub sends one, to its file
+/// store).
+const MAX_REDIRECTS: u32 = 5;
+
+fn failure(e: ureq::Error) -> Failure {
+    match e {
+        ureq::Error::StatusCode(n) => Failure::Status(n),
+        ureq::Error::Timeout(_) => Failure::Stalled,
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => Failure::Stalled,
+        ureq::Error::TooManyRedirects => Failure::Other(format!("more than {MAX_REDIRECTS} redirects")),
+        e => Failure::Other(e.to_string()),
+    }
+}
+
+/// Whether a read error is ureq's timeout, passed through `io::Error`.
+fn is_timeout(e: &std::io::Error) -> bool {
+    e.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()).is_some_and(|u| matches!(u, ureq::Error::Timeout(_)))
+}
+
+fn progress_bar(show: bool, file: &str, size: u64, have: u64) -> indicatif::ProgressBar {
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(size);
+    b.set_style(crate::support::progress::style("{msg} [{bar:30}] {bytes}/{total_bytes}  {bytes_per_sec}  ETA {eta}"));
+    b.set_message(file.rsplit('/').next().unwrap_or(file).to_string());
+    b.set_position(have);
+    b
+}
+
+#[cfg(unix)]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+#[cfg(not(unix))]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    // Without symbolic links the blob is copied (huggingface-cli does the same).
+    let blob = link.parent().expect("inside the snapshot").join(target);
+    std::fs::copy(blob, link).map(|_| ())
+}
+
+fn unauthorized(r: &HubRef, env: &HubEnv, code: u16) -> HubError {
     let why = match env.token {
         Some(_) => {
             "it refused the token (HF_TOKEN or the saved token); the repository is gated or private and the token cannot read it, or it does not exist"
         }
         None => "the repository is gated or private, or does not exist; set HF_TOKEN to a token that can read it",
     };
-    HubError::Unauthorized { reference: r.text.clone(), endpoint: env.endpoint.clone(), why }
-}
-
-fn list(api: &Api, repo: &Repo, r: &HubRef, env: &HubEnv) -> Result<Listing, HubError> {
-    let request = api.repo(repo.clone()).info_request().query("blobs", "true");
-    let failed = |why: String| HubError::Listing { reference: r.text.clone(), endpoint: env.endpoint.clone(), why };
-    match request.call() {
-        Ok(mut response) => response.body_mut().read_json::<Listing>().map_err(|e| failed(format!("an unreadable answer ({e})"))),
-        Err(ureq::Error::StatusCode(401 | 403)) => Err(unauthorized(r, env)),
-        Err(ureq::Error::StatusCode(404)) => Err(HubError::NotFound {
-            reference: r.text.clone(),
-            endpoint: env.endpoint.clone(),
-            what: format!("repository {} at revision {}", r.repo, r.revision()),
-        }),
-        Err(e) => Err(failed(e.to_string())),
-    }
-}
-
-/// A progress bar for one file (hidden unless shown).
-struct Bar(indicatif::ProgressBar);
-
-impl hf_hub::api::Progress for Bar {
-    fn init(&mut self, size: usize, filename: &str) {
-        self.0.set_length(size as u64);
-        self.0.set_position(0);
-        self.0.set_message(filename.to_string());
-    }
-    fn update(&mut self, size: usize) {
-        self.0.inc(size as u64);
-    }
-    fn finish(&mut self) {
-        self.0.finish_and_clear();
-    }
-}
-
-fn download(api: &Api, repo: &Repo, r: &HubRef, env: &HubEnv, file: &str, want: Option<String>, show: bool) -> Result<(), HubError> {
-    let bar = match show {
-        true => {
-            let b = indicatif::ProgressBar::new(0);
-            b.set_style(crate::support::progress::style("{msg} [{bar:30}] {bytes}/{total_bytes}  {bytes_per_sec}  ETA {eta}"));
-            b
-        }
-        false => indicatif::ProgressBar::hidden(),
-    };
-    let path = match api.repo(repo.clone()).download_with_progress(file, Bar(bar)) {
-        Ok(p) => p,
-        Err(e) => {
-            return Err(match status(&e) {
-                Some(401 | 403) => unauthorized(r, env),
-                Some(404) => HubError::NotFound { reference: r.text.clone(), endpoint: env.endpoint.clone(), what: format!("file {file}") },
-                _ => HubError::Download {
-                    reference: r.text.clone(),
-                    file: file.to_string(),
-                    why: format!("the download failed ({e}); run again to resume it from where it stopped"),
-                },
-            });
-        }
-    };
-    let Some(want) = want else { return Ok(()) };
-    let got = crate::support::fsutil::cached_sha256(&path).map_err(|e| HubError::Download {
-        reference: r.text.clone(),
-        file: file.to_string(),
-        why: format!("cannot read the download: {e:#}"),
-    })?;
-    if !got.eq_ignore_ascii_case(&want) {
-        // The blob, its snapshot link and the download's lock file go, so
-        // that the next run fetches it afresh and nothing of it stays.
-        let blob = std::fs::canonicalize(&path).ok();
-        let _ = std::fs::remove_file(&path);
-        if let Some(b) = blob {
-            let mut lock = b.clone().into_os_string();
-            lock.push(".lock");
-            let _ = std::fs::remove_file(lock);
-            let _ = std::fs::remove_file(b);
-        }
-        return Err(HubError::Corrupt {
-            reference: r.text.clone(),
-            file: file.to_string(),
-            got: got[..12].to_string(),
-            want: want.chars().take(12).collect(),
-        });
-    }
-    Ok(())
+    let status = if code == 403 { "403 (forbidden)" } else { "401 (unauthorized)" };
+    HubError::Unauthorized { reference: r.text.clone(), endpoint: shown_endpoint(&env.endpoint), status, why }
 }
 
 #[cfg(test)]
@@ -642,7 +944,7 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn the_cache_is_read_where_huggingface_cli_and_hf_hub_write_it() {
+    fn the_cache_is_read_where_huggingface_cli_writes_it() {
         let dir = tempfile::tempdir().unwrap();
         let commit = "0123456789abcdef0123456789abcdef01234567";
         // huggingface-cli's layout: snapshots hold links into blobs/.
@@ -650,23 +952,42 @@ mod tests {
         let snapshot = repo_dir.join("snapshots").join(commit);
         std::fs::create_dir_all(snapshot.join("sub")).unwrap();
         std::fs::create_dir_all(repo_dir.join("blobs")).unwrap();
+        std::fs::create_dir_all(repo_dir.join("refs")).unwrap();
         std::fs::write(repo_dir.join("blobs/b1"), "x").unwrap();
         std::os::unix::fs::symlink("../../../blobs/b1", snapshot.join("sub/m-Q8_0.gguf")).unwrap();
         std::os::unix::fs::symlink("../../blobs/b1", snapshot.join("m-Q4_0.gguf")).unwrap();
         std::os::unix::fs::symlink("../../blobs/gone", snapshot.join("m-Q2_K.gguf")).unwrap();
         assert_eq!(snapshot_files(&snapshot), ["m-Q4_0.gguf", "sub/m-Q8_0.gguf"], "a link whose blob is gone is no file");
 
-        let cache = Cache::new(dir.path().to_path_buf());
-        let at = |rev: &str| Repo::with_revision("org/repo".into(), RepoType::Model, rev.into());
-        assert_eq!(cache.repo(at("main")).pointer_path(commit), snapshot);
-        assert_eq!(cached_commit(&cache, &at(commit)).as_deref(), Some(commit), "a commit needs no ref");
-        assert_eq!(cached_commit(&cache, &at("main")), None, "no ref yet");
-        cache.repo(at("main")).create_ref(commit).unwrap();
-        assert_eq!(std::fs::read_to_string(repo_dir.join("refs/main")).unwrap(), commit);
-        assert_eq!(cached_commit(&cache, &at("main")).as_deref(), Some(commit));
+        let repo = RepoCache::new(dir.path(), "org/repo");
+        assert_eq!(repo.snapshot(commit), snapshot);
+        assert_eq!(cached_commit(&repo, commit).unwrap().as_deref(), Some(commit), "a commit needs no ref");
+        assert_eq!(cached_commit(&repo, "main").unwrap(), None, "no ref yet");
+        std::fs::write(repo_dir.join("refs/main"), commit).unwrap();
+        assert_eq!(cached_commit(&repo, "main").unwrap().as_deref(), Some(commit));
         std::fs::write(repo_dir.join("refs/v1"), format!("{commit}\n")).unwrap();
-        assert_eq!(cached_commit(&cache, &at("v1")).as_deref(), Some(commit), "a ref written with a newline");
+        assert_eq!(cached_commit(&repo, "v1").unwrap().as_deref(), Some(commit), "a ref written with a newline");
         std::fs::write(repo_dir.join("refs/old"), "fedcba9876543210fedcba9876543210fedcba98").unwrap();
-        assert_eq!(cached_commit(&cache, &at("old")), None, "a ref to a snapshot not in the cache");
+        assert_eq!(cached_commit(&repo, "old").unwrap(), None, "a ref to a snapshot not in the cache");
+        // A ref that names a path, not a commit, is refused.
+        std::fs::write(repo_dir.join("refs/bad"), "../..").unwrap();
+        let e = cached_commit(&repo, "bad").unwrap_err();
+        assert!(e.contains("not a commit"), "{e}");
+    }
+
+    #[test]
+    fn what_a_server_sends_must_be_a_path_inside_the_cache() {
+        for good in ["m.gguf", "sub/m-Q4_K_M.gguf", "refs/pr/1", "v1.0"] {
+            assert!(safe_path(good), "{good}");
+        }
+        for bad in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", "a\\b", "a\nb", "a\u{1b}[31m", "x/"] {
+            assert!(!safe_path(bad), "{bad:?}");
+        }
+        for bad in ["org/repo@/tmp/x", "org/repo@../..", "org/repo:Q4@a/../../b"] {
+            assert!(HubRef::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(HubRef::parse("org/repo@refs/pr/1").unwrap().revision.as_deref(), Some("refs/pr/1"));
+        assert_eq!(shown_endpoint("http://user:secret@127.0.0.1:8080/"), "http://127.0.0.1:8080");
+        assert_eq!(shown_name("a\nb\u{1b}"), "\"a\\nb\\u{1b}\"");
     }
 }

@@ -373,8 +373,9 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl Sweep {
-    /// Reads and checks `path`: every model file must exist. Errors are one
-    /// line that names the file and the key.
+    /// Reads and checks `path`: every model file must exist (a hub
+    /// reference is resolved, from the cache or the hub, when its runs
+    /// start). Errors are one line that names the file and the key.
     pub fn load(path: &Path) -> Result<Sweep> {
         let text = crate::support::fsutil::read_text(path).map_err(|e| anyhow!("cannot read sweep file {}: {e}", path.display()))?;
         let sweep = Sweep::parse(&text, path, &process_env)?;
@@ -383,7 +384,7 @@ impl Sweep {
             false => "does not exist",
         };
         for m in &sweep.models {
-            if !m.path.is_file() {
+            if !m.path.is_file() && !crate::support::hub::is_reference(&m.path.to_string_lossy()) {
                 bail!("{}: model `{}`: path: {} {}", path.display(), m.name, m.path.display(), missing(&m.path));
             }
         }
