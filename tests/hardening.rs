@@ -462,6 +462,10 @@ fn hostile_arguments(dir: &Path) -> Vec<(Vec<String>, String)> {
         (vec!["--draft", "oracle"], "--draft"),
         (vec!["--draft", ""], "--draft"),
         (vec!["--draft", "none", "--check-draft"], "--check-draft"),
+        (vec!["--draft", "none", "--draft-max", "4"], "--draft-max with --draft none"),
+        (vec!["--forced-only", "--draft", "truth"], "--draft and --draft-max"),
+        (vec!["--forced-only", "--draft-max", "3"], "--draft and --draft-max"),
+        (vec!["--fixed-tokens", "5", "--draft", "lookup"], "--draft with --fixed-tokens"),
         (vec!["--rope-scaling", "ntk"], "--rope-scaling"),
         (vec!["--rope-scaling", "yarn", "--rope-scale", "0.5"], "--rope-scale: 0.5 would shrink the context"),
     ];

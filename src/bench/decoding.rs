@@ -39,6 +39,10 @@ pub struct DecodeOptions {
     pub draft_max: usize,
     /// Also answer every question without drafts, and compare.
     pub check_draft: bool,
+    /// Whether the draft mode and the draft length were asked for (a flag
+    /// or models.toml), not defaults: one that cannot take effect is refused.
+    pub draft_asked: bool,
+    pub draft_max_asked: bool,
 }
 
 impl Default for DecodeOptions {
@@ -55,6 +59,8 @@ impl Default for DecodeOptions {
             draft: DraftMode::default(),
             draft_max: crate::decode::draft::DEFAULT_MAX,
             check_draft: false,
+            draft_asked: false,
+            draft_max_asked: false,
         }
     }
 }
@@ -72,8 +78,14 @@ pub enum MemoryLimit {
 /// flag; the command adds them.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
-    #[error("a forced-only run generates nothing: it cannot answer in parallel, at a fixed length, or twice")]
+    #[error("a forced-only run generates nothing: it cannot answer in parallel, at a fixed length, twice, or with drafts")]
     ForcedOnlyGeneratesNothing,
+    #[error("a draft length sets how many draft tokens a step verifies, and this run drafts nothing")]
+    DraftMaxWithoutDrafts,
+    /// Answers of a fixed length are throughput work, not copies: they are
+    /// never drafted, and the run records no drafts.
+    #[error("answers of a fixed length are not drafted")]
+    DraftsAtFixedLength,
     #[error("checking against sequential answers needs parallel answers (2 or more sequences)")]
     CheckNeedsParallel,
     #[error("the draft length must be 1 to {max}, not {0}", max = crate::decode::draft::LIMIT_MAX)]
@@ -132,6 +144,7 @@ impl DecodeOptions {
     /// With these drafts: a mode and a length where given, else the
     /// defaults ([`DraftMode::default`], [`crate::decode::draft::DEFAULT_MAX`]).
     pub fn drafting(mut self, draft: Option<DraftMode>, draft_max: Option<usize>) -> Self {
+        (self.draft_asked, self.draft_max_asked) = (draft.is_some(), draft_max.is_some());
         self.draft = draft.unwrap_or_default();
         self.draft_max = draft_max.unwrap_or(crate::decode::draft::DEFAULT_MAX);
         self
@@ -139,8 +152,15 @@ impl DecodeOptions {
 
     /// Refuses combinations that mean nothing.
     pub fn validate(&self) -> Result<(), DecodeError> {
-        if self.forced_only && (self.parallel > 1 || self.fixed_tokens.is_some() || self.check_sequential) {
+        let drafts_asked = (self.draft_asked && self.draft != DraftMode::None) || self.draft_max_asked;
+        if self.forced_only && (self.parallel > 1 || self.fixed_tokens.is_some() || self.check_sequential || drafts_asked) {
             return Err(DecodeError::ForcedOnlyGeneratesNothing);
+        }
+        if self.draft_max_asked && self.draft == DraftMode::None {
+            return Err(DecodeError::DraftMaxWithoutDrafts);
+        }
+        if self.fixed_tokens.is_some() && drafts_asked {
+            return Err(DecodeError::DraftsAtFixedLength);
         }
         if self.check_sequential && self.parallel < 2 {
             return Err(DecodeError::CheckNeedsParallel);
@@ -216,7 +236,7 @@ impl DecodeOptions {
     /// The draft mode that runs, and why it is none where one was asked for:
     /// drafts are only exact where rejected tokens can be rolled back.
     fn draft_mode(&self, model: &Model, plan: &Plan, whole_window: bool) -> (DraftMode, Option<String>) {
-        if self.draft == DraftMode::None || self.forced_only {
+        if self.draft == DraftMode::None || self.forced_only || self.fixed_tokens.is_some() {
             return (DraftMode::None, None);
         }
         let why = if model.recurrent_or_hybrid {

@@ -298,8 +298,10 @@ fn shard_message(e: &crate::sweep::ShardError) -> String {
 fn decode_message(d: &DecodeError) -> String {
     match d {
         DecodeError::ForcedOnlyGeneratesNothing => {
-            "--forced-only generates nothing; drop --parallel, --fixed-tokens and --check-sequential".into()
+            "--forced-only generates nothing; drop --parallel, --fixed-tokens, --check-sequential, --draft and --draft-max".into()
         }
+        DecodeError::DraftMaxWithoutDrafts => format!("--draft-max with --draft none: {d}; drop one of them"),
+        DecodeError::DraftsAtFixedLength => format!("--draft with --fixed-tokens: {d}; drop --draft and --draft-max"),
         DecodeError::CheckNeedsParallel => {
             "--check-sequential compares a --parallel run with sequential answers; add --parallel N (N >= 2)".into()
         }
