@@ -628,4 +628,21 @@ fn a_hostile_hub_writes_nothing_outside_the_cache_and_ends_cleanly() {
     let o = with_hub(&prompt_args(&reference), "http://127.0.0.1:9", &cache, &[("HF_HUB_OFFLINE", "1")]);
     assert_clean_failure(&o, &out, "holds \"../..\", not a commit");
     assert_eq!(outside_the_cache(root.path()), before);
+    // A snapshot whose model is a FIFO, with two links back to itself and a
+    // dangling one: offline, a one-line error at once (no hang); online, the
+    // file is fetched and linked over them.
+    std::fs::write(refs.join("main"), COMMIT).unwrap();
+    let snap = snapshot(&cache);
+    std::fs::create_dir_all(&snap).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(snap.join(WHOLE)).status().unwrap().success());
+    std::os::unix::fs::symlink(".", snap.join("a")).unwrap();
+    std::os::unix::fs::symlink(".", snap.join("b")).unwrap();
+    std::os::unix::fs::symlink("../../blobs/gone", snap.join("m-Q8_0.gguf")).unwrap();
+    let started = std::time::Instant::now();
+    let o = with_hub(&prompt_args(&reference), "http://127.0.0.1:9", &cache, &[("HF_HUB_OFFLINE", "1")]);
+    assert_clean_failure(&o, &out, "not in the hub cache");
+    assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+    let hub = serve(files.clone());
+    assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, &cache, &[]));
+    assert_eq!(hex(&std::fs::read(snap.join(WHOLE)).unwrap()), files[0].sha256);
 }

@@ -284,8 +284,23 @@ fn listing(files: &[String]) -> String {
         return "no GGUF model file".into();
     }
     shown.sort();
-    format!("{} GGUF model file{}: {}", shown.len(), if shown.len() == 1 { "" } else { "s" }, shown.join(", "))
+    let n = shown.len();
+    format!("{n} GGUF model file{}: {}", if n == 1 { "" } else { "s" }, capped(shown))
 }
+
+/// Names joined for a message, the first [`LISTED`] of them.
+fn capped(mut names: Vec<String>) -> String {
+    let more = names.len().saturating_sub(LISTED);
+    names.truncate(LISTED);
+    if more > 0 {
+        names.push(format!("and {more} more"));
+    }
+    names.join(", ")
+}
+
+/// How many model files a message lists (a repository may hold thousands;
+/// the message stays a line).
+const LISTED: usize = 20;
 
 /// The files (every part, in order) that `select` names among `files` (the
 /// repository's paths).
@@ -318,11 +333,11 @@ fn choose(reference: &str, select: &Select, files: &[String]) -> Result<Vec<Stri
                     [] => continue,
                     [one] => found = Some((*one).clone()),
                     _ => {
-                        let names: Vec<&str> = hits.iter().map(|f| f.as_str()).collect();
+                        let names: Vec<String> = hits.iter().map(|f| f.to_string()).collect();
                         return Err(HubError::Ambiguous {
                             reference: reference.into(),
                             what: format!("{} model files match {tag}", hits.len()),
-                            listing: names.join(", "),
+                            listing: capped(names),
                         });
                     }
                 }
@@ -934,6 +949,9 @@ mod tests {
             pick(Select::Quant(Some("UD-Q4_K_XL".into()))).unwrap(),
             ["UD-Q4_K_XL/m-UD-Q4_K_XL-00001-of-00002.gguf", "UD-Q4_K_XL/m-UD-Q4_K_XL-00002-of-00002.gguf"]
         );
+        let many: Vec<String> = (0..5000).map(|i| format!("m-{i}-Q5_K.gguf")).collect();
+        let e = choose("r", &Select::Quant(Some("Q2_K".into())), &many).unwrap_err().to_string();
+        assert!(e.contains("5000 GGUF model files") && e.ends_with("and 4980 more") && e.len() < 1000, "{e}");
         let e = pick(Select::Quant(Some("Q2_K".into()))).unwrap_err().to_string();
         assert!(e.contains("no model file matches Q2_K") && e.contains("4 GGUF model files") && e.contains("2 parts"), "{e}");
         assert!(pick(Select::File("UD-Q4_K_XL/m-UD-Q4_K_XL-00002-of-00002.gguf".into())).unwrap_err().to_string().contains("part 2 of 2"));
