@@ -340,8 +340,11 @@ pub enum RopeSetting {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum RopeError {
-    #[error("{value} is not above 0 and at most {max}")]
-    OutOfRange { setting: RopeSetting, value: f32, max: f32 },
+    #[error("{value} is not from {min} to {max}")]
+    OutOfRange { setting: RopeSetting, value: f32, min: &'static str, max: f32 },
+    /// A scale with `--rope-scaling none`: llama.cpp then ignores it.
+    #[error("{value} with RoPE scaling none changes nothing (llama.cpp ignores the scale then); choose linear or yarn")]
+    ScaleWithoutScaling { setting: RopeSetting, value: f32 },
     #[error("{value} is not a token count from 1 to {max}", max = CtxSize::MAX)]
     YarnOrigCtx { value: usize },
     /// Both the scale and the frequency scale: one is the other's inverse.
@@ -360,7 +363,7 @@ impl RopeError {
             RopeError::OutOfRange { setting, .. } => *setting,
             RopeError::YarnOrigCtx { .. } => RopeSetting::YarnOrigCtx,
             RopeError::ScaleAndFreqScale => RopeSetting::Scale,
-            RopeError::YarnShrinks { setting, .. } => *setting,
+            RopeError::YarnShrinks { setting, .. } | RopeError::ScaleWithoutScaling { setting, .. } => *setting,
         }
     }
 }
@@ -368,20 +371,36 @@ impl RopeError {
 impl RopeInput {
     /// The largest scale (and frequency scale): a stretch past any model's use.
     pub const MAX_SCALE: f32 = 1024.0;
+    /// The smallest scale (and frequency scale), as text for messages: a
+    /// scale's inverse is the frequency scale llama.cpp is given, which must
+    /// stay finite.
+    pub const MIN_SCALE: (f32, &str) = (1.0 / 1024.0, "1/1024");
     /// The largest base frequency.
     pub const MAX_FREQ_BASE: f32 = 1e12;
+    /// The smallest base frequency: below 1 the rotation's frequencies grow
+    /// with the dimension instead of falling.
+    pub const MIN_FREQ_BASE: (f32, &str) = (1.0, "1");
 
     /// The settings llama.cpp is given, once every value is in range.
     pub fn resolve(self) -> Result<Rope, RopeError> {
-        let check = |v: Option<f32>, setting: RopeSetting, max: f32| match v {
-            Some(value) if !(value.is_finite() && value > 0.0 && value <= max) => Err(RopeError::OutOfRange { setting, value, max }),
+        let check = |v: Option<f32>, setting: RopeSetting, (min, min_text): (f32, &'static str), max: f32| match v {
+            Some(value) if !(value.is_finite() && value >= min && value <= max) => {
+                Err(RopeError::OutOfRange { setting, value, min: min_text, max })
+            }
             v => Ok(v),
         };
-        let scale = check(self.scale, RopeSetting::Scale, Self::MAX_SCALE)?;
-        let freq_scale = check(self.freq_scale, RopeSetting::FreqScale, Self::MAX_SCALE)?;
-        let freq_base = check(self.freq_base, RopeSetting::FreqBase, Self::MAX_FREQ_BASE)?;
+        let scale = check(self.scale, RopeSetting::Scale, Self::MIN_SCALE, Self::MAX_SCALE)?;
+        let freq_scale = check(self.freq_scale, RopeSetting::FreqScale, Self::MIN_SCALE, Self::MAX_SCALE)?;
+        let freq_base = check(self.freq_base, RopeSetting::FreqBase, Self::MIN_FREQ_BASE, Self::MAX_FREQ_BASE)?;
         if scale.is_some() && freq_scale.is_some() {
             return Err(RopeError::ScaleAndFreqScale);
+        }
+        if self.scaling == Some(RopeScaling::None) {
+            match (scale, freq_scale) {
+                (Some(value), _) => return Err(RopeError::ScaleWithoutScaling { setting: RopeSetting::Scale, value }),
+                (_, Some(value)) => return Err(RopeError::ScaleWithoutScaling { setting: RopeSetting::FreqScale, value }),
+                _ => {}
+            }
         }
         if let Some(value) = self.yarn_orig_ctx.filter(|n| !(1..=CtxSize::MAX as usize).contains(n)) {
             return Err(RopeError::YarnOrigCtx { value });

@@ -120,7 +120,7 @@ fn out_of_range_run_settings_are_refused_before_the_model() {
         (vec!["bench", "m.gguf", "--think", "on", "--think-budget", "0"], "--think-budget 0: must be between 1 and 131072"),
         (vec!["prompt", "m.gguf", "--target", "x", "--think-budget", "131073"], "--think-budget 131073: must be between 1"),
         (vec!["bench", "m.gguf", "--save-reference", "r.ref", "--reference-top-k", "0"], "--reference-top-k 0: must be between 1"),
-        (vec!["bench", "m.gguf", "--rope-scale", "2000"], "--rope-scale: 2000 is not above 0 and at most 1024"),
+        (vec!["bench", "m.gguf", "--rope-scale", "2000"], "--rope-scale: 2000 is not from 1/1024 to 1024"),
     ] {
         let o = posrecall(&args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");

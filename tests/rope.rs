@@ -105,8 +105,8 @@ fn auto_context_goes_past_the_trained_one_only_with_a_scaling() {
     let scaled = prefix_tokens(&prompt(&scaled_args, &target_of(&scaled_args)));
     assert!(plain < 8192, "SmolLM2 was trained on 8192 tokens: a prefix of {plain}");
     assert!(scaled > 11_000, "twice the trained context holds the 12000 asked for: a prefix of {scaled}");
-    // Scaling `none` scales nothing, whatever the factor.
-    let none_args = ["--rope-scaling", "none", "--rope-scale", "2"];
+    // Scaling `none` scales nothing (and takes no factor: see below).
+    let none_args = ["--rope-scaling", "none"];
     assert!(prefix_tokens(&prompt(&none_args, &target_of(&none_args))) < 8192);
 
     // What does not fit the trained context says which flags go past it; a
@@ -130,13 +130,16 @@ fn bad_rope_values_are_refused_when_parsed() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     for (flags, needle) in [
-        (vec!["--rope-scale", "0"], "--rope-scale: 0 is not above 0 and at most 1024"),
-        (vec!["--rope-scale", "nan"], "--rope-scale: NaN is not above 0"),
-        (vec!["--rope-freq-scale", "1025"], "--rope-freq-scale: 1025 is not above 0 and at most 1024"),
-        (vec!["--rope-freq-base=-5"], "--rope-freq-base: -5 is not above 0"),
+        (vec!["--rope-scale", "0"], "--rope-scale: 0 is not from 1/1024 to 1024"),
+        (vec!["--rope-scale", "nan"], "--rope-scale: NaN is not from 1/1024"),
+        (vec!["--rope-freq-scale", "1025"], "--rope-freq-scale: 1025 is not from 1/1024 to 1024"),
+        (vec!["--rope-freq-base=-5"], "--rope-freq-base: -5 is not from 1 to"),
         (vec!["--rope-scaling", "ntk"], "invalid value 'ntk'"),
         (vec!["--yarn-orig-ctx", "0"], "--yarn-orig-ctx: 0 is not a token count from 1 to"),
         (vec!["--rope-scale", "4", "--rope-freq-scale", "0.25"], "--rope-scale and --rope-freq-scale are both given"),
+        // 1/N must stay finite; a scale with no scaling would be ignored.
+        (vec!["--rope-scale", "1e-45"], "is not from 1/1024 to 1024"),
+        (vec!["--rope-scaling", "none", "--rope-scale", "4"], "--rope-scale: 4 with RoPE scaling none changes nothing"),
     ] {
         let mut args = vec!["bench", s(&model), "-o", s(&out)];
         args.extend_from_slice(&flags);

@@ -1192,7 +1192,9 @@ gpu_layers = 0
         );
         for (line, needle) in [
             ("rope_scaling = \"ntk\"", "rope_scaling: unknown variant `ntk`, expected one of `none`, `linear`, `yarn`"),
-            ("rope_scale = 0", "rope_scale: 0 is not above 0"),
+            ("rope_scale = 0", "rope_scale: 0 is not from 1/1024"),
+            ("rope_freq_scale = 1e-300", "rope_freq_scale: 0 is not from 1/1024"),
+            ("rope_scaling = \"none\"\nrope_scale = 4", "rope_scale: 4 with RoPE scaling none changes nothing"),
             ("rope_scale = 2\nrope_freq_scale = 0.5", "rope_scale and rope_freq_scale are both given"),
             ("yarn_orig_ctx = 0", "yarn_orig_ctx: 0 is not a token count"),
         ] {
