@@ -1009,6 +1009,20 @@ mod tests {
     }
 
     #[test]
+    fn a_fence_is_three_or_more_and_a_backtick_fence_has_no_backtick_after_it() {
+        // Lines that begin with one `~` or backtick are code, not fences.
+        let raw = "  const a = 1;\n  ~b;\n  `multi\n  line`;\n";
+        assert_eq!(parse_response(raw, "", false), v(&["  const a = 1;", "  ~b;", "  `multi", "  line`;"]));
+        // Inline code in prose (backticks after the backtick run) opens nothing;
+        // the fence after it does.
+        let raw = "Use ``` `x` ``` like this:\n```\na();\n```";
+        assert_eq!(parse_response(raw, "", false), v(&["a();"]));
+        // A tilde fence's info string may hold backticks.
+        let raw = "~~~ `js`\nx();\n~~~";
+        assert_eq!(parse_response(raw, "", false), v(&["x();"]));
+    }
+
+    #[test]
     fn only_the_first_fenced_block() {
         let raw = "```\na();\n```\ntext\n```\nb();\n```";
         assert_eq!(parse_response(raw, "", false), v(&["a();"]));
