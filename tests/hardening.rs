@@ -606,6 +606,18 @@ fn runaway_templates_and_fifos_stop_with_one_line() {
     std::fs::write(&sweep, format!("[[model]]\nname = \"m\"\npath = \"{m}\"\nkv = [\"f16\"]\nchat_template = \"endless.jinja\"\n"))
         .unwrap();
     refused(&posrecall(&["matrix", s(&sweep), "--list"]), "ran more than 2000000 steps");
+    // A FIFO where a run file goes: `--resume` would block reading it.
+    std::fs::write(&sweep, format!("[[model]]\nname = \"m\"\npath = \"{m}\"\nkv = [\"f16\"]\n")).unwrap();
+    let runs = dir.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    assert!(Command::new("mkfifo").arg(runs.join("m__f16-f16.json")).status().unwrap().success());
+    let started = std::time::Instant::now();
+    let err = refused(&posrecall(&["matrix", s(&sweep), "--out-dir", s(&runs), "--resume"]), "is not a regular file");
+    assert!(started.elapsed().as_secs() < 20 && !err.contains("never-loaded"), "{err}");
+    // A model name too long for its run files' names is refused before any run.
+    let long = "m".repeat(300);
+    std::fs::write(&sweep, format!("[[model]]\nname = \"{long}\"\npath = \"{m}\"\nkv = [\"f16\"]\n")).unwrap();
+    refused(&posrecall(&["matrix", s(&sweep), "--list"]), "at most 128 characters");
 }
 
 /// Whether a message is clap's refusal of the command line: the forms clap

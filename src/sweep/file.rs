@@ -364,9 +364,14 @@ pub fn expand_vars(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Stri
     Ok(out)
 }
 
+/// The longest model name.
+const MAX_NAME: usize = 128;
+
 /// Model names become file names and shard keys.
 fn valid_name(name: &str) -> bool {
-    !name.is_empty()
+    // Short enough that NAME__KVK-KVV.json.tmp.PID stays within a file name's 255 bytes.
+    name.len() <= MAX_NAME
+        && !name.is_empty()
         && !name.starts_with('.')
         && !name.contains("__")
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
@@ -894,7 +899,7 @@ impl Reader<'_> {
         let who = format!("model `{}`", m.name);
         if !valid_name(&m.name) {
             bail!(
-                "{file}: model[{i}].name: `{}` is not a usable name (letters, digits, `.`, `_`, `-`; no `__`; it names the run files)",
+                "{file}: model[{i}].name: `{}` is not a usable name (letters, digits, `.`, `_`, `-`; no `__`; at most {MAX_NAME} characters; it names the run files)",
                 m.name
             );
         }

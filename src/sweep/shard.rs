@@ -101,10 +101,11 @@ fn slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(usize, usize)>,
     if count < 1 {
         return Err(ShardError::EmptyArray(count));
     }
-    let k = id - min + 1;
-    if k < 1 || k > count {
+    // Checked: values at the ends of i64 would wrap round to a valid shard.
+    let k = id.checked_sub(min).and_then(|d| d.checked_add(1)).filter(|k| (1..=count).contains(k));
+    let Some(k) = k else {
         return Err(ShardError::NotInArray { id, min, count });
-    }
+    };
     Ok(Some((k as usize, count as usize)))
 }
 
@@ -175,6 +176,14 @@ mod tests {
         let e = error(ShardArg::Count(1).resolve(&k8s));
         assert!(e.contains("JOB_COMPLETION_INDEX=1 is not between 0 and 0"), "{e}");
 
+        // At the ends of i64 the arithmetic does not wrap round to a shard.
+        let wrap = env_of(&[
+            ("SLURM_ARRAY_TASK_ID", "-9223372036854775808"),
+            ("SLURM_ARRAY_TASK_MIN", "9223372036854775807"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]);
+        let e = error(ShardArg::Auto.resolve(&wrap));
+        assert!(e.contains("9223372036854775807"), "{e}");
         let slurm = env_of(&[("SLURM_ARRAY_TASK_ID", "11"), ("SLURM_ARRAY_TASK_MIN", "10"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
         assert_eq!(ShardArg::Auto.resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
         assert_eq!(ShardArg::Count(4).resolve(&slurm).unwrap(), Shard { k: 2, n: 4 });
