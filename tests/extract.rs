@@ -264,3 +264,32 @@ fn select_uses_the_same_eligibility() {
     let picked = select(&src.corpus, &src.parsed, 0, last, &o).unwrap();
     assert_eq!(names(&picked), ["keeper", "wrapper"]);
 }
+
+/// A kept range (`--crop-lines`) keeps a function only when its declaration
+/// starts inside it, and measures depth within the range, from the text's
+/// own byte offsets.
+#[test]
+fn a_kept_range_keeps_declarations_inside_it_and_measures_depth_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("range.js");
+    let mut text = String::new();
+    for name in ["before", "inside", "after"] {
+        text.push_str(&format!("function {name}() {{\n  {name}1();\n  {name}2();\n  {name}3();\n}}\n"));
+    }
+    std::fs::write(&path, &text).unwrap();
+    let src = Source::open(&path).unwrap();
+    let lines: Vec<&str> = text.split('\n').collect();
+    let start_of = |line: usize| lines[..line].iter().map(|l| l.len() + 1).sum::<usize>();
+    // Lines 2..=12 (0-based): `before` is declared at line 0, outside, though
+    // its last lines are inside; `inside` at line 5; `after` at line 10.
+    let got = eligible(&src.corpus, &src.parsed, 2, 12, &opts(2, false));
+    assert_eq!(names(&got), ["inside", "after"]);
+    let inside = target(&got, "inside");
+    assert_eq!(inside.expected, ["  inside1();", "  inside2();"]);
+    // The kept text runs from line 2's first byte through line 12's newline.
+    let (kept_start, kept_end) = (start_of(2), start_of(13));
+    let depth = (start_of(5) - kept_start) as f64 / (kept_end - kept_start) as f64;
+    assert!((inside.depth - depth).abs() < 1e-12, "{} against {depth}", inside.depth);
+    // A declaration on the range's first line is inside it.
+    assert_eq!(names(&eligible(&src.corpus, &src.parsed, 5, 14, &opts(2, false))), ["inside", "after"]);
+}

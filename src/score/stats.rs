@@ -552,6 +552,8 @@ mod tests {
         assert_eq!(mcnemar_targets_for_power(0.0625, 0.25, 0.05, 0.8, 100_000), SampleSize::Targets(74));
         assert_eq!(mcnemar_targets_for_power(0.1, 0.1, 0.05, 0.8, 100_000), SampleSize::NotReachable);
         assert_eq!(mcnemar_targets_for_power(0.0, 0.0, 0.05, 0.8, 100_000), SampleSize::NotReachable);
+        // Every target discordant (p10 + p01 = 1) is a real case, not an impossible one.
+        assert!(matches!(mcnemar_targets_for_power(0.75, 0.25, 0.05, 0.8, 100_000), SampleSize::Targets(_)));
         // The power at p10 = 0.2, p01 = 0.19 stays below 0.06 up to N = 500
         // (scripts/stats-reference: at most 0.055721, at N = 500).
         assert_eq!(mcnemar_targets_for_power(0.2, 0.19, 0.05, 0.8, 500), SampleSize::BeyondCap(500));
