@@ -102,8 +102,7 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
 pub enum OutputError {
     #[error("{0} is a folder; give a file name")]
     IsAFolder(PathBuf),
-    #[error("{0} exists and is not a regular file (a FIFO, socket or device); remove it or give another name")]
-    NotAFile(PathBuf),
+
     #[error("the folder of {0} does not exist")]
     NoFolder(PathBuf),
     #[error("{path} cannot be written ({why})")]
@@ -118,11 +117,6 @@ pub enum OutputError {
 pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<(), OutputError> {
     if out.is_dir() {
         return Err(OutputError::IsAFolder(out.to_path_buf()));
-    }
-    // Reading it back (`--resume`) would block on a FIFO, and replacing it
-    // would replace a device.
-    if std::fs::metadata(out).is_ok_and(|m| !m.is_file()) {
-        return Err(OutputError::NotAFile(out.to_path_buf()));
     }
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,

@@ -178,6 +178,15 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
     for r in ctx.mine {
         for out in [r.file(dir), r.reference_file(dir), crate::record::reference::sidecar(&r.reference_file(dir))] {
             crate::support::fsutil::check_output(&out, &inputs).map_err(|e| OutDirError(format!("{e:#}")))?;
+            // `--resume` reads what is there: a FIFO would block the read.
+            // (Written outputs may be FIFOs or devices; read ones may not.)
+            if ctx.opts.resume && std::fs::metadata(&out).is_ok_and(|m| !m.is_file()) {
+                return Err(OutDirError(format!(
+                    "--resume: {} exists and is not a regular file (a FIFO, socket or device), so it cannot be read back; remove it",
+                    out.display()
+                ))
+                .into());
+            }
             if let Some(folder) = &sweep.corpus_dir
                 && crate::support::fsutil::is_inside(&out, folder)
             {
