@@ -182,7 +182,7 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
             // (Written outputs may be FIFOs or devices; read ones may not.)
             if ctx.opts.resume && std::fs::metadata(&out).is_ok_and(|m| !m.is_file()) {
                 return Err(OutDirError(format!(
-                    "--resume: {} exists and is not a regular file (a FIFO, socket or device), so it cannot be read back; remove it",
+                    "{} exists and is not a regular file (a FIFO, socket or device): resuming would read it back; remove it",
                     out.display()
                 ))
                 .into());
