@@ -162,6 +162,46 @@ fn language_flag_overrides_the_extension() {
     assert_eq!(v["corpus"]["language"], "python");
 }
 
+/// A block comment that never closes makes the rest of the file comment to
+/// a compiler, though tree-sitter parses on: no function after it is a
+/// target, in every language with `/* */`. A `/*` in a string and a comment
+/// that closes hide nothing (each file's control).
+#[test]
+fn an_unclosed_block_comment_hides_every_function_after_it() {
+    // (extension, function header with {} for the name, a statement that
+    // holds "/*" in a string, what opens and closes the file)
+    let languages = [
+        ("c", "int {}(int x) {", "const char *s = \"/*\";", "", ""),
+        ("cpp", "int {}(int x) {", "const char *s = \"/*\";", "", ""),
+        ("go", "func {}(x int) int {", "s := \"/*\"", "package main\n", ""),
+        ("java", "int {}(int x) {", "String s = \"/*\";", "class A {\n", "}\n"),
+        ("js", "function {}(x) {", "const s = \"/*\";", "", ""),
+        ("ts", "function {}(x: number) {", "const s: string = \"/*\";", "", ""),
+        ("rs", "fn {}(x: i32) -> i32 {", "let s = \"/*\";", "", ""),
+    ];
+    let dir = TempDir::new().unwrap();
+    for (ext, header, string, open_file, close_file) in languages {
+        let function = |name: &str| {
+            let body: String = (0..10).map(|i| format!("    {string} // {i}\n")).collect();
+            format!("{}\n{body}    return x;\n}}\n\n", header.replace("{}", name))
+        };
+        let file = |between: &str| {
+            let text = format!(
+                "{open_file}{}/* a comment that closes */\n{}{between}{}{close_file}",
+                function("first"),
+                function("second"),
+                function("third")
+            );
+            let path = dir.path().join(format!("f.{ext}"));
+            std::fs::write(&path, text).unwrap();
+            let src = Source::open_spec(&CorpusSpec::file(&path), None).unwrap();
+            names(&src, 8)
+        };
+        assert_eq!(file(""), ["first", "second", "third"], "{ext}: the control");
+        assert_eq!(file("/* never closed\n\n"), ["first", "second"], "{ext}");
+    }
+}
+
 #[test]
 fn a_file_that_does_not_parse_is_refused_with_where() {
     let dir = TempDir::new().unwrap();

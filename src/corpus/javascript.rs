@@ -117,6 +117,7 @@ impl Language for JavaScript {
         }
         out.functions.sort_by_key(|f| f.start_byte);
         out.error_lines.sort_unstable();
+        crate::corpus::walk::drop_after_unclosed_comment(&mut out, tree.root_node(), text);
         Ok(out)
     }
 }

@@ -47,6 +47,9 @@ impl Grammar for Python {
     fn identifier_kinds(&self) -> &'static [&'static str] {
         &["identifier"]
     }
+    fn block_comments(&self) -> bool {
+        false
+    }
     fn after(&self) -> &'static str {
         "the line ending its header"
     }

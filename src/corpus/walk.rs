@@ -43,6 +43,47 @@ pub(crate) trait Grammar {
     fn after(&self) -> &'static str {
         "its opening brace"
     }
+    /// Whether `/* … */` is a comment (every language here but Python).
+    fn block_comments(&self) -> bool {
+        true
+    }
+}
+
+/// Where a block comment opens that never closes, if one does: a token
+/// inside an error region that starts with `/*` while no `*/` follows. A
+/// compiler reads the rest of the file as that comment; tree-sitter, which
+/// cannot lex it as one, parses on as code. Only error subtrees are walked
+/// (a comment that closes is a comment node, never an error).
+pub(crate) fn unclosed_comment(root: Node, text: &str) -> Option<usize> {
+    let mut stack = vec![(root, false)];
+    let mut first: Option<usize> = None;
+    while let Some((node, in_error)) = stack.pop() {
+        let in_error = in_error || node.is_error();
+        if node.child_count() == 0 {
+            let at = node.start_byte();
+            if in_error
+                && !node.kind().contains("comment")
+                && text.get(at..).is_some_and(|t| t.starts_with("/*"))
+                && !text[at + 2..].contains("*/")
+            {
+                first = Some(first.map_or(at, |f| f.min(at)));
+            }
+            continue;
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.children(&mut cursor).filter(|c| c.has_error() || c.is_error() || in_error).map(|c| (c, in_error)));
+    }
+    first
+}
+
+/// Marks every function that reaches past an unclosed block comment
+/// ([`unclosed_comment`]) as not a target: to a compiler it is comment.
+pub(crate) fn drop_after_unclosed_comment(parsed: &mut Parsed, root: Node, text: &str) {
+    if let Some(at) = unclosed_comment(root, text) {
+        for f in parsed.functions.iter_mut().filter(|f| f.body_end > at) {
+            f.clean = false;
+        }
+    }
 }
 
 pub(crate) fn parse(g: &dyn Grammar, text: &str) -> Result<Tree> {
@@ -95,6 +136,9 @@ pub(crate) fn functions(g: &dyn Grammar, text: &str) -> Result<Parsed> {
     }
     out.functions.sort_by_key(|f| f.start_byte);
     out.error_lines.sort_unstable();
+    if g.block_comments() {
+        drop_after_unclosed_comment(&mut out, tree.root_node(), text);
+    }
     Ok(out)
 }
 
