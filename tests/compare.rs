@@ -74,7 +74,7 @@ fn fixtures_are_run_files() {
         let run = load(name);
         assert_eq!(run.targets.len(), 16, "{name}");
         for t in &run.targets {
-            assert_eq!(t.score.pass, t.score.matched >= run.manifest.params.pass, "{name} {}", t.name);
+            assert_eq!(t.score.as_ref().unwrap().pass, t.score.as_ref().unwrap().matched >= run.manifest.params.pass, "{name} {}", t.name);
         }
     }
     assert!(RunFile::load(&fixture("not_a_run.json")).is_err());
@@ -177,23 +177,24 @@ fn check_signed(got: &posrecall::score::stats::Wilcoxon, cited: &Signed) {
 /// `compare` finds every cited statistic of the pair.
 fn check_cited(c: &posrecall::report::compare::Comparison, cited: &Cited) {
     assert_eq!(c.targets_count, 16);
-    assert_eq!((c.a.passes, c.b.passes), cited.passes);
-    assert_eq!((c.mcnemar.a_only, c.mcnemar.b_only), cited.flips);
-    close(c.mcnemar.p, cited.mcnemar_p);
-    for (got, want) in [(c.a.wilson95, cited.wilson_a), (c.b.wilson95, cited.wilson_b)] {
+    let (a, b, t) = (c.a.recall.as_ref().unwrap(), c.b.recall.as_ref().unwrap(), c.recall.as_ref().unwrap());
+    assert_eq!((a.passes, b.passes), cited.passes);
+    assert_eq!((t.mcnemar.a_only, t.mcnemar.b_only), cited.flips);
+    close(t.mcnemar.p, cited.mcnemar_p);
+    for (got, want) in [(a.wilson95, cited.wilson_a), (b.wilson95, cited.wilson_b)] {
         close(got[0], want[0]);
         close(got[1], want[1]);
     }
-    check_signed(&c.wilcoxon_matched, &cited.wilcoxon_matched);
+    check_signed(&t.wilcoxon_matched, &cited.wilcoxon_matched);
     match (&c.wilcoxon_top1_share, &cited.wilcoxon_top1) {
         (Some(got), Some(want)) => check_signed(got, want),
         (None, None) => {}
         (got, _) => panic!("top-1 Wilcoxon: {got:?}"),
     }
-    assert_eq!(c.power.targets, Some(cited.power_targets));
-    assert_eq!(c.power.status, "found");
-    close(c.power.p10, cited.flips.0 as f64 / 16.0);
-    close(c.power.p01, cited.flips.1 as f64 / 16.0);
+    assert_eq!(t.power.targets, Some(cited.power_targets));
+    assert_eq!(t.power.status, "found");
+    close(t.power.p10, cited.flips.0 as f64 / 16.0);
+    close(t.power.p01, cited.flips.1 as f64 / 16.0);
 }
 
 #[test]
@@ -208,7 +209,7 @@ fn a_against_b_numbers() {
     let (r, t) = (names.iter().position(|n| *n == "baseRange").unwrap(), names.iter().position(|n| *n == "toNumber").unwrap());
     assert!(r < t, "{names:?}");
     assert!(c.targets.windows(2).all(|w| w[0].depth <= w[1].depth));
-    let flips: Vec<(&str, Flip)> = c.targets.iter().filter_map(|r| r.flip.map(|f| (r.name.as_str(), f))).collect();
+    let flips: Vec<(&str, Flip)> = c.targets.iter().filter_map(|r| r.recall.as_ref()?.flip.map(|f| (r.name.as_str(), f))).collect();
     assert_eq!(
         flips,
         [
@@ -222,7 +223,8 @@ fn a_against_b_numbers() {
     );
     // baseMerge in the fixtures: matched 5 and 3, top1_share 0.70 and 0.64.
     let merge = c.targets.iter().find(|r| r.name == "baseMerge").unwrap();
-    assert_eq!((merge.matched_a, merge.matched_b, merge.delta), (5, 3, -2));
+    let m = merge.recall.as_ref().unwrap();
+    assert_eq!((m.matched_a, m.matched_b, m.delta), (5, 3, -2));
     close(merge.top1_share_delta.unwrap(), -0.06);
 }
 
@@ -580,12 +582,14 @@ fn doubled(s: &Signed) -> (usize, usize, u64, u64, f64) {
 fn check_against_reference(cited: &Cited) {
     let (ra, rb) = (load(cited.a), load(cited.b));
     let pairs: Vec<_> = ra.targets.iter().zip(&rb.targets).collect();
-    let count = |f: fn(bool, bool) -> bool| pairs.iter().filter(|(x, y)| f(x.score.pass, y.score.pass)).count();
+    let count =
+        |f: fn(bool, bool) -> bool| pairs.iter().filter(|(x, y)| f(x.score.as_ref().unwrap().pass, y.score.as_ref().unwrap().pass)).count();
     let passes = (count(|a, _| a), count(|_, b| b));
     let flips = (count(|a, b| a && !b), count(|a, b| !a && b));
     assert_eq!((passes, flips), (cited.passes, cited.flips), "{}", cited.a);
     close(reference::mcnemar(flips.0, flips.1), cited.mcnemar_p);
-    let matched: Vec<i64> = pairs.iter().map(|(x, y)| y.score.matched as i64 - x.score.matched as i64).collect();
+    let matched: Vec<i64> =
+        pairs.iter().map(|(x, y)| y.score.as_ref().unwrap().matched as i64 - x.score.as_ref().unwrap().matched as i64).collect();
     let got = reference::wilcoxon(&matched);
     let want = doubled(&cited.wilcoxon_matched);
     assert_eq!((got.0, got.1, got.2, got.3), (want.0, want.1, want.2, want.3), "{} Δmatched", cited.a);

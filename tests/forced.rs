@@ -180,3 +180,104 @@ fn forced_metrics_are_deterministic_and_see_the_kv_type() {
         assert!((x - y).abs() > 1e-6, "f16 {x} and q4_0 {y} KV gave the same mean log-prob");
     }
 }
+
+/// A `--forced-only` run generates no answer, so its recall is not
+/// measured: the run file has no response and no score (absent, not zero),
+/// and the terminal, every report format and `compare` say so instead of
+/// printing figures for it; the teacher-forced metrics are all there.
+#[test]
+fn a_forced_only_run_records_recall_as_not_measured() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, c) = (dir.path().join("a.json"), dir.path().join("c.json"));
+    let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let (m, corpus) = (s(&smollm2()), s(&fixture("dense.js")));
+    let run = |kv: &str, out: &str| {
+        let args = ["bench", &m, "--corpus", &corpus, "--count", "4", "--lines", "8", "--crop-lines", "1:100"];
+        let o = posrecall(&[&args[..], &["--threads", "2", "--forced-only", "--kv", kv, "--out", out]].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let shown = run("f16", &s(&a));
+    run("q4_0", &s(&c));
+
+    // The terminal: each target's forced metrics, and no recall figure.
+    assert_eq!(shown.matches("no answer generated").count(), 4 + 1, "four targets and the totals:\n{shown}");
+    assert!(shown.contains("4 targets, no answer generated: recall not measured"), "{shown}");
+    assert_eq!(shown.matches("teacher-forced: ").count(), 4 + 1, "{shown}");
+    for figure in ["passed", "matched", "missing", "PASS", "FAIL"] {
+        assert!(!shown.contains(figure), "`{figure}` printed for a run that generated nothing:\n{shown}");
+    }
+
+    // The run file: no response or score fields, no recall totals.
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let score_keys = ["response", "lines", "matched", "missing", "truncated", "hallucinated", "extra", "pass", "implied_blank"];
+    for t in v["targets"].as_array().unwrap() {
+        for k in score_keys {
+            assert!(t.get(k).is_none(), "{}: `{k}` recorded: {}", t["name"], t[k]);
+        }
+        assert!(t["forced"]["top1_share"].is_f64(), "{}", t["name"]);
+    }
+    let totals = ["passes", "matched", "missing", "truncated", "hallucinated", "extra"];
+    let summary = &v["summary"];
+    assert_eq!(summary["count"], 4);
+    for k in totals {
+        assert!(summary.get(k).is_none(), "summary `{k}`: {}", summary[k]);
+    }
+    for q in summary["by_quarter"].as_array().unwrap() {
+        assert_eq!(q.as_object().unwrap().keys().collect::<Vec<_>>(), ["count"], "{q}");
+    }
+    assert!(summary["forced"]["top1_share"].is_f64());
+
+    // Every report format: "not measured" or an empty cell, never a zero.
+    let report = |format: &str| {
+        let o = posrecall(&["report", &s(&a), "--format", format]);
+        assert!(o.status.success(), "{format}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let table = report("table");
+    assert!(table.contains("not measured"), "{table}");
+    let md = report("md");
+    let row = md.lines().find(|l| l.starts_with("| a |")).unwrap();
+    assert!(row.contains("| not measured |  |  |  |  |  |"), "{row}");
+    let csv = report("csv");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let record = reader.records().next().unwrap().unwrap();
+    for k in totals {
+        let i = header.iter().position(|h| h == k).unwrap();
+        assert_eq!(&record[i], "", "csv `{k}`");
+    }
+    assert_eq!(&record[header.iter().position(|h| h == "count").unwrap()], "4");
+    let json: Value = serde_json::from_str(&report("json")).unwrap();
+    let r = &json["runs"][0];
+    assert_eq!(r["count"], 4);
+    for k in totals {
+        assert!(r.get(k).is_none(), "report json `{k}`: {}", r[k]);
+    }
+    let html = report("html");
+    assert_eq!(html.matches("no answer generated: recall not measured").count(), 4, "one per target's diff");
+    assert!(!html.contains("chart-matched"), "a matched-lines chart with nothing to draw");
+
+    // compare: the forced metrics are compared, recall is not.
+    let o = posrecall(&["compare", &s(&a), &s(&c)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("Recall is not compared: a run that generated no answers (forced-only) has none measured."), "{text}");
+    assert!(text.contains("teacher-forced top-1 share (mean of 4 targets)"), "{text}");
+    for figure in ["pass rate", "McNemar", "matched", "flip", "power"] {
+        assert!(!text.contains(figure), "compare printed `{figure}`:\n{text}");
+    }
+    let o = posrecall(&["compare", &s(&a), &s(&c), "--json"]);
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in ["mcnemar", "wilcoxon_matched", "power"] {
+        assert!(j.get(k).is_none(), "compare json `{k}`");
+    }
+    for k in ["passes", "pass_rate", "wilson95", "matched"] {
+        assert!(j["a"].get(k).is_none() && j["b"].get(k).is_none(), "compare json side `{k}`");
+    }
+    for k in ["matched_a", "pass_a", "delta", "flip"] {
+        assert!(j["targets"][0].get(k).is_none(), "compare json row `{k}`");
+    }
+    assert!(j["wilcoxon_top1_share"]["p"].is_f64(), "{j}");
+}

@@ -449,6 +449,7 @@ fn hostile_arguments(dir: &Path) -> Vec<(Vec<String>, String)> {
         (vec!["--lengths", "99999999999999999999"], "--lengths"),
         (vec!["--lengths", "2k,4k", "--closed-book"], "does not combine with --closed-book"),
         (vec!["--lengths", "2k,4k", "--only", "a"], "does not combine with --only"),
+        (vec!["--lengths", "2k,4k", "--forced-only"], "does not combine with --forced-only"),
         (vec!["--lengths", "auto", "--reference", missing], "does not combine with --reference"),
         (vec!["--effective-at", "0.5"], "--lengths"),
         (vec!["--lengths", "auto", "--effective-at", "1.5"], "--effective-at"),
@@ -818,8 +819,9 @@ fn bench_outputs_never_overwrite_inputs_or_each_other() {
 
 /// Hand-edited run files that reports would trust are refused with what is
 /// wrong: totals that are not the targets' sums, a target twice, a depth
-/// outside [0, 1], no targets, a ladder with no lengths (on which the HTML
-/// page used to spin for ever). Each is one line, and nothing is written.
+/// outside [0, 1], no targets, a score missing or present against the run's
+/// decoding, a ladder with no lengths (on which the HTML page used to spin
+/// for ever). Each is one line, and nothing is written.
 #[test]
 fn hand_edited_run_files_are_checked_not_trusted() {
     let dir = TempDir::new().unwrap();
@@ -843,6 +845,13 @@ fn hand_edited_run_files_are_checked_not_trusted() {
         ),
         (edit("depth.json", &|v| v["targets"][0]["depth"] = 1.5.into()), "outside [0, 1]"),
         (edit("empty.json", &|v| v["targets"] = serde_json::json!([])), "holds no target"),
+        // A score that does not parse reads as absent: found as missing, not
+        // trusted as a forced-only target.
+        (
+            edit("noscore.json", &|v| v["targets"][0]["matched"] = "twelve".into()),
+            "has no score (its `lines` … `pass` fields are missing or malformed)",
+        ),
+        (edit("forcedonly.json", &|v| v["manifest"]["params"]["decode_mode"] = "forced-only".into()), "of a forced-only run has a score"),
         (
             edit("rungs.json", &|v| v["ladder"] = serde_json::json!({"effective_at": 0.5, "effective_length": null, "rungs": []})),
             "no lengths",

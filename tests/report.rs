@@ -122,11 +122,11 @@ fn html_shows_every_line_of_every_target_offline() {
             let body = &html[html.find(&open).unwrap() + open.len()..];
             let body = &body[..body.find("</pre>").unwrap()];
             let count = |class: &str| body.matches(&format!("class=\"l l-{class}\"")).count();
-            assert_eq!(count("matched"), t.score.matched, "run {i} {} matched", t.name);
-            assert_eq!(count("missing"), t.score.missing, "run {i} {} missing", t.name);
-            assert_eq!(count("hallucinated"), t.score.hallucinated, "run {i} {} hallucinated", t.name);
-            assert_eq!(count("extra"), t.score.extra, "run {i} {} extra", t.name);
-            assert_eq!(body.matches("class=\"l l-").count(), t.score.lines.len());
+            assert_eq!(count("matched"), t.score.as_ref().unwrap().matched, "run {i} {} matched", t.name);
+            assert_eq!(count("missing"), t.score.as_ref().unwrap().missing, "run {i} {} missing", t.name);
+            assert_eq!(count("hallucinated"), t.score.as_ref().unwrap().hallucinated, "run {i} {} hallucinated", t.name);
+            assert_eq!(count("extra"), t.score.as_ref().unwrap().extra, "run {i} {} extra", t.name);
+            assert_eq!(body.matches("class=\"l l-").count(), t.score.as_ref().unwrap().lines.len());
             // Collapsible per target: this diff sits in the target's own
             // <details>, whose summary names it.
             let details = details_of(&html, &t.name, t.line);
@@ -189,13 +189,13 @@ fn csv_parses_back_to_the_run_files() {
         let run = load(path);
         let t = &run.summary.total;
         let num = |k: &str| row[k].parse::<usize>().unwrap_or_else(|_| panic!("{k}: {}", row[k]));
-        assert_eq!(num("passes"), t.passes);
+        assert_eq!(num("passes"), t.recall.as_ref().unwrap().passes);
         assert_eq!(num("count"), t.count);
-        assert_eq!(num("matched"), t.matched);
-        assert_eq!(num("missing"), t.missing);
-        assert_eq!(num("truncated"), t.truncated);
-        assert_eq!(num("hallucinated"), t.hallucinated);
-        assert_eq!(num("extra"), t.extra);
+        assert_eq!(num("matched"), t.recall.as_ref().unwrap().matched);
+        assert_eq!(num("missing"), t.recall.as_ref().unwrap().missing);
+        assert_eq!(num("truncated"), t.recall.as_ref().unwrap().truncated);
+        assert_eq!(num("hallucinated"), t.recall.as_ref().unwrap().hallucinated);
+        assert_eq!(num("extra"), t.recall.as_ref().unwrap().extra);
         let model = run.manifest.model.as_ref().unwrap();
         assert_eq!(row["model"], model.name.clone().unwrap());
         assert_eq!(row["build"], model.build);
@@ -232,7 +232,7 @@ fn csv_parses_back_to_the_run_files() {
     // One header row, the same columns with and without forced metrics.
     let header = |text: &str| text.lines().next().unwrap().to_string();
     assert_eq!(header(&text), header(&report_ok(&[s(&r.a), OsStr::new("--format"), OsStr::new("csv")])));
-    assert_eq!(rows[0]["matched"].parse::<usize>().unwrap(), load(&r.c).summary.total.matched);
+    assert_eq!(rows[0]["matched"].parse::<usize>().unwrap(), load(&r.c).summary.total.recall.unwrap().matched);
 }
 
 /// The rows of the first Markdown table in `md`.
@@ -253,7 +253,7 @@ fn markdown_has_one_row_per_run() {
         for (row, path) in table[2..].iter().zip(&inputs) {
             let run = load(path);
             let t = &run.summary.total;
-            assert!(row.contains(&format!("| {}/{} |", t.passes, t.count)), "{row}");
+            assert!(row.contains(&format!("| {}/{} |", t.recall.as_ref().unwrap().passes, t.count)), "{row}");
             assert!(row.contains(run.manifest.context.as_ref().unwrap().type_k.as_str()), "{row}");
         }
         assert_eq!(md.contains("### Per target"), inputs.len() > 1, "{md}");
@@ -296,7 +296,7 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
     assert!(table.contains("Pass rate by depth quarter"), "{table}");
     let mark = |t: &posrecall::record::run::TargetResult| {
         let f = t.forced.as_ref().expect("bench runs have forced metrics");
-        format!("{} {} · {:.2}", t.score.matched, if t.score.pass { "✓" } else { "✗" }, f.top1_share)
+        format!("{} {} · {:.2}", t.score.as_ref().unwrap().matched, if t.score.as_ref().unwrap().pass { "✓" } else { "✗" }, f.top1_share)
     };
     for (ta, tb) in ra.targets.iter().zip(&rb.targets) {
         let line = table
@@ -346,7 +346,7 @@ fn marker(status: LineStatus) -> char {
 /// blocks are separated by blank lines, and a block's heading is its verdict
 /// and the target's name.
 fn diff_block<'a>(section: &'a str, t: &TargetResult) -> Vec<&'a str> {
-    let verdict = if t.score.pass { "PASS" } else { "FAIL" };
+    let verdict = if t.score.as_ref().unwrap().pass { "PASS" } else { "FAIL" };
     let heading = format!("{verdict} {} ", t.name);
     let blocks: Vec<&str> = section.split("\n\n").map(|b| b.trim_start_matches('\n')).filter(|b| b.starts_with(&heading)).collect();
     assert_eq!(blocks.len(), 1, "one block headed {heading:?} in\n{section}");
@@ -365,10 +365,10 @@ fn check_diff_section(section: &str, run: &RunFile) {
         for fact in [
             format!("line {}", t.line),
             format!("depth {:.2}", t.depth),
-            format!("matched {}/{lines}", t.score.matched),
-            format!("missing {} (truncated {})", t.score.missing, t.score.truncated),
-            format!("hallucinated {}", t.score.hallucinated),
-            format!("extra {}", t.score.extra),
+            format!("matched {}/{lines}", t.score.as_ref().unwrap().matched),
+            format!("missing {} (truncated {})", t.score.as_ref().unwrap().missing, t.score.as_ref().unwrap().truncated),
+            format!("hallucinated {}", t.score.as_ref().unwrap().hallucinated),
+            format!("extra {}", t.score.as_ref().unwrap().extra),
         ] {
             assert!(fields.contains(&fact.as_str()), "{}: no {fact:?} in {:?}", t.name, block[0]);
         }
@@ -380,6 +380,8 @@ fn check_diff_section(section: &str, run: &RunFile) {
         }
         let expected: Vec<String> = t
             .score
+            .as_ref()
+            .unwrap()
             .lines
             .iter()
             .map(|l| {
@@ -427,7 +429,7 @@ fn quarters_from_targets(run: &RunFile) -> [(usize, usize); 4] {
     let mut q = [(0, 0); 4];
     for t in &run.targets {
         let cell = &mut q[quarter_of(t.depth)];
-        cell.0 += t.score.pass as usize;
+        cell.0 += t.score.as_ref().unwrap().pass as usize;
         cell.1 += 1;
     }
     q
@@ -451,7 +453,7 @@ fn check_quarter_rows(rows: &[Vec<String>], runs: &[&RunFile]) -> usize {
         for (cell, run) in row[1..].iter().zip(runs) {
             let (passes, count) = quarters_from_targets(run)[q];
             let summary = &run.summary.by_quarter[q];
-            assert_eq!((summary.passes, summary.count), (passes, count), "summary, quarter {q}");
+            assert_eq!((summary.recall.as_ref().unwrap().passes, summary.count), (passes, count), "summary, quarter {q}");
             if count == 0 {
                 assert_eq!(cell, "-", "quarter {q}");
             } else {
@@ -553,7 +555,7 @@ fn diff_marks_all_four_classes_as_documented() {
     assert_eq!(sections.len(), 1);
     check_diff_section(&sections[0].1, &run);
     // Not vacuous: the checked target has a line of every class.
-    let statuses: Vec<LineStatus> = run.targets[0].score.lines.iter().map(|l| l.status).collect();
+    let statuses: Vec<LineStatus> = run.targets[0].score.as_ref().unwrap().lines.iter().map(|l| l.status).collect();
     for s in [LineStatus::Matched, LineStatus::Missing, LineStatus::Hallucinated, LineStatus::Extra] {
         assert!(statuses.contains(&s), "{s:?}");
     }
@@ -830,7 +832,7 @@ fn check_matched_chart(html: &str, runs: &[(String, RunFile)]) {
     let colours = legend_colours(html, "chart-matched");
     assert_eq!(colours.len(), runs.len(), "{colours:?}");
     for (label, run) in runs {
-        let data: Vec<(f64, f64)> = run.targets.iter().map(|t| (t.depth, t.score.matched as f64)).collect();
+        let data: Vec<(f64, f64)> = run.targets.iter().map(|t| (t.depth, t.score.as_ref().unwrap().matched as f64)).collect();
         check_series(&c, &colours[label], &data, &format!("matched lines of {label}"));
         let pass = c.y.px(run.manifest.params.pass as f64);
         assert!(c.threshold_ys.iter().any(|y| (y - pass).abs() <= 2.0), "no threshold line at {pass}");
@@ -856,7 +858,7 @@ fn check_top1_chart(html: &str, runs: &[(String, RunFile)]) {
 /// The grid cell docs/GUIDE.md ("Reports") documents: matched lines, ✓ pass or ✗ fail, and
 /// after `·` the target's top-1 share when it has one (`12 ✓ · 0.93`).
 fn grid_cell(t: &TargetResult) -> String {
-    let mark = format!("{} {}", t.score.matched, if t.score.pass { "✓" } else { "✗" });
+    let mark = format!("{} {}", t.score.as_ref().unwrap().matched, if t.score.as_ref().unwrap().pass { "✓" } else { "✗" });
     match &t.forced {
         Some(f) => format!("{mark} · {:.2}", f.top1_share),
         None => mark,

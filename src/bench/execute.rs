@@ -304,9 +304,11 @@ fn per_target(
             }
             timings.forced_ms.push(ms(t));
         }
-        let text = answer.as_ref().map(|g| g.text.clone()).unwrap_or_default();
-        let tokens = answer.as_ref().map_or(&[][..], |g| g.tokens.as_slice());
-        let mut r = score_answer(run, target, &text, tokens);
+        // No answer (`--forced-only`): nothing generated, nothing scored.
+        let mut r = match &answer {
+            Some(g) => score_answer(run, target, &g.text, &g.tokens),
+            None => TargetResult::unanswered(target),
+        };
         r.generated_tokens = answer.as_ref().map(|g| g.tokens.len());
         r.invalid_utf8 = answer.as_ref().is_some_and(|g| g.invalid_utf8);
         r.forced = forced;
@@ -464,10 +466,6 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
     for (target, r) in plan.targets.iter().zip(results.iter_mut()) {
         let prompt = plan.frame.closed_book_prompt(target, opts.lines, opts.skip_blank);
         let tokens = run.model.tokenize_prefix(&prompt);
-        session.start_empty()?;
-        let g = session.generate(&tokens, plan.generation_limit(), |text| run.enough(target, text))?;
-        let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, opts);
-        r.context_matched = Some(r.score.matched as i64 - s.matched as i64);
         if let Some(with_file) = r.forced.as_mut() {
             // The same forced text with no file before it: what the context adds.
             let text = ForcedText::new(run.model, target, with_file.scaffold.clone());
@@ -476,6 +474,15 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
             let without = Forced::from_readings(&text.readings(readings), target.expected.len());
             with_file.context_gain = Some(ContextGain::between(with_file, &without));
         }
+        // A forced-only run generates no answer, with the file or without.
+        let Some(with_file) = &r.score else {
+            bar.inc(1);
+            continue;
+        };
+        session.start_empty()?;
+        let g = session.generate(&tokens, plan.generation_limit(), |text| run.enough(target, text))?;
+        let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, opts);
+        r.context_matched = Some(with_file.matched as i64 - s.matched as i64);
         r.closed_book = Some(ClosedBook {
             response: g.text,
             prompt_tokens: tokens.len(),

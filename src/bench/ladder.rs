@@ -475,7 +475,10 @@ fn extend_window(run: &Run, session: &mut Session, checkpoint: &mut Option<Check
 /// by the caller).
 pub fn rung_summary(results: &[TargetResult]) -> RungRecord {
     let summary = Summary::of(results);
-    let (k, n) = (summary.total.passes as u64, summary.total.count as u64);
+    // A ladder always generates its answers (`--forced-only` is refused
+    // with it, and in a run file with one).
+    let passes = summary.total.recall.as_ref().map_or(0, |r| r.passes);
+    let (k, n) = (passes as u64, summary.total.count as u64);
     let (pass_low, pass_high) = crate::score::stats::wilson95(k, n);
     RungRecord {
         length: 0,

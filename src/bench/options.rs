@@ -74,6 +74,8 @@ pub enum LadderClash {
     SaveReference,
     /// Each length samples its own targets.
     Only,
+    /// A window's pass rate needs answers.
+    ForcedOnly,
 }
 
 /// A set of options that cannot run. The messages name settings; the
@@ -214,6 +216,7 @@ impl BenchOptions {
                 (self.reference.is_some(), LadderClash::Reference),
                 (self.save_reference.is_some(), LadderClash::SaveReference),
                 (!p.only.is_empty(), LadderClash::Only),
+                (self.decode.forced_only, LadderClash::ForcedOnly),
             ];
             if let Some((_, c)) = clash.iter().find(|(on, _)| *on) {
                 return Err(OptionsError::Ladder(*c).into());

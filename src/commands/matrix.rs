@@ -101,18 +101,7 @@ impl SweepSink for Shown<'_> {
         if self.args.quiet {
             return Ok(());
         }
-        let t = &run.summary.total;
-        outln!(
-            "{}: passed {}/{}, matched {}, missing {}, hallucinated {}, extra {} ({:.1} s)",
-            r.id,
-            t.passes,
-            t.count,
-            t.matched,
-            t.missing,
-            t.hallucinated,
-            t.extra,
-            started.elapsed().as_secs_f64()
-        )?;
+        outln!("{}: {} ({:.1} s)", r.id, crate::report::terminal::totals_line(&run.summary.total), started.elapsed().as_secs_f64())?;
         match &run.ladder {
             Some(l) => outln!("{}", crate::report::terminal::ladder_grid(l)),
             None => Ok(()),

@@ -265,6 +265,7 @@ fn options_message(o: &OptionsError) -> String {
                 LadderClash::Reference => "--reference",
                 LadderClash::SaveReference => "--save-reference",
                 LadderClash::Only => "--only (each length samples its own targets)",
+                LadderClash::ForcedOnly => "--forced-only (a window's pass rate needs answers)",
             };
             format!("--lengths runs a ladder of windows; it does not combine with {flag}")
         }

@@ -391,11 +391,14 @@ pub struct TargetResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub length: Option<usize>,
     pub expected: Vec<String>,
-    pub response: String,
+    /// The answer; absent where none was generated (`bench --forced-only`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
     /// The answer's diff view and counts, in the run file as fields of the
-    /// target (`lines` … `pass`; docs/METHOD.md §6 for the blank lines).
+    /// target (`lines` … `pass`; docs/METHOD.md §6 for the blank lines);
+    /// absent, not zero, where no answer was generated.
     #[serde(flatten)]
-    pub score: Score,
+    pub score: Option<Score>,
     /// Tokens generated for this answer (bench only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated_tokens: Option<usize>,
@@ -525,7 +528,14 @@ pub struct ClosedBookSummary {
 }
 
 impl TargetResult {
+    /// A target answered with `response`, scored as `score`.
     pub fn new(target: &Target, response: String, score: Score) -> TargetResult {
+        TargetResult { response: Some(response), score: Some(score), ..TargetResult::unanswered(target) }
+    }
+
+    /// A target asked with no answer generated (`bench --forced-only`): its
+    /// recall is not measured, so it has no response and no score.
+    pub fn unanswered(target: &Target) -> TargetResult {
         TargetResult {
             name: target.name.clone(),
             line: target.line,
@@ -534,8 +544,8 @@ impl TargetResult {
             depth: target.depth,
             length: None,
             expected: target.expected.clone(),
-            response,
-            score,
+            response: None,
+            score: None,
             generated_tokens: None,
             reasoning: None,
             reasoning_tokens: None,
@@ -550,11 +560,19 @@ impl TargetResult {
     }
 }
 
-/// Totals over a set of targets.
+/// Totals over a set of targets: how many, and their recall where answers
+/// were generated (absent, not zero, in a `--forced-only` run).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
-    pub passes: usize,
     pub count: usize,
+    #[serde(flatten)]
+    pub recall: Option<Recall>,
+}
+
+/// The recall counts of [`Totals`]: sums of the targets' scores.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Recall {
+    pub passes: usize,
     pub matched: usize,
     pub missing: usize,
     pub truncated: usize,
@@ -563,16 +581,34 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// Empty totals, with recall counts to add to when `measured`.
+    fn new(measured: bool) -> Totals {
+        Totals { count: 0, recall: measured.then(Recall::default) }
+    }
+
     pub fn add(&mut self, t: &TargetResult) {
-        self.passes += t.score.pass as usize;
         self.count += 1;
-        self.matched += t.score.matched;
-        self.missing += t.score.missing;
-        self.truncated += t.score.truncated;
-        self.hallucinated += t.score.hallucinated;
-        self.extra += t.score.extra;
+        if let (Some(r), Some(s)) = (self.recall.as_mut(), t.score.as_ref()) {
+            r.passes += s.pass as usize;
+            r.matched += s.matched;
+            r.missing += s.missing;
+            r.truncated += s.truncated;
+            r.hallucinated += s.hallucinated;
+            r.extra += s.extra;
+        }
+    }
+
+    /// "passes/count", or "not measured" where no answer was generated.
+    pub fn pass_rate(&self) -> String {
+        match &self.recall {
+            Some(r) => format!("{}/{}", r.passes, self.count),
+            None => NOT_MEASURED.into(),
+        }
     }
 }
+
+/// What a report prints for recall a run did not measure (`--forced-only`).
+pub const NOT_MEASURED: &str = "not measured";
 
 /// docs/METHOD.md §7 (Aggregate): the totals, and the same per depth quarter of the kept text.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -603,7 +639,11 @@ pub struct Summary {
 
 impl Summary {
     pub fn of(results: &[TargetResult]) -> Summary {
-        let mut s = Summary::default();
+        // A run measures recall where its answers were generated: all of
+        // them or none (`RunFile::check`).
+        let measured = results.iter().all(|r| r.score.is_some());
+        let mut s =
+            Summary { total: Totals::new(measured), by_quarter: std::array::from_fn(|_| Totals::new(measured)), ..Summary::default() };
         for r in results {
             s.total.add(r);
             let q = ((r.depth * 4.0) as usize).min(3);
@@ -620,10 +660,10 @@ impl Summary {
         if results.iter().any(|r| r.closed_book.is_some()) {
             let mut c = ClosedBookSummary::default();
             for r in results {
-                if let Some(cb) = &r.closed_book {
+                if let (Some(cb), Some(score)) = (&r.closed_book, &r.score) {
                     c.passes += usize::from(cb.pass);
                     c.matched += cb.matched;
-                    c.context_matched += r.score.matched as i64 - cb.matched as i64;
+                    c.context_matched += score.matched as i64 - cb.matched as i64;
                 }
             }
             s.closed_book = Some(c);
@@ -645,12 +685,12 @@ impl EquivalenceSummary {
         let mut e = EquivalenceSummary::default();
         let mut fractions = Vec::new();
         for r in results {
-            let Some(c) = check(r) else { continue };
+            let (Some(c), Some(score)) = (check(r), &r.score) else { continue };
             e.targets += 1;
-            let diff = r.score.matched as i64 - c.matched as i64;
+            let diff = score.matched as i64 - c.matched as i64;
             e.matched_difference += diff;
             e.max_abs_matched_difference = e.max_abs_matched_difference.max(diff.unsigned_abs() as usize);
-            e.pass_changes += usize::from(r.score.pass != c.pass);
+            e.pass_changes += usize::from(score.pass != c.pass);
             if c.identical {
                 e.identical += 1;
             } else {
@@ -790,13 +830,24 @@ impl RunFile {
                 return Err(format!("target `{}` has depth {}, outside [0, 1]", t.name, t.depth));
             }
         }
+        // Answers are generated, and scored, in every run but a forced-only
+        // one (a score that does not parse reads as absent, so this is also
+        // where a damaged score is found).
+        let forced_only = self.manifest.params.decode_mode.as_deref() == Some("forced-only");
+        if let Some(t) = self.targets.iter().find(|t| t.score.is_some() == forced_only) {
+            return Err(match forced_only {
+                true => format!("target `{}` of a forced-only run has a score, though no answer was generated", t.name),
+                false => format!("target `{}` has no score (its `lines` … `pass` fields are missing or malformed)", t.name),
+            });
+        }
         let sums = Summary::of(&self.targets);
         if sums.total != self.summary.total || sums.by_quarter != self.summary.by_quarter {
-            let text = |t: &Totals| {
-                format!(
+            let text = |t: &Totals| match &t.recall {
+                Some(r) => format!(
                     "{}/{} passed, {} matched, {} missing, {} truncated, {} hallucinated, {} extra",
-                    t.passes, t.count, t.matched, t.missing, t.truncated, t.hallucinated, t.extra
-                )
+                    r.passes, t.count, r.matched, r.missing, r.truncated, r.hallucinated, r.extra
+                ),
+                None => format!("{} targets, recall {NOT_MEASURED}", t.count),
             };
             let what = match sums.total == self.summary.total {
                 true => "its depth quarters are not the sums of their targets".to_string(),
@@ -806,6 +857,9 @@ impl RunFile {
         }
         if self.ladder.as_ref().is_some_and(|l| l.rungs.is_empty()) {
             return Err("its ladder has no lengths".into());
+        }
+        if self.ladder.is_some() && forced_only {
+            return Err("it has a ladder of windows, whose pass rates need answers, and generated none (forced-only)".into());
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! Nothing here formats anything; the format modules (table, markdown, csv,
 //! json, html) each turn these values into text.
 
-use crate::record::run::{RunFile, TargetResult, Totals};
+use crate::record::run::{NOT_MEASURED, Recall, RunFile, TargetResult, Totals};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -148,13 +148,11 @@ pub struct Row {
     /// llama.cpp's KV rotation, as [`crate::settings::Rotation`] words it;
     /// `None` in run files made before it was recorded.
     pub kv_rotation: Option<String>,
-    pub passes: usize,
     pub count: usize,
-    pub matched: usize,
-    pub missing: usize,
-    pub truncated: usize,
-    pub hallucinated: usize,
-    pub extra: usize,
+    /// The recall totals; `None` where no answer was generated (`bench
+    /// --forced-only`): not measured, so no report prints a figure.
+    #[serde(flatten)]
+    pub recall: Option<Recall>,
     /// Prefix tokens per second of the prefill; `None` without timings or prefill.
     pub prefill_tok_s: Option<f64>,
     /// Generated tokens per decode step (`summary.draft`); `None` for runs
@@ -208,13 +206,8 @@ impl Row {
             kv_k: m.context.as_ref().map(|c| c.type_k.to_string()).unwrap_or_default(),
             kv_v: m.context.as_ref().map(|c| c.type_v.to_string()).unwrap_or_default(),
             kv_rotation: m.context.as_ref().and_then(|c| c.kv_rotation).map(|r| r.to_string()),
-            passes: t.passes,
             count: t.count,
-            matched: t.matched,
-            missing: t.missing,
-            truncated: t.truncated,
-            hallucinated: t.hallucinated,
-            extra: t.extra,
+            recall: t.recall.clone(),
             prefill_tok_s,
             tokens_per_step: r.run.summary.draft.as_ref().map(|d| d.tokens_per_step),
             top1_share: forced.map(|f| f.top1_share),
@@ -262,8 +255,8 @@ pub fn rows(runs: &[LoadedRun]) -> Vec<Row> {
 /// One cell of the per-target grid.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Cell {
-    pub matched: usize,
-    pub pass: bool,
+    /// Matched lines and pass; `None` where no answer was generated.
+    pub score: Option<(usize, bool)>,
     /// The target's teacher-forced top-1 share; `None` without forced metrics.
     pub top1_share: Option<f64>,
 }
@@ -316,7 +309,7 @@ impl Grid {
                     .iter()
                     .map(|r| {
                         let t = &r.run.targets[i];
-                        Cell { matched: t.score.matched, pass: t.score.pass, top1_share: t.forced.as_ref().map(|f| f.top1_share) }
+                        Cell { score: t.score.as_ref().map(|s| (s.matched, s.pass)), top1_share: t.forced.as_ref().map(|f| f.top1_share) }
                     })
                     .collect(),
             })
@@ -331,9 +324,14 @@ pub fn quarter_label(q: usize) -> String {
     format!("{:.2}-{:.2}", q as f64 / 4.0, (q + 1) as f64 / 4.0)
 }
 
-/// `passes/count (pct%)`, or `-` for a quarter without targets.
+/// `passes/count (pct%)`, `-` for a quarter without targets, or "not
+/// measured" where no answer was generated.
 pub fn pass_rate(t: &Totals) -> String {
-    if t.count == 0 { "-".into() } else { format!("{}/{} ({:.0}%)", t.passes, t.count, 100.0 * t.passes as f64 / t.count as f64) }
+    match (&t.recall, t.count) {
+        (_, 0) => "-".into(),
+        (Some(r), n) => format!("{}/{n} ({:.0}%)", r.passes, 100.0 * r.passes as f64 / n as f64),
+        (None, _) => NOT_MEASURED.into(),
+    }
 }
 
 /// One target of the diff views: its name and line, and the result of each

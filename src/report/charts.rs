@@ -132,7 +132,7 @@ pub(super) fn chart(runs: &[LoadedRun]) -> Result<String> {
     passes.sort_unstable();
     passes.dedup();
     // Every run is a series, even one without targets.
-    let matched = |t: &TargetResult| Some(t.score.matched as f64);
+    let matched = |t: &TargetResult| t.score.as_ref().map(|s| s.matched as f64);
     let series = runs.iter().enumerate().map(|(i, r)| (i, by_depth(r, &matched))).collect();
     render_svg((960, 380), |root| {
         let y_label = |y: &f64| if *y < 0.0 { String::new() } else { format!("{y}") };
@@ -207,9 +207,12 @@ pub(super) fn heat_map(run: usize, label: &str, l: &crate::record::run::LadderRe
         for (c, r) in l.rungs.iter().enumerate() {
             let t = &r.summary.by_quarter[q];
             let x = LEFT + c * CW;
-            let share = match t.count {
-                0 => None,
-                n => Some(t.matched as f64 / (n * lines.max(1)) as f64),
+            // A ladder always measures recall (`RunFile::check`); a cell
+            // without it is drawn as one without targets.
+            let recall = t.recall.clone().unwrap_or_default();
+            let share = match (t.count, &t.recall) {
+                (0, _) | (_, None) => None,
+                (n, Some(r)) => Some(r.matched as f64 / (n * lines.max(1)) as f64),
             };
             let fill = match share {
                 None => "#f6f8fa".to_string(),
@@ -222,18 +225,18 @@ pub(super) fn heat_map(run: usize, label: &str, l: &crate::record::run::LadderRe
             let (body, hover) = match share {
                 None => ("·".to_string(), "no target".to_string()),
                 Some(s) => (
-                    format!("{}/{} · {}", t.passes, t.count, t.matched),
+                    format!("{}/{} · {}", recall.passes, t.count, recall.matched),
                     format!(
                         "{} at depth {}: {} of {} passed, {} matched lines ({:.0}% of {}), {} missing, {} hallucinated",
                         crate::record::run::length_label(r.length),
                         crate::report::aggregate::quarter_label(q),
-                        t.passes,
+                        recall.passes,
                         t.count,
-                        t.matched,
+                        recall.matched,
                         100.0 * s,
                         t.count * lines,
-                        t.missing,
-                        t.hallucinated
+                        recall.missing,
+                        recall.hallucinated
                     ),
                 ),
             };

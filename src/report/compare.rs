@@ -35,15 +35,24 @@ pub struct Side {
     pub file: String,
     /// Model name, build and KV types from the manifest, else the file name.
     pub label: String,
-    pub passes: usize,
     pub count: usize,
+    /// The run's recall; absent where either run generated no answers
+    /// (`bench --forced-only`), so there is no recall to compare.
+    #[serde(flatten)]
+    pub recall: Option<SideRecall>,
+    /// Mean teacher-forced top-1 share over the targets with it in both runs.
+    pub top1_share_mean: Option<f64>,
+}
+
+/// One run's recall over the shared targets.
+#[derive(Debug, Clone, Serialize)]
+pub struct SideRecall {
+    pub passes: usize,
     pub pass_rate: f64,
     /// Wilson 95% score interval of the pass rate.
     pub wilson95: [f64; 2],
     /// Matched lines over all targets.
     pub matched: usize,
-    /// Mean teacher-forced top-1 share over the targets with it in both runs.
-    pub top1_share_mean: Option<f64>,
 }
 
 /// Which way a target's pass flipped.
@@ -65,13 +74,9 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub length: Option<usize>,
     pub depth: f64,
-    pub matched_a: usize,
-    pub matched_b: usize,
-    /// matched_b − matched_a.
-    pub delta: i64,
-    pub pass_a: bool,
-    pub pass_b: bool,
-    pub flip: Option<Flip>,
+    /// Both answers' recall; absent where either run generated no answers.
+    #[serde(flatten)]
+    pub recall: Option<RowRecall>,
     pub top1_share_a: Option<f64>,
     pub top1_share_b: Option<f64>,
     /// top1_share_b − top1_share_a, when both are present.
@@ -82,6 +87,18 @@ pub struct Row {
     pub kld_a: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kld_b: Option<f64>,
+}
+
+/// One target's recall in both runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowRecall {
+    pub matched_a: usize,
+    pub matched_b: usize,
+    /// matched_b − matched_a.
+    pub delta: i64,
+    pub pass_a: bool,
+    pub pass_b: bool,
+    pub flip: Option<Flip>,
 }
 
 /// Pass flips and the exact McNemar test on them.
@@ -126,14 +143,15 @@ pub struct Comparison {
     pub alpha: f64,
     /// By depth.
     pub targets: Vec<Row>,
-    pub mcnemar: McNemarResult,
-    pub wilcoxon_matched: Wilcoxon,
+    /// The recall tests; absent where either run generated no answers
+    /// (`bench --forced-only`).
+    #[serde(flatten)]
+    pub recall: Option<RecallTests>,
     /// On top1_share_delta over the targets with teacher-forced metrics in both runs.
     pub wilcoxon_top1_share: Option<Wilcoxon>,
     /// On kld_b − kld_a, when both runs were measured against the same reference.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wilcoxon_kld: Option<Wilcoxon>,
-    pub power: PowerResult,
     pub verdict: String,
     /// Differences in how the two runs decoded, which the reader should weigh.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -141,6 +159,14 @@ pub struct Comparison {
     /// Two length ladders: the same comparison per length, shortest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_length: Vec<LengthComparison>,
+}
+
+/// The paired tests on recall: pass flips, matched lines, and the power.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecallTests {
+    pub mcnemar: McNemarResult,
+    pub wilcoxon_matched: Wilcoxon,
+    pub power: PowerResult,
 }
 
 /// One length of two ladders compared.
@@ -252,25 +278,19 @@ pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result
     check_pairable(a, a_path, b, b_path)?;
     let rows = paired_rows(a, b);
     let n = rows.len();
-    let a_only = rows.iter().filter(|r| r.flip == Some(Flip::AOnly)).count();
-    let b_only = rows.iter().filter(|r| r.flip == Some(Flip::BOnly)).count();
-    let mcnemar = McNemarResult { a_only, b_only, p: stats::mcnemar_exact(a_only as u64, b_only as u64) };
-    let deltas: Vec<f64> = rows.iter().map(|r| r.delta as f64).collect();
     let top1_deltas: Vec<f64> = rows.iter().filter_map(|r| r.top1_share_delta).collect();
     let kld_deltas: Vec<f64> = rows.iter().filter_map(|r| Some(r.kld_b? - r.kld_a?)).collect();
     let mut c = Comparison {
         format: COMPARE_FORMAT,
-        a: side(&rows, a, a_path, |r| (r.pass_a, r.matched_a, r.top1_share_a)),
-        b: side(&rows, b, b_path, |r| (r.pass_b, r.matched_b, r.top1_share_b)),
+        a: side(&rows, a, a_path, |r| r.recall.as_ref().map(|x| (x.pass_a, x.matched_a)), |r| r.top1_share_a),
+        b: side(&rows, b, b_path, |r| r.recall.as_ref().map(|x| (x.pass_b, x.matched_b)), |r| r.top1_share_b),
         targets_count: n,
         lines: a.manifest.params.lines,
         pass: a.manifest.params.pass,
         alpha: ALPHA,
-        mcnemar,
-        wilcoxon_matched: stats::wilcoxon_signed_rank(&deltas),
+        recall: recall_tests(&rows),
         wilcoxon_top1_share: (!top1_deltas.is_empty()).then(|| stats::wilcoxon_signed_rank(&top1_deltas)),
         wilcoxon_kld: (!kld_deltas.is_empty()).then(|| stats::wilcoxon_signed_rank(&kld_deltas)),
-        power: power(a_only, b_only, n),
         targets: rows,
         verdict: String::new(),
         notes: decoding_notes(a, b),
@@ -305,16 +325,18 @@ fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
                 line: x.line,
                 length: x.length,
                 depth: x.depth,
-                matched_a: x.score.matched,
-                matched_b: y.score.matched,
-                delta: y.score.matched as i64 - x.score.matched as i64,
-                pass_a: x.score.pass,
-                pass_b: y.score.pass,
-                flip: match (x.score.pass, y.score.pass) {
-                    (true, false) => Some(Flip::AOnly),
-                    (false, true) => Some(Flip::BOnly),
-                    _ => None,
-                },
+                recall: x.score.as_ref().zip(y.score.as_ref()).map(|(sa, sb)| RowRecall {
+                    matched_a: sa.matched,
+                    matched_b: sb.matched,
+                    delta: sb.matched as i64 - sa.matched as i64,
+                    pass_a: sa.pass,
+                    pass_b: sb.pass,
+                    flip: match (sa.pass, sb.pass) {
+                        (true, false) => Some(Flip::AOnly),
+                        (false, true) => Some(Flip::BOnly),
+                        _ => None,
+                    },
+                }),
                 top1_share_a: fa,
                 top1_share_b: fb,
                 top1_share_delta: fa.zip(fb).map(|(p, q)| q - p),
@@ -341,22 +363,37 @@ fn power(a_only: usize, b_only: usize, n: usize) -> PowerResult {
     PowerResult { alpha: ALPHA, power: POWER, p10, p01, status, targets, cap: POWER_CAP, sample_size }
 }
 
-/// One run's side of the comparison; `pick` reads its pass, matched lines
-/// and top-1 share from a row. The mean top-1 share is over the targets
-/// both runs have forced metrics for.
-fn side(rows: &[Row], run: &RunFile, path: &Path, pick: fn(&Row) -> (bool, usize, Option<f64>)) -> Side {
+/// The recall tests over the rows, where both runs measured recall (each
+/// row has it or none does: a run generates all its answers or none).
+fn recall_tests(rows: &[Row]) -> Option<RecallTests> {
+    let recall: Vec<&RowRecall> = rows.iter().map(|r| r.recall.as_ref()).collect::<Option<_>>()?;
+    let a_only = recall.iter().filter(|r| r.flip == Some(Flip::AOnly)).count();
+    let b_only = recall.iter().filter(|r| r.flip == Some(Flip::BOnly)).count();
+    let deltas: Vec<f64> = recall.iter().map(|r| r.delta as f64).collect();
+    Some(RecallTests {
+        mcnemar: McNemarResult { a_only, b_only, p: stats::mcnemar_exact(a_only as u64, b_only as u64) },
+        wilcoxon_matched: stats::wilcoxon_signed_rank(&deltas),
+        power: power(a_only, b_only, rows.len()),
+    })
+}
+
+/// One run's side of the comparison; `recall` reads its pass and matched
+/// lines from a row (`None` where recall is not compared), `top1` its
+/// top-1 share. The mean top-1 share is over the targets both runs have
+/// forced metrics for.
+fn side(rows: &[Row], run: &RunFile, path: &Path, recall: fn(&Row) -> Option<(bool, usize)>, top1: fn(&Row) -> Option<f64>) -> Side {
     let n = rows.len();
-    let passes = rows.iter().filter(|r| pick(r).0).count();
-    let (lo, hi) = stats::wilson95(passes as u64, n as u64);
-    let forced: Vec<f64> = rows.iter().filter(|r| r.top1_share_delta.is_some()).filter_map(|r| pick(r).2).collect();
+    let scored: Option<Vec<(bool, usize)>> = rows.iter().map(recall).collect();
+    let forced: Vec<f64> = rows.iter().filter(|r| r.top1_share_delta.is_some()).filter_map(top1).collect();
     Side {
         file: path.display().to_string(),
         label: label(run, path),
-        passes,
         count: n,
-        pass_rate: passes as f64 / n as f64,
-        wilson95: [lo, hi],
-        matched: rows.iter().map(|r| pick(r).1).sum(),
+        recall: scored.map(|scored| {
+            let passes = scored.iter().filter(|s| s.0).count();
+            let (lo, hi) = stats::wilson95(passes as u64, n as u64);
+            SideRecall { passes, pass_rate: passes as f64 / n as f64, wilson95: [lo, hi], matched: scored.iter().map(|s| s.1).sum() }
+        }),
         top1_share_mean: (!forced.is_empty()).then(|| forced.iter().sum::<f64>() / forced.len() as f64),
     }
 }

@@ -14,7 +14,7 @@
 //! The charts are `<div class="chart" id="chart-matched">` and
 //! `<div class="chart" id="chart-top1">`.
 
-use crate::record::run::{RunFile, TargetResult};
+use crate::record::run::{NOT_MEASURED, RunFile, TargetResult};
 use crate::report::aggregate::{Grid, LoadedRun, TargetColumn, rows, target_columns};
 use crate::report::charts::{chart, depth_chart, heat_map, length_chart, series_color};
 use crate::report::export::Exporter;
@@ -103,11 +103,15 @@ fn page(runs: &[LoadedRun]) -> Result<String> {
     out.push_str("<h2>Aggregate</h2>\n");
     out.push_str(&html_table(&tabular::aggregate(&rows(runs)), |_| None));
 
-    out.push_str("<h2>Matched lines by depth</h2>\n<div class=\"chart\" id=\"chart-matched\">\n");
-    out.push_str(&chart(runs)?);
-    out.push_str("</div>\n<p class=\"legend\">");
-    out.push_str(&legend(runs, |_| true));
-    out.push_str("<span class=\"series\"><span class=\"swatch\" style=\"background: #888\"></span>pass threshold</span></p>\n");
+    // Runs that generated no answer (`--forced-only`) have no matched lines
+    // to draw; with none that did, the chart is left out.
+    if runs.iter().any(measured) {
+        out.push_str("<h2>Matched lines by depth</h2>\n<div class=\"chart\" id=\"chart-matched\">\n");
+        out.push_str(&chart(runs)?);
+        out.push_str("</div>\n<p class=\"legend\">");
+        out.push_str(&legend(runs, measured));
+        out.push_str("<span class=\"series\"><span class=\"swatch\" style=\"background: #888\"></span>pass threshold</span></p>\n");
+    }
 
     if runs.iter().any(has_forced) {
         out.push_str("<h2>Teacher-forced top-1 share by depth</h2>\n");
@@ -183,6 +187,11 @@ fn has_forced(r: &LoadedRun) -> bool {
 /// Whether any target of the run was measured against a reference.
 fn has_kld(r: &LoadedRun) -> bool {
     r.run.targets.iter().any(|t| t.forced.as_ref().is_some_and(|f| f.kld.is_some()))
+}
+
+/// Whether a run measured recall (generated its answers).
+fn measured(r: &LoadedRun) -> bool {
+    r.run.summary.total.recall.is_some()
 }
 
 /// A colour swatch and the label of each run `include` keeps, coloured by
@@ -311,16 +320,22 @@ fn target_section(col: &TargetColumn<'_>, runs: &[LoadedRun]) -> String {
         col.depth
     );
     for (r, res) in runs.iter().zip(&col.results) {
-        if let Some(t) = res {
-            let lines = r.run.manifest.params.lines;
-            let _ = write!(
-                out,
-                "<span class=\"badge {}\">{}: {}/{}</span>",
-                if t.score.pass { "pass" } else { "fail" },
-                text(&r.label),
-                t.score.matched,
-                lines
-            );
+        match res.as_ref().map(|t| &t.score) {
+            Some(Some(s)) => {
+                let lines = r.run.manifest.params.lines;
+                let _ = write!(
+                    out,
+                    "<span class=\"badge {}\">{}: {}/{}</span>",
+                    if s.pass { "pass" } else { "fail" },
+                    text(&r.label),
+                    s.matched,
+                    lines
+                );
+            }
+            Some(None) => {
+                let _ = write!(out, "<span class=\"badge\">{}: no answer</span>", text(&r.label));
+            }
+            None => {}
         }
     }
     let _ = writeln!(out, "</summary>\n<div class=\"cols\" style=\"grid-template-columns: repeat({}, minmax(0, 1fr))\">", runs.len());
@@ -341,23 +356,26 @@ fn target_section(col: &TargetColumn<'_>, runs: &[LoadedRun]) -> String {
 /// One run's diff of one target: a heading with the counts, then every line.
 fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> String {
     let mut out = String::new();
-    let _ = write!(
-        out,
-        "<div class=\"colhead\"><strong>{}</strong> {} · matched {}/{} · missing {} (truncated {}) · hallucinated {} · extra {}</div>",
-        text(label),
-        if t.score.pass { "PASS" } else { "FAIL" },
-        t.score.matched,
-        lines,
-        t.score.missing,
-        t.score.truncated,
-        t.score.hallucinated,
-        t.score.extra
-    );
+    let _ = match &t.score {
+        Some(s) => write!(
+            out,
+            "<div class=\"colhead\"><strong>{}</strong> {} · matched {}/{} · missing {} (truncated {}) · hallucinated {} · extra {}</div>",
+            text(label),
+            if s.pass { "PASS" } else { "FAIL" },
+            s.matched,
+            lines,
+            s.missing,
+            s.truncated,
+            s.hallucinated,
+            s.extra
+        ),
+        None => write!(out, "<div class=\"colhead\"><strong>{}</strong> no answer generated: recall {NOT_MEASURED}</div>", text(label)),
+    };
     if let Some(f) = &t.forced {
         let _ = write!(out, "<div class=\"forced\" data-run=\"{run}\" data-target=\"{}\">{}</div>", attr(&t.name), text(&forced_line(f)));
     }
     let _ = write!(out, "<pre class=\"diff\" data-run=\"{run}\" data-target=\"{}\">", attr(&t.name));
-    for l in &t.score.lines {
+    for l in t.score.iter().flat_map(|s| &s.lines) {
         let (class, mark) = class_of(l.status);
         let _ = write!(out, "<span class=\"l l-{class}\"><span class=\"m\">{mark}</span>{}</span>", text(&clip(&l.text)));
     }

@@ -5,6 +5,7 @@
 //! from the reference, and speeds. As a terminal table, Markdown, CSV or
 //! JSON (`--format`, as llama-bench's `-o`).
 
+use crate::record::run::NOT_MEASURED;
 use crate::report::aggregate::LoadedRun;
 use crate::report::export::Format;
 use crate::report::tabular::Tabular;
@@ -31,9 +32,10 @@ pub struct KvRow {
     /// llama.cpp's state of the evaluated context (KV cells in use, and the
     /// last logits), in bytes.
     pub state_bytes: usize,
-    pub passes: usize,
+    /// Passes and matched lines; `None` where no answer was generated.
+    pub passes: Option<usize>,
     pub count: usize,
-    pub matched: usize,
+    pub matched: Option<usize>,
     /// matched − the first run's, over the same targets; the first has none.
     pub delta_matched: Option<i64>,
     /// `compare`'s exact McNemar test on the pass flips against the first.
@@ -72,12 +74,12 @@ pub fn rows(runs: &[LoadedRun]) -> Result<Vec<KvRow>> {
             rotated_k: rotation.map(|x| x.k),
             rotated_v: rotation.map(|x| x.v),
             state_bytes: timings.map_or(0, |t| t.context_bytes),
-            passes: t.passes,
+            passes: t.recall.as_ref().map(|x| x.passes),
             count: t.count,
-            matched: t.matched,
-            delta_matched: compared.as_ref().map(|c| c.b.matched as i64 - c.a.matched as i64),
-            p_passes: compared.as_ref().map(|c| c.mcnemar.p),
-            p_matched: compared.as_ref().map(|c| c.wilcoxon_matched.p),
+            matched: t.recall.as_ref().map(|x| x.matched),
+            delta_matched: compared.as_ref().and_then(|c| Some(c.b.recall.as_ref()?.matched as i64 - c.a.recall.as_ref()?.matched as i64)),
+            p_passes: compared.as_ref().and_then(|c| Some(c.recall.as_ref()?.mcnemar.p)),
+            p_matched: compared.as_ref().and_then(|c| Some(c.recall.as_ref()?.wilcoxon_matched.p)),
             kld_mean: kld.map(|k| k.mean),
             same_top1: kld.map(|k| k.same_top1),
             prefill_tok_s: crate::report::aggregate::Row::of(r).prefill_tok_s,
@@ -130,8 +132,8 @@ pub fn tabular(rows: &[KvRow]) -> Tabular {
                 r.kv_v.clone(),
                 rotation_cell(r),
                 format!("{:.1}", r.state_bytes as f64 / (1024.0 * 1024.0)),
-                format!("{}/{}", r.passes, r.count),
-                r.matched.to_string(),
+                r.passes.map_or(NOT_MEASURED.into(), |p| format!("{p}/{}", r.count)),
+                r.matched.map(|m| m.to_string()).unwrap_or_default(),
                 r.delta_matched.map(|d| format!("{d:+}")).unwrap_or_default(),
                 opt(r.p_passes, 3),
                 opt(r.p_matched, 3),

@@ -30,13 +30,11 @@ impl Exporter for Markdown {
         if self.diff {
             out.push_str("\n### Diffs\n\n`=` matched, `-` missing, `?` hallucinated, `+` extra\n");
             for r in runs {
-                let t = &r.run.summary.total;
                 let _ = writeln!(
                     out,
-                    "\n<details><summary>{}: {}/{} passed</summary>\n",
+                    "\n<details><summary>{}: {} passed</summary>\n",
                     html_escape::encode_text(&r.label),
-                    t.passes,
-                    t.count
+                    r.run.summary.total.pass_rate()
                 );
                 for target in &r.run.targets {
                     let diff = terminal::target_diff(target, r.run.manifest.params.lines, false);

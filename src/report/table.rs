@@ -19,7 +19,9 @@ impl Exporter for Table {
     fn render(&self, runs: &[LoadedRun]) -> Result<String> {
         let mut out = String::new();
         if self.diff {
-            let _ = writeln!(out, "{}\n", terminal::legend(self.color));
+            if runs.iter().any(|r| r.run.summary.total.recall.is_some()) {
+                let _ = writeln!(out, "{}\n", terminal::legend(self.color));
+            }
             for r in runs {
                 let _ = writeln!(out, "== {} ==\n", r.label);
                 for t in &r.run.targets {

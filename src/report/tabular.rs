@@ -2,6 +2,7 @@
 //! quarter) as plain cells; table.rs, markdown.rs and html.rs each lay the
 //! same cells out their own way.
 
+use crate::record::run::{NOT_MEASURED, Recall};
 use crate::report::aggregate::{Cell, Grid, LoadedRun, Row, pass_rate, quarter_label};
 
 /// A table of text cells; `numeric[i]` says column `i` is right-aligned.
@@ -67,12 +68,12 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
                     r.build.clone(),
                     r.quant.clone(),
                     r.kv(),
-                    format!("{}/{}", r.passes, r.count),
-                    r.matched.to_string(),
-                    r.missing.to_string(),
-                    r.truncated.to_string(),
-                    r.hallucinated.to_string(),
-                    r.extra.to_string(),
+                    r.recall.as_ref().map_or(NOT_MEASURED.into(), |x| format!("{}/{}", x.passes, r.count)),
+                    recall(r, |x| x.matched),
+                    recall(r, |x| x.missing),
+                    recall(r, |x| x.truncated),
+                    recall(r, |x| x.hallucinated),
+                    recall(r, |x| x.extra),
                     r.prefill(),
                 ];
                 if steps {
@@ -106,6 +107,11 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
     }
 }
 
+/// A recall count, blank where recall was not measured.
+fn recall(r: &Row, pick: fn(&Recall) -> usize) -> String {
+    r.recall.as_ref().map(|x| pick(x).to_string()).unwrap_or_default()
+}
+
 /// A present value formatted, an absent one blank.
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_default()
@@ -114,7 +120,10 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 /// The mark of a grid cell: matched lines, then ✓ (pass) or ✗ (fail), then
 /// the teacher-forced top-1 share when there is one (`12 ✓ · 0.93`).
 pub fn cell_text(c: &Cell) -> String {
-    let mark = format!("{} {}", c.matched, if c.pass { "✓" } else { "✗" });
+    let mark = match c.score {
+        Some((matched, pass)) => format!("{matched} {}", if pass { "✓" } else { "✗" }),
+        None => "-".into(),
+    };
     match c.top1_share {
         Some(t) => format!("{mark} · {t:.2}"),
         None => mark,

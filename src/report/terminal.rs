@@ -4,7 +4,7 @@
 //! hallucinated, blue extra. Without colour (not a terminal, or `NO_COLOR`
 //! set) every line carries a marker instead, so a log stays readable.
 
-use crate::record::run::{LadderRecord, Summary, TargetResult, Totals};
+use crate::record::run::{LadderRecord, NOT_MEASURED, Summary, TargetResult, Totals};
 use crate::score::LineStatus;
 use console::Style;
 use std::fmt::Write as _;
@@ -38,27 +38,36 @@ pub fn legend(color: bool) -> String {
 }
 
 /// One target's diff: a heading, then every scored line with its class.
+/// A target with no answer (`--forced-only`) has its heading and forced
+/// metrics alone.
 pub fn target_diff(t: &TargetResult, lines: usize, color: bool) -> String {
     let mut out = String::new();
-    let verdict = if t.score.pass { "PASS" } else { "FAIL" };
-    let _ = writeln!(
-        out,
-        "{} {}  line {}  depth {:.2}  matched {}/{}  missing {} (truncated {})  hallucinated {}  extra {}",
-        Style::new().force_styling(color).bold().apply_to(verdict),
-        Style::new().force_styling(color).bold().apply_to(&t.name),
-        t.line,
-        t.depth,
-        t.score.matched,
-        lines,
-        t.score.missing,
-        t.score.truncated,
-        t.score.hallucinated,
-        t.score.extra
-    );
+    let bold = |s: &str| Style::new().force_styling(color).bold().apply_to(s.to_string());
+    match &t.score {
+        Some(s) => {
+            let _ = writeln!(
+                out,
+                "{} {}  line {}  depth {:.2}  matched {}/{}  missing {} (truncated {})  hallucinated {}  extra {}",
+                bold(if s.pass { "PASS" } else { "FAIL" }),
+                bold(&t.name),
+                t.line,
+                t.depth,
+                s.matched,
+                lines,
+                s.missing,
+                s.truncated,
+                s.hallucinated,
+                s.extra
+            );
+        }
+        None => {
+            let _ = writeln!(out, "{}  line {}  depth {:.2}  no answer generated", bold(&t.name), t.line, t.depth);
+        }
+    }
     if let Some(f) = &t.forced {
         let _ = writeln!(out, "  teacher-forced: {}", forced_line(f));
     }
-    for l in &t.score.lines {
+    for l in t.score.iter().flat_map(|s| &s.lines) {
         let (mark, style) = look(l.status, color);
         let _ = writeln!(out, "  {}", style.apply_to(format!("{mark} {}", clip(&l.text))));
     }
@@ -71,11 +80,28 @@ fn clip(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// `passes/count, matched, missing (truncated), hallucinated, extra` as one line.
+/// Where no answer was generated: the count, and recall not measured.
 pub fn totals_line(t: &Totals) -> String {
-    format!(
-        "{}/{} passed, {} matched, {} missing ({} truncated), {} hallucinated, {} extra",
-        t.passes, t.count, t.matched, t.missing, t.truncated, t.hallucinated, t.extra
-    )
+    match &t.recall {
+        Some(r) => format!(
+            "{}/{} passed, {} matched, {} missing ({} truncated), {} hallucinated, {} extra",
+            r.passes, t.count, r.matched, r.missing, r.truncated, r.hallucinated, r.extra
+        ),
+        None => format!("{}, no answer generated: recall {NOT_MEASURED}", targets(t.count)),
+    }
+}
+
+fn targets(n: usize) -> String {
+    format!("{n} target{}", if n == 1 { "" } else { "s" })
+}
+
+/// A ladder cell: passes/targets and matched lines.
+fn grid_cell(t: &Totals) -> String {
+    match (&t.recall, t.count) {
+        (_, 0) => "·".to_string(),
+        (Some(r), _) => format!("{}/{} {:>4}", r.passes, t.count, r.matched),
+        (None, _) => "-".to_string(),
+    }
 }
 
 /// One target's teacher-forced metrics as one line.
@@ -147,7 +173,9 @@ pub fn summary(s: &Summary) -> String {
     }
     for (i, q) in s.by_quarter.iter().enumerate() {
         if q.count > 0 {
-            let _ = writeln!(out, "  depth {:.2}-{:.2}: {}", i as f64 / 4.0, (i + 1) as f64 / 4.0, totals_line(q));
+            // Without recall the totals line has said why once.
+            let line = if q.recall.is_some() { totals_line(q) } else { targets(q.count) };
+            let _ = writeln!(out, "  depth {:.2}-{:.2}: {line}", i as f64 / 4.0, (i + 1) as f64 / 4.0);
         }
     }
     out
@@ -168,19 +196,13 @@ pub fn ladder_grid(l: &LadderRecord) -> String {
     for q in 0..4 {
         let _ = write!(out, "{:<11}", format!("{:.2}-{:.2}", q as f64 / 4.0, (q + 1) as f64 / 4.0));
         for r in &l.rungs {
-            let t = &r.summary.by_quarter[q];
-            let cell = match t.count {
-                0 => "·".to_string(),
-                _ => format!("{}/{} {:>4}", t.passes, t.count, t.matched),
-            };
-            let _ = write!(out, "{cell:>W$}");
+            let _ = write!(out, "{:>W$}", grid_cell(&r.summary.by_quarter[q]));
         }
         out.push('\n');
     }
     let _ = write!(out, "{:<11}", "all");
     for r in &l.rungs {
-        let t = &r.summary.total;
-        let _ = write!(out, "{:>W$}", format!("{}/{} {:>4}", t.passes, t.count, t.matched));
+        let _ = write!(out, "{:>W$}", grid_cell(&r.summary.total));
     }
     out.push('\n');
     let _ = write!(out, "{:<11}", "pass rate");

@@ -2,7 +2,7 @@
 //! text view (header, per-target table, tests, verdict) of a
 //! [`Comparison`] that [`crate::report::compare`] made.
 
-use crate::report::compare::{ALPHA, Comparison, Flip, POWER, Row};
+use crate::report::compare::{ALPHA, Comparison, Flip, POWER, RecallTests, Row};
 use crate::score::stats::{self, SampleSize, Wilcoxon};
 use std::fmt::Write as _;
 
@@ -31,9 +31,17 @@ fn significance(p: f64) -> &'static str {
 
 /// The verdict in plain words: the pass rates, then matched lines, then the
 /// teacher-forced top-1 share when both runs have it.
+/// Where a run generated no answers, recall is not compared, and the
+/// verdict says so first.
 pub(super) fn verdict(c: &Comparison) -> String {
-    let mut out = passes_verdict(c);
-    matched_verdict(c, &mut out);
+    let mut out = match &c.recall {
+        Some(t) => {
+            let mut out = passes_verdict(c, t);
+            matched_verdict(c, t, &mut out);
+            out
+        }
+        None => NO_RECALL.to_string(),
+    };
     top1_verdict(c, &mut out);
     kld_verdict(c, &mut out);
     out
@@ -67,13 +75,24 @@ fn kld_verdict(c: &Comparison, out: &mut String) {
     );
 }
 
+/// What the verdict and the text view say where either run generated no
+/// answers (`bench --forced-only`).
+const NO_RECALL: &str = "Recall is not compared: a run that generated no answers (forced-only) has none measured.";
+
+/// The matched lines of both sides (the sides have recall where `t` is).
+fn matched_lines(c: &Comparison) -> (usize, usize) {
+    let m = |s: &crate::report::compare::Side| s.recall.as_ref().map_or(0, |r| r.matched);
+    (m(&c.a), m(&c.b))
+}
+
 /// The verdict on passes: which run passes more, the flips, McNemar, power.
-fn passes_verdict(c: &Comparison) -> String {
+fn passes_verdict(c: &Comparison, t: &RecallTests) -> String {
     let n = c.targets_count;
-    let (pa, pb) = (c.a.passes, c.b.passes);
-    let (x, y) = (c.mcnemar.a_only, c.mcnemar.b_only);
+    let passes = |s: &crate::report::compare::Side| s.recall.as_ref().map_or(0, |r| r.passes);
+    let (pa, pb) = (passes(&c.a), passes(&c.b));
+    let (x, y) = (t.mcnemar.a_only, t.mcnemar.b_only);
     let flips = x + y;
-    let p = fmt_p(c.mcnemar.p);
+    let p = fmt_p(t.mcnemar.p);
     if flips == 0 {
         format!("A and B pass exactly the same targets ({pa}/{n}); there are no flips to test.")
     } else if pa == pb {
@@ -84,15 +103,15 @@ fn passes_verdict(c: &Comparison) -> String {
     } else {
         let (winner, more, hi, lo) = if pb > pa { ("B", pb - pa, pb, pa) } else { ("A", pa - pb, pa, pb) };
         let spread = if x == 0 || y == 0 { format!("all toward {winner}") } else { format!("{x} toward A, {y} toward B") };
-        let sig = c.mcnemar.p <= ALPHA;
+        let sig = t.mcnemar.p <= ALPHA;
         let mut s = format!(
             "{winner} passes {} ({hi}/{n} vs {lo}/{n}){} with {} ({spread}) the difference is {} (exact McNemar p = {p}, α = {ALPHA})",
             plural(more, "more target", "more targets"),
             if sig { ";" } else { ", but" },
             plural(flips, "flip", "flips"),
-            significance(c.mcnemar.p),
+            significance(t.mcnemar.p),
         );
-        match c.power.sample_size {
+        match t.power.sample_size {
             SampleSize::Targets(t) => {
                 let _ = write!(s, "; about {t} targets would give {:.0}% power to detect a difference of this size.", 100.0 * POWER);
             }
@@ -110,10 +129,11 @@ fn passes_verdict(c: &Comparison) -> String {
 }
 
 /// The verdict on matched lines (Wilcoxon on Δmatched).
-fn matched_verdict(c: &Comparison, out: &mut String) {
+fn matched_verdict(c: &Comparison, t: &RecallTests, out: &mut String) {
     let n = c.targets_count;
-    let w = &c.wilcoxon_matched;
-    let total: i64 = c.targets.iter().map(|r| r.delta).sum();
+    let w = &t.wilcoxon_matched;
+    let (ma, mb) = matched_lines(c);
+    let total = mb as i64 - ma as i64;
     if w.n == 0 {
         out.push_str(" Matched lines are the same on every target.");
     } else {
@@ -186,7 +206,11 @@ pub fn render_text(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "A: {}  [{}]", c.a.label, c.a.file);
     let _ = writeln!(out, "B: {}  [{}]", c.b.label, c.b.file);
-    let _ = writeln!(out, "{} shared targets, {} lines each, pass at {} matched; Δ = B − A", c.targets_count, c.lines, c.pass);
+    let pass = match c.recall {
+        Some(_) => format!(", pass at {} matched", c.pass),
+        None => String::new(),
+    };
+    let _ = writeln!(out, "{} shared targets, {} lines each{pass}; Δ = B − A", c.targets_count, c.lines);
     for n in &c.notes {
         let _ = writeln!(out, "note: {n}");
     }
@@ -216,15 +240,22 @@ fn length_table(c: &Comparison, out: &mut String) {
             (Some(p), Some(q)) => format!("{:+.3}", q - p),
             _ => "-".into(),
         };
+        let passes =
+            |s: &crate::report::compare::Side| s.recall.as_ref().map_or("-".into(), |r| format!("{}/{}", r.passes, x.targets_count));
+        let (ma, mb) = matched_lines(x);
+        let (p_flips, delta, p_matched) = match &x.recall {
+            Some(t) => (fmt_p(t.mcnemar.p), format!("{:+}", mb as i64 - ma as i64), fmt_p(t.wilcoxon_matched.p)),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
         let _ = writeln!(
             out,
-            "{:>8} {:>9} {:>9} {:>11} {:>+10} {:>9} {:>11}",
+            "{:>8} {:>9} {:>9} {:>11} {:>10} {:>9} {:>11}",
             crate::record::run::length_label(l.length),
-            format!("{}/{}", x.a.passes, x.targets_count),
-            format!("{}/{}", x.b.passes, x.targets_count),
-            fmt_p(x.mcnemar.p),
-            x.b.matched as i64 - x.a.matched as i64,
-            fmt_p(x.wilcoxon_matched.p),
+            passes(&x.a),
+            passes(&x.b),
+            p_flips,
+            delta,
+            p_matched,
             top1
         );
     }
@@ -239,35 +270,33 @@ fn target_table(c: &Comparison, out: &mut String) {
         (false, _) => String::new(),
         (true, l) => format!("{:>6}  ", l.map_or("-".to_string(), crate::record::run::length_label)),
     };
-    let mut head = format!(
-        "{}{:<w_name$}  {:>5}  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}",
-        if ladder { format!("{:>6}  ", "length") } else { String::new() },
-        "target",
-        "depth",
-        "matched A",
-        "matched B",
-        "Δ",
-        "pass A",
-        "pass B"
-    );
+    // Without recall (a forced-only run), the matched and pass columns are
+    // left out, not filled with figures nobody measured.
+    let recall = c.recall.is_some();
+    let mut head = format!("{}{:<w_name$}  {:>5}", if ladder { format!("{:>6}  ", "length") } else { String::new() }, "target", "depth");
+    if recall {
+        head.push_str(&format!("  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}", "matched A", "matched B", "Δ", "pass A", "pass B"));
+    }
     if has_forced {
         head.push_str(&format!("  {:>7}", "Δtop-1"));
     }
-    head.push_str("  flip");
+    if recall {
+        head.push_str("  flip");
+    }
     let _ = writeln!(*out, "{}", head.trim_end());
     let mark = |p: bool| if p { "✓" } else { "✗" };
     for r in &c.targets {
-        let mut line = format!(
-            "{}{:<w_name$}  {:>5.2}  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}",
-            length(r.length),
-            r.name,
-            r.depth,
-            r.matched_a,
-            r.matched_b,
-            if r.delta == 0 { "0".to_string() } else { format!("{:+}", r.delta) },
-            mark(r.pass_a),
-            mark(r.pass_b),
-        );
+        let mut line = format!("{}{:<w_name$}  {:>5.2}", length(r.length), r.name, r.depth);
+        if let Some(x) = &r.recall {
+            line.push_str(&format!(
+                "  {:>9}  {:>9}  {:>4}  {:>6}  {:>6}",
+                x.matched_a,
+                x.matched_b,
+                if x.delta == 0 { "0".to_string() } else { format!("{:+}", x.delta) },
+                mark(x.pass_a),
+                mark(x.pass_b),
+            ));
+        }
         if has_forced {
             let d = r
                 .top1_share_delta
@@ -275,7 +304,7 @@ fn target_table(c: &Comparison, out: &mut String) {
                 .unwrap_or_else(|| "-".into());
             line.push_str(&format!("  {d:>7}"));
         }
-        line.push_str(match r.flip {
+        line.push_str(match r.recall.as_ref().and_then(|x| x.flip) {
             Some(Flip::AOnly) => "  A only",
             Some(Flip::BOnly) => "  B only",
             None => "",
@@ -287,25 +316,12 @@ fn target_table(c: &Comparison, out: &mut String) {
 
 /// The pass rates, the tests and the power estimate.
 fn tests_text(c: &Comparison, out: &mut String) {
-    for (name, s) in [("A", &c.a), ("B", &c.b)] {
-        let _ = writeln!(
-            *out,
-            "pass rate {name}: {}/{} = {}  (Wilson 95% {} – {})",
-            s.passes,
-            s.count,
-            pct(s.pass_rate),
-            pct(s.wilson95[0]),
-            pct(s.wilson95[1])
-        );
+    match &c.recall {
+        Some(t) => recall_text(c, t, out),
+        None => {
+            let _ = writeln!(*out, "{NO_RECALL}");
+        }
     }
-    let _ = writeln!(
-        *out,
-        "flips: {} A only (A pass, B fail), {} B only (A fail, B pass); exact McNemar p = {}",
-        c.mcnemar.a_only,
-        c.mcnemar.b_only,
-        fmt_p(c.mcnemar.p)
-    );
-    let _ = writeln!(*out, "matched lines: A {}, B {}; {}", c.a.matched, c.b.matched, wilcoxon_line(&c.wilcoxon_matched));
     if let (Some(w), Some(ta), Some(tb)) = (&c.wilcoxon_top1_share, c.a.top1_share_mean, c.b.top1_share_mean) {
         let _ = writeln!(
             *out,
@@ -314,15 +330,40 @@ fn tests_text(c: &Comparison, out: &mut String) {
             wilcoxon_line(w)
         );
     }
+}
+
+/// The pass rates, the flips and McNemar, matched lines, and the power.
+fn recall_text(c: &Comparison, t: &RecallTests, out: &mut String) {
+    for (name, s) in [("A", &c.a), ("B", &c.b)] {
+        let Some(r) = &s.recall else { continue };
+        let _ = writeln!(
+            *out,
+            "pass rate {name}: {}/{} = {}  (Wilson 95% {} – {})",
+            r.passes,
+            s.count,
+            pct(r.pass_rate),
+            pct(r.wilson95[0]),
+            pct(r.wilson95[1])
+        );
+    }
+    let _ = writeln!(
+        *out,
+        "flips: {} A only (A pass, B fail), {} B only (A fail, B pass); exact McNemar p = {}",
+        t.mcnemar.a_only,
+        t.mcnemar.b_only,
+        fmt_p(t.mcnemar.p)
+    );
+    let (ma, mb) = matched_lines(c);
+    let _ = writeln!(*out, "matched lines: A {ma}, B {mb}; {}", wilcoxon_line(&t.wilcoxon_matched));
     let rates = format!(
         "exact McNemar at α = {}, observed flip rates {}/{n} A only and {}/{n} B only",
-        c.power.alpha,
-        c.mcnemar.a_only,
-        c.mcnemar.b_only,
+        t.power.alpha,
+        t.mcnemar.a_only,
+        t.mcnemar.b_only,
         n = c.targets_count
     );
-    let pw = 100.0 * c.power.power;
-    let _ = match c.power.sample_size {
+    let pw = 100.0 * t.power.power;
+    let _ = match t.power.sample_size {
         SampleSize::Targets(t) => writeln!(*out, "power: {t} targets give {pw:.0}% power ({rates})"),
         SampleSize::NotReachable => {
             writeln!(*out, "power: no pass-rate difference to detect ({rates})")
