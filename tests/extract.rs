@@ -164,6 +164,30 @@ fn crlf_file_ground_truth_has_no_carriage_returns() {
     assert_ground_truth(&src, &targets, 20, false);
 }
 
+/// A lone CR inside a line is part of it (lines end at `\n`), kept verbatim
+/// in the expected lines as the model reads it; a file whose lines end in
+/// lone CRs is refused in one line, not read as one long line.
+#[test]
+fn a_lone_cr_stays_in_its_line_and_cr_line_endings_are_refused() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let body: String = (0..6).map(|i| format!("  var a{i} = {i};\n")).collect();
+    let text = format!("function stray(x) {{\n  var cr = 1;\r// after a lone CR\n{body}  return x;\n}}\n");
+    let path = dir.path().join("stray.js");
+    std::fs::write(&path, &text).unwrap();
+    let src = Source::open(&path).unwrap();
+    let targets = all_targets(&src, 4, false);
+    assert_eq!(names(&targets), ["stray"]);
+    assert_eq!(targets[0].expected[0], "  var cr = 1;\r// after a lone CR");
+    assert_ground_truth(&src, &targets, 4, false);
+
+    let mac = dir.path().join("mac.js");
+    std::fs::write(&mac, text.replace('\n', "\r")).unwrap();
+    let o = crate::common::posrecall(&["targets", mac.to_str().unwrap(), "--lines", "4", "--count", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(1), 1), "{err}");
+    assert!(err.contains("mac.js ends its lines with a lone CR"), "{err}");
+}
+
 #[test]
 fn tabs_non_ascii_and_trailing_spaces_are_kept_verbatim() {
     let src = open("verbatim.js");

@@ -60,6 +60,12 @@ impl Corpus {
         if text.trim().is_empty() {
             bail!("corpus {} holds only whitespace", path.display());
         }
+        // Lines end at `\n` (docs/METHOD.md §1): a file whose lines end in
+        // a lone CR would be one long line, with no function long enough.
+        let lone_cr = text.matches('\r').count() - text.matches("\r\n").count();
+        if lone_cr > text.matches('\n').count() {
+            bail!("corpus {} ends its lines with a lone CR (classic Mac OS line endings); convert them to LF or CRLF", path.display());
+        }
         let mut line_starts = vec![0];
         for (i, b) in text.bytes().enumerate() {
             if b == b'\n' && i + 1 < text.len() {

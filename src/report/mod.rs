@@ -20,11 +20,18 @@ pub mod verdict;
 
 /// A runaway answer line (a model looping without a newline) is shown cut
 /// to `max` characters; the run file keeps it whole.
+/// Control characters but the tab are shown escaped (`\r`, `\u{1b}`): a
+/// lone CR kept in a line, or an escape sequence in an answer, would move
+/// the cursor or restyle the terminal instead of showing.
 pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    match text.char_indices().nth(max) {
+    let shown = match text.char_indices().nth(max) {
         Some((i, _)) => format!("{}… ({} more chars)", &text[..i], text[i..].chars().count()).into(),
-        None => text.into(),
+        None => std::borrow::Cow::Borrowed(text),
+    };
+    if !shown.chars().any(|c| c.is_control() && c != '\t') {
+        return shown;
     }
+    shown.chars().map(|c| if c.is_control() && c != '\t' { c.escape_debug().to_string() } else { c.to_string() }).collect::<String>().into()
 }
 
 /// One target's teacher-forced metrics as phrases: top-1 share, mean
@@ -42,4 +49,18 @@ pub fn forced_phrases(f: &crate::score::forced::Forced) -> [String; 5] {
         divergence,
         format!("{} near tie{}", f.near_ties, if f.near_ties == 1 { "" } else { "s" }),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn clip_shows_control_characters_escaped_and_cuts_long_lines() {
+        assert_eq!(clip("let a = 1;\r// b", 160), "let a = 1;\\r// b");
+        assert_eq!(clip("\u{1b}[31mred\u{1b}[0m\tx", 160), "\\u{1b}[31mred\\u{1b}[0m\tx");
+        assert_eq!(clip("plain", 160), "plain");
+        assert_eq!(clip("abcdef", 3), "abc… (3 more chars)");
+        assert_eq!(clip("a\rbcdef", 3), "a\\rb… (4 more chars)");
+    }
 }
