@@ -2,7 +2,7 @@
 //! by llama.cpp's own `llama-gguf-split` (`scripts/gguf-split --test-model`).
 //! Given its first part, posrecall loads every part, records each, and its
 //! run equals the run of the file it was split from but for the model's file
-//! record; a missing, foreign or misnamed part is a one-line error naming it.
+//! record; a missing, foreign, misnamed or cut-short part is a one-line error naming it.
 
 use crate::common;
 
@@ -138,6 +138,22 @@ fn a_missing_foreign_or_misnamed_part_is_named_before_anything_loads() {
     link(&files[1], &names[2]);
     let o = bench(&first_here);
     assert_clean_failure(&o, out.path(), "does not belong to this split model: it says it is part 2 of 3, not part 3 of 3");
+
+    // Part 3 cut short (a download that stopped): named, not the first part.
+    std::fs::remove_file(models.path().join(&names[2])).unwrap();
+    let whole = std::fs::read(&files[2]).unwrap();
+    std::fs::write(models.path().join(&names[2]), &whole[..whole.len() / 2]).unwrap();
+    let o = bench(&first_here);
+    assert_clean_failure(
+        &o,
+        out.path(),
+        &format!(
+            "could not load part 3 of 3 of the split model, {}: it is cut short (its tensors end at byte {}, the file has {})",
+            models.path().join(&names[2]).display(),
+            whole.len(),
+            whole.len() / 2
+        ),
+    );
 
     // A part other than the first.
     let o = bench(&files[1]);

@@ -65,6 +65,21 @@ impl Header {
         }
     }
 
+    /// Where the file's tensor data ends: the byte after its last tensor.
+    pub fn data_end(&self) -> u64 {
+        // SAFETY: `ctx` is valid until drop, and ids are in range.
+        unsafe {
+            let base = llama_cpp_sys_2::gguf_get_data_offset(self.ctx) as u64;
+            (0..llama_cpp_sys_2::gguf_get_n_tensors(self.ctx))
+                .map(|id| {
+                    base + llama_cpp_sys_2::gguf_get_tensor_offset(self.ctx, id) as u64
+                        + llama_cpp_sys_2::gguf_get_tensor_size(self.ctx, id) as u64
+                })
+                .max()
+                .unwrap_or(base)
+        }
+    }
+
     /// Every tensor's name and bytes, in the file's order.
     pub fn tensors(&self) -> Vec<(String, u64)> {
         let mut out = Vec::new();
@@ -103,6 +118,22 @@ pub enum PartsError {
     Missing { path: PathBuf, no: usize, count: usize },
     #[error("{path} does not belong to this split model: {why}")]
     Mismatched { path: PathBuf, why: String },
+    /// The header is whole but the tensor data it describes is not: a
+    /// download or copy cut short. Named here, since llama.cpp's failure
+    /// would name only the first part.
+    #[error("llama.cpp could not load {what}{path}: it is cut short (its tensors end at byte {need}, the file has {have})")]
+    CutShort { path: PathBuf, what: String, need: u64, have: u64 },
+}
+
+/// Refuses a file shorter than the tensor data its header describes; `what`
+/// names the part of a split model ("part 3 of 3 of the split model, ").
+fn check_whole(path: &Path, head: &Header, what: String) -> Result<(), PartsError> {
+    let need = head.data_end();
+    let have = std::fs::metadata(path).map(|m| m.len()).map_err(|_| PartsError::Unreadable(path.to_path_buf()))?;
+    match have < need {
+        true => Err(PartsError::CutShort { path: path.to_path_buf(), what, need, have }),
+        false => Ok(()),
+    }
 }
 
 /// The name part `i` (0-based) of `count` has, after `stem`.
@@ -117,6 +148,7 @@ pub fn parts(path: &Path) -> Result<Vec<PathBuf>, PartsError> {
     let head = Header::read(path).ok_or_else(|| PartsError::Unreadable(path.to_path_buf()))?;
     let count = head.int("split.count").unwrap_or(1);
     if count <= 1 {
+        check_whole(path, &head, String::new())?;
         return Ok(vec![path.to_path_buf()]);
     }
     let no = head.int("split.no").unwrap_or(0);
@@ -134,6 +166,7 @@ pub fn parts(path: &Path) -> Result<Vec<PathBuf>, PartsError> {
         return Err(PartsError::BadName { path: path.to_path_buf(), count });
     };
     let count = count as usize;
+    check_whole(path, &head, format!("part 1 of {count} of the split model, "))?;
     let want_tensors = head.int("split.tensors.count");
     let mut files = vec![path.to_path_buf()];
     let mut tensors = head.tensors().len() as i64;
@@ -152,6 +185,7 @@ pub fn parts(path: &Path) -> Result<Vec<PathBuf>, PartsError> {
         if h.int("split.tensors.count") != want_tensors {
             return Err(PartsError::Mismatched { path: p, why: "its tensor count differs from the first part's".into() });
         }
+        check_whole(&p, &h, format!("part {} of {count} of the split model, ", i + 1))?;
         tensors += h.tensors().len() as i64;
         files.push(p);
     }
