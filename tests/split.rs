@@ -155,6 +155,20 @@ fn a_missing_foreign_or_misnamed_part_is_named_before_anything_loads() {
         ),
     );
 
+    // Part 3 whole, in place, and holding a tensor this model does not have
+    // (one name changed): llama.cpp names no part, so the message says the
+    // split model and its other parts.
+    let mut foreign = whole.clone();
+    let at = foreign.windows(4).position(|w| w == b"blk.").unwrap();
+    foreign[at..at + 4].copy_from_slice(b"blq.");
+    std::fs::write(models.path().join(&names[2]), &foreign).unwrap();
+    let o = bench(&first_here);
+    assert_clean_failure(
+        &o,
+        out.path(),
+        &format!("could not load the split model {} or one of its other 2 parts (a part from another model", first_here.display()),
+    );
+
     // A part other than the first.
     let o = bench(&files[1]);
     assert_clean_failure(&o, out.path(), &format!("is part 2 of 3 of a split model; give its first part, {}", files[0].display()));

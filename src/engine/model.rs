@@ -93,11 +93,19 @@ fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
     };
     let t = Instant::now();
     let params = LlamaModelParams::default().with_n_gpu_layers(gpu_layers).with_vocab_only(vocab_only);
-    let model = LlamaModel::load_from_file(backend, path, &params).with_context(|| {
-        format!(
+    let model = LlamaModel::load_from_file(backend, path, &params).with_context(|| match files.len() {
+        1 => format!(
             "llama.cpp could not load {} (a truncated or corrupt GGUF, or an architecture this llama.cpp does not know)",
             path.display()
-        )
+        ),
+        // llama.cpp names no part; each was checked whole and in place, so
+        // what is left is a part of another model, or corrupt contents.
+        n => format!(
+            "llama.cpp could not load the split model {} or one of its other {} parts (a part from another model or a \
+             corrupt one, or an architecture this llama.cpp does not know)",
+            path.display(),
+            n - 1
+        ),
     })?;
     let weights_ms = t.elapsed().as_secs_f64() * 1e3;
 
