@@ -620,6 +620,11 @@ fn a_hostile_hub_writes_nothing_outside_the_cache_and_ends_cleanly() {
     }
     let o = with_hub(&prompt_args(&reference), &hub.url, &cache, &[("HF_HUB_DOWNLOAD_TIMEOUT", "soon")]);
     assert_clean_failure(&o, &out, "HF_HUB_DOWNLOAD_TIMEOUT=\"soon\" is not a number of seconds");
+    // A hub cache that is a file, or lies under one: said so, before any request.
+    for file_cache in [victim.clone(), victim.join("hub"), PathBuf::from(format!("{victim_s}/"))] {
+        let o = with_hub(&prompt_args(&reference), &hub.url, &file_cache, &[]);
+        assert_clean_failure(&o, &out, &format!("{victim_s} is a file, not a folder (HF_HUB_CACHE or HF_HOME"));
+    }
     assert_eq!(hub.seen.lock().unwrap().len(), seen, "a refused reference reached the hub");
     // A ref in the cache that names a path, read offline: refused, not followed.
     let refs = cache.join(format!("models--{}", REPO.replace('/', "--"))).join("refs");

@@ -565,6 +565,14 @@ impl Sibling {
 pub fn resolve(r: &HubRef, env: &HubEnv, show_progress: bool) -> Result<Resolved, HubError> {
     let repo = RepoCache::new(&env.cache, &r.repo);
     let cache_error = |why: String| HubError::Cache { reference: r.text.clone(), cache: env.cache.display().to_string(), why };
+    // Components, not the path as given: `file/` would read as absent.
+    let cache: PathBuf = env.cache.components().collect();
+    if let Some(file) = cache.ancestors().find(|p| p.exists()).filter(|p| !p.is_dir()) {
+        return Err(cache_error(format!(
+            "{} is a file, not a folder (HF_HUB_CACHE or HF_HOME names where the cache goes)",
+            file.display()
+        )));
+    }
     let mut cached_listing = None;
     if let Some(commit) = cached_commit(&repo, r.revision()).map_err(cache_error)? {
         let snapshot = repo.snapshot(&commit);
@@ -581,7 +589,7 @@ pub fn resolve(r: &HubRef, env: &HubEnv, show_progress: bool) -> Result<Resolved
         };
         return Err(HubError::Offline { reference: r.text.clone(), cache: env.cache.display().to_string(), listing });
     }
-    let hub = Client::new(r, env)?;
+    let hub = Client::new(r, env);
     let listing = hub.list()?;
     let files: Vec<String> = listing.siblings.iter().map(|s| s.rfilename.clone()).collect();
     let chosen = choose(&r.text, &r.select, &files)?;
@@ -644,7 +652,7 @@ enum Failure {
 }
 
 impl<'a> Client<'a> {
-    fn new(r: &'a HubRef, env: &'a HubEnv) -> Result<Client<'a>, HubError> {
+    fn new(r: &'a HubRef, env: &'a HubEnv) -> Client<'a> {
         let wait = Some(env.timeout);
         let config = ureq::Agent::config_builder()
             .timeout_connect(wait)
@@ -657,7 +665,7 @@ impl<'a> Client<'a> {
             .http_status_as_error(false)
             .user_agent(concat!("posrecall/", env!("CARGO_PKG_VERSION")))
             .build();
-        Ok(Client { r, env, agent: config.new_agent(), shown: shown_endpoint(&env.endpoint) })
+        Client { r, env, agent: config.new_agent(), shown: shown_endpoint(&env.endpoint) }
     }
 
     /// `ENDPOINT/SEGMENTS…`, each segment percent-encoded as one.
