@@ -162,6 +162,104 @@ fn language_flag_overrides_the_extension() {
     assert_eq!(v["corpus"]["language"], "python");
 }
 
+/// `posrecall ARGS`'s peak resident memory in bytes, and whether it
+/// succeeded: the child's own figure (`wait4`), not the test process's.
+fn peak_memory(args: &[&str]) -> (bool, u64) {
+    #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its figure
+    let child = std::process::Command::new(common::bin())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is valid; `pid` is this test's own unreaped child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    (libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, usage.ru_maxrss as u64 * 1024)
+}
+
+/// Target extraction takes memory in proportion to the corpus (the stated
+/// bound, `MEMORY_PER_BYTE`, over what a tiny corpus takes), also for
+/// functions nested 10,000 deep (their qualified names once grew with the
+/// square of the depth: 728 MB for 150 KB); a function per byte range of a
+/// one-line file costs no more time than on lines of its own (each once
+/// searched back through the line); a corpus over the size limit is refused
+/// before it is read.
+#[test]
+fn extraction_is_linear_in_size_and_nesting() {
+    use posrecall::corpus::{MAX_CORPUS_BYTES, MEMORY_PER_BYTE};
+    let dir = TempDir::new().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let targets = |path: &str| peak_memory(&["targets", path, "--count", "1", "--lines", "4"]);
+    let (ok, base) = targets(&write("tiny.rs", "fn one() {\n    let a = 1;\n    let b = 2;\n    let c = 3;\n    let d = 4;\n}\n"));
+    assert!(ok);
+    // Rust with one-character tokens takes the most memory per byte
+    // (docs/METHOD.md §1).
+    let body = "    x=a+a+a+a+a+a+a+a+a+a+a+a+a+a+a+a+a+a+a+a;\n".repeat(12);
+    let mut large = String::new();
+    for i in 0.. {
+        if large.len() > 4_000_000 {
+            break;
+        }
+        large.push_str(&format!("fn f{i}() {{\n{body}}}\n"));
+    }
+    let (ok, peak) = targets(&write("large.rs", &large));
+    assert!(ok);
+    let per_byte = (peak - base) as f64 / large.len() as f64;
+    eprintln!("large.rs: {} bytes, peak {peak} (tiny {base}), {per_byte:.1} bytes per byte", large.len());
+    assert!(per_byte <= MEMORY_PER_BYTE as f64, "{per_byte:.1} bytes of memory per corpus byte");
+
+    let depth = 10_000;
+    let nested: String = (0..depth).map(|k| format!("fn n{k}() {{\n")).chain((0..depth).map(|_| "}\n".to_string())).collect();
+    let (ok, peak) = targets(&write("nested.rs", &nested));
+    assert!(ok);
+    let per_byte = (peak - base) as f64 / nested.len() as f64;
+    eprintln!("nested.rs: {} bytes, peak {peak}, {per_byte:.1} bytes per byte", nested.len());
+    assert!(per_byte <= MEMORY_PER_BYTE as f64, "nested {depth} deep: {per_byte:.1} bytes of memory per corpus byte");
+
+    // 80,000 one-line functions, on lines of their own and all on one line,
+    // through the shared walk (C) and JavaScript's own.
+    let time = |path: &str| {
+        let t = std::time::Instant::now();
+        targets(path);
+        t.elapsed().as_secs_f64()
+    };
+    for (ext, function) in [("c", "int f{i}(int x) { return x + {i}; }"), ("js", "function f{i}(x) { return x + {i}; }")] {
+        let lines: String = (0..80_000).map(|i| function.replace("{i}", &i.to_string()) + "\n").collect();
+        let on_lines = write(&format!("lines.{ext}"), &lines);
+        let on_one = write(&format!("one.{ext}"), &lines.replace('\n', " "));
+        let (mut a, mut b) = (f64::MAX, f64::MAX);
+        for _ in 0..2 {
+            a = a.min(time(&on_lines));
+            b = b.min(time(&on_one));
+        }
+        assert!(b < 3.0 * a, "{ext}: one line {b:.2} s, lines of their own {a:.2} s");
+    }
+
+    let huge = dir.path().join("huge.c");
+    std::fs::File::create(&huge).unwrap().set_len(MAX_CORPUS_BYTES + 1).unwrap();
+    let o = posrecall(&["targets", s(&huge), "--count", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(1), 1), "{err}");
+    assert!(err.contains("huge.c is 64.0 MiB; posrecall reads corpora of up to 64 MiB"), "{err}");
+    // A folder's files together, refused before the file that passes the limit is read.
+    let folder = dir.path().join("folder");
+    std::fs::create_dir(&folder).unwrap();
+    let half = "int x;\n".repeat((MAX_CORPUS_BYTES / 2 / 7 + 1) as usize);
+    std::fs::write(folder.join("a.c"), &half).unwrap();
+    std::fs::write(folder.join("b.c"), &half).unwrap();
+    let o = posrecall(&["targets", "--corpus-dir", s(&folder), "--count", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(1), 1), "{err}");
+    assert!(err.contains("folder is 64.0 MiB; posrecall reads corpora of up to 64 MiB"), "{err}");
+}
+
 /// A block comment that never closes makes the rest of the file comment to
 /// a compiler, though tree-sitter parses on: no function after it is a
 /// target, in every language with `/* */`. A `/*` in a string and a comment

@@ -134,8 +134,9 @@ pub fn plan_run(model: &Model, src: &Source, opts: &BenchOptions, notes: &dyn No
 pub trait Sink {
     /// Everything is checked and decided; the prefix is about to be
     /// evaluated (nothing is shown before this, so that a run refused while
-    /// deciding prints only its error).
-    fn starting(&mut self) {}
+    /// deciding prints only its error). `answers`: answers are generated and
+    /// scored (not `--forced-only`).
+    fn starting(&mut self, _answers: bool) {}
     /// A ladder window is about to be asked (`length` tokens asked for).
     fn window(&mut self, _length: usize, _plan: &Plan) {}
     /// One target's result, as soon as it is done.
@@ -221,7 +222,7 @@ pub fn run(
         notes: env.notes,
     };
     let score_opts = opts.plan.target.score_options();
-    sink.starting();
+    sink.starting(!opts.decode.forced_only);
     let ladder = match planned {
         Planned::Plain(plan) => {
             let executed = execute(model, plan, &cfg, &score_opts, &exec, |r| sink.result(r))?;

@@ -32,14 +32,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         eprintln!("note: {note}");
     }
     let color = super::stdout_wants_color();
-    let mut shown = Shown {
-        quiet: args.quiet,
-        color,
-        lines: opts.plan.target.lines,
-        answers: !opts.decode.forced_only,
-        crop: args.crop,
-        stdout: Ok(()),
-    };
+    let mut shown = Shown { quiet: args.quiet, color, lines: opts.plan.target.lines, crop: args.crop, stdout: Ok(()) };
     let env = Env { show_progress: !args.quiet, multi: None, started, notes: &super::Stderr };
     let run = bench::run(&model, &src, &planned, &opts, reference.as_ref(), &env, &mut shown)?;
     if let Some(out) = &args.out {
@@ -90,15 +83,14 @@ struct Shown {
     quiet: bool,
     color: bool,
     lines: usize,
-    /// Answers are generated, so the diffs have lines to mark.
-    answers: bool,
     crop: crate::targets::crop::CropMode,
     stdout: Result<()>,
 }
 
 impl bench::Sink for Shown {
-    fn starting(&mut self) {
-        if !self.quiet && self.answers {
+    fn starting(&mut self, answers: bool) {
+        // Without answers there are no marked lines to explain.
+        if !self.quiet && answers {
             self.stdout = outln!("{}\n", terminal::legend(self.color));
         }
     }
@@ -148,12 +140,7 @@ impl SweepSink for ListShown {
         if self.quiet {
             return Ok(());
         }
-        let t = &run.summary.total;
-        let recall = match &t.recall {
-            Some(c) => format!("passed {}/{}, matched {}", c.passes, t.count, c.matched),
-            None => format!("{} targets, recall {}", t.count, crate::record::run::NOT_MEASURED),
-        };
-        outln!("{}: {recall} ({:.1} s)", r.id, started.elapsed().as_secs_f64())
+        outln!("{}: {} ({:.1} s)", r.id, terminal::totals_line(&run.summary.total), started.elapsed().as_secs_f64())
     }
 
     fn explain(&self, e: anyhow::Error) -> anyhow::Error {

@@ -163,7 +163,7 @@ fn definition(node: Node, text: &str) -> Option<Decl> {
     let name_node = declared_name(node.child_by_field_name("declarator")?)?;
     let name = bare(name_node, text)?;
     let spelled: String = text_of(name_node, text)?.split_whitespace().collect();
-    let (open_end, body_end) = braced(node.child_by_field_name("body")?, text)?;
+    let (open_end, body_end) = braced(node.child_by_field_name("body")?)?;
     Some(Decl { spelled, name, start: node.start_byte(), open_end, body_end })
 }
 

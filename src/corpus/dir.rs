@@ -75,6 +75,16 @@ fn file_text(rel: &str, bytes: Vec<u8>) -> Result<String, String> {
 }
 
 /// Reads the files of `spec.path` that `spec` selects and concatenates them.
+/// Reads `rel` under `root`, first checking that it keeps the concatenation
+/// (`so_far` bytes now) within the one-file limit.
+fn read_within_limit(root: &Path, rel: &str, so_far: usize) -> Result<Vec<u8>> {
+    let size = std::fs::metadata(root.join(rel)).map(|m| m.len()).unwrap_or(0);
+    if so_far as u64 + size > super::MAX_CORPUS_BYTES {
+        return Err(super::too_large(root, so_far as u64 + size));
+    }
+    std::fs::read(root.join(rel)).with_context(|| format!("cannot read {}/{rel}", root.display()))
+}
+
 pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) -> Result<Folder> {
     let root = &spec.path;
     if !root.exists() {
@@ -117,7 +127,7 @@ pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) 
                 continue;
             }
         };
-        let bytes = std::fs::read(root.join(&rel)).with_context(|| format!("cannot read {}/{rel}", root.display()))?;
+        let bytes = read_within_limit(root, &rel, text.len())?;
         let sha256 = crate::support::fsutil::sha256_hex(&bytes);
         let body = match file_text(&rel, bytes) {
             Ok(body) => body,

@@ -37,7 +37,7 @@ impl Grammar for Go {
             _ => return None,
         };
         let name = field_text(node, "name", text)?;
-        let (open_end, body_end) = braced(node.child_by_field_name("body")?, text)?;
+        let (open_end, body_end) = braced(node.child_by_field_name("body")?)?;
         let spelled = match method {
             true => format!("{}.{name}", receiver_type(node.child_by_field_name("receiver")?, text)?),
             false => name.clone(),

@@ -22,7 +22,7 @@ impl Grammar for Java {
             return None;
         }
         let name = field_text(node, "name", text)?;
-        let (open_end, body_end) = braced(node.child_by_field_name("body")?, text)?;
+        let (open_end, body_end) = braced(node.child_by_field_name("body")?)?;
         Some(Decl { spelled: name.clone(), name, start: node.start_byte(), open_end, body_end })
     }
     fn scope(&self, node: Node, text: &str) -> Option<String> {

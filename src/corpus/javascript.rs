@@ -157,8 +157,8 @@ fn declaration(node: Node, text: &str) -> Option<FunctionDecl> {
         name: name.clone(),
         start_byte: node.start_byte(),
         open_brace_end: open.end_byte(),
-        qualified: name.clone(),
-        body_end: super::line_start_before(text, close.start_byte()),
+        qualified: Some(name.clone()),
+        body_end: super::line_start_of(close),
         clean: !node.has_error(),
     })
 }

@@ -38,15 +38,46 @@ pub struct Corpus {
     line_starts: Vec<usize>,
 }
 
+/// The largest corpus read, in bytes: more text than any context holds
+/// (16M tokens, the longest ladder length, are about 56 MB of code), and a
+/// bound on extraction's memory, which tree-sitter's syntax tree makes up to
+/// [`MEMORY_PER_BYTE`] bytes per corpus byte (docs/METHOD.md §1).
+pub const MAX_CORPUS_BYTES: u64 = 64 << 20;
+
+/// The most memory target extraction takes per corpus byte, in every
+/// language: tree-sitter's syntax tree, which grows with the tokens per byte.
+/// Measured on generated files: ordinary code 55 (C) to 110 (Rust); code of
+/// one-character tokens (`x=a+a+a…;`) 135 (C) to 221 (Rust).
+pub const MEMORY_PER_BYTE: u64 = 256;
+
+/// A corpus over [`MAX_CORPUS_BYTES`]; the message names no flag.
+pub(crate) fn too_large(path: &Path, bytes: u64) -> anyhow::Error {
+    anyhow::anyhow!(
+        "corpus {} is {:.1} MiB; posrecall reads corpora of up to {} MiB (more than any context holds; extracting targets \
+         takes up to {MEMORY_PER_BYTE} bytes of memory per byte of corpus)",
+        path.display(),
+        bytes as f64 / (1 << 20) as f64,
+        MAX_CORPUS_BYTES >> 20
+    )
+}
+
 impl Corpus {
-    /// Reads `path`; a missing, empty or binary (NUL bytes, not UTF-8) file is an error.
+    /// Reads `path`; a missing, empty, too large or binary (NUL bytes, not
+    /// UTF-8) file is an error. The size is checked before reading.
     pub fn load(path: &Path) -> Result<Corpus> {
+        let size = std::fs::metadata(path).with_context(|| format!("cannot read corpus {}", path.display()))?.len();
+        if size > MAX_CORPUS_BYTES {
+            return Err(too_large(path, size));
+        }
         let bytes = std::fs::read(path).with_context(|| format!("cannot read corpus {}", path.display()))?;
         Self::from_bytes(path, bytes)
     }
 
     /// Builds a corpus from bytes already in memory (`path` is only recorded).
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Corpus> {
+        if bytes.len() as u64 > MAX_CORPUS_BYTES {
+            return Err(too_large(path, bytes.len() as u64));
+        }
         if bytes.is_empty() {
             bail!("corpus {} is empty", path.display());
         }
@@ -111,6 +142,9 @@ impl Corpus {
     }
 }
 
+/// The longest qualified name a question uses, in bytes.
+pub const MAX_QUALIFIED_NAME: usize = 256;
+
 /// A named function declaration found by a language's parser.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionDecl {
@@ -119,7 +153,10 @@ pub struct FunctionDecl {
     /// The name qualified by what encloses it: `Class.method`, `Type::method`,
     /// `ns::f`; the bare name where nothing qualifies it. A question uses it
     /// when the bare name is declared more than once (docs/METHOD.md §2).
-    pub qualified: String,
+    /// `None` past [`MAX_QUALIFIED_NAME`] bytes: no question names a
+    /// function so, and a walk that kept every such name would grow with
+    /// the square of the nesting depth.
+    pub qualified: Option<String>,
     /// Byte offset where the declaration starts (`async`/`function`/`def`/`fn`
     /// keyword, or the return type in C).
     pub start_byte: usize,
@@ -152,9 +189,11 @@ pub struct Parsed {
     pub after: &'static str,
 }
 
-/// Byte offset of the start of the line that holds `byte`.
-pub(crate) fn line_start_before(text: &str, byte: usize) -> usize {
-    text[..byte].rfind('\n').map_or(0, |i| i + 1)
+/// Byte offset of the start of the line that holds `node`'s first byte,
+/// from tree-sitter's column (in bytes), not a search back through the
+/// text: that made every function of a one-line file cost the whole line.
+pub(crate) fn line_start_of(node: tree_sitter::Node) -> usize {
+    node.start_byte() - node.start_position().column
 }
 
 /// Byte offset just past the line that holds `byte` (its `\n` included).

@@ -6,7 +6,7 @@
 //! JavaScript keeps its own walk for functions (`javascript.rs`), which came
 //! first and whose targets must not change; it shares the identifier walk.
 
-use super::{FunctionDecl, Parsed};
+use super::{FunctionDecl, MAX_QUALIFIED_NAME, Parsed};
 use anyhow::{Context, Result};
 use std::rc::Rc;
 use tree_sitter::{Node, Parser, Tree};
@@ -99,12 +99,19 @@ pub(crate) fn functions(g: &dyn Grammar, text: &str) -> Result<Parsed> {
     let tree = parse(g, text)?;
     let mut out = Parsed { rule: g.rule(), after: g.after(), ..Parsed::default() };
     let sep = g.separator();
-    let join =
-        |scope: &str, name: &str| -> Rc<str> { if scope.is_empty() { Rc::from(name) } else { Rc::from(format!("{scope}{sep}{name}")) } };
+    // A scope's qualified name, `None` once it is longer than any question
+    // uses (and so are all names inside it): memory linear in the depth.
+    let join = |scope: &Option<Rc<str>>, name: &str| -> Option<Rc<str>> {
+        let joined = match scope.as_deref()? {
+            "" => name.to_string(),
+            scope => format!("{scope}{sep}{name}"),
+        };
+        (joined.len() <= MAX_QUALIFIED_NAME).then(|| Rc::from(joined))
+    };
     // Iterative walk: real files nest deeply enough to make recursion risky.
     // Each entry: the node, the qualified name of its scope, whether it is
     // inside an error region.
-    let mut stack: Vec<(Node, Rc<str>, bool)> = vec![(tree.root_node(), Rc::from(""), false)];
+    let mut stack: Vec<(Node, Option<Rc<str>>, bool)> = vec![(tree.root_node(), Some(Rc::from("")), false)];
     while let Some((node, scope, in_error)) = stack.pop() {
         let error_here = !in_error && (node.is_error() || node.is_missing());
         if error_here {
@@ -119,7 +126,7 @@ pub(crate) fn functions(g: &dyn Grammar, text: &str) -> Result<Parsed> {
             let qualified = join(&scope, &d.spelled);
             out.functions.push(FunctionDecl {
                 name: d.name,
-                qualified: qualified.to_string(),
+                qualified: qualified.as_deref().map(str::to_string),
                 start_byte: d.start,
                 open_brace_end: d.open_end,
                 body_end: d.body_end,
@@ -174,13 +181,13 @@ pub(crate) fn text_of(node: Node, text: &str) -> Option<String> {
 
 /// A body delimited by braces: the byte just past `{` and the start of the
 /// line holding `}`, when both are really there.
-pub(crate) fn braced(body: Node, text: &str) -> Option<(usize, usize)> {
+pub(crate) fn braced(body: Node) -> Option<(usize, usize)> {
     let open = body.child(0)?;
     let close = body.child(body.child_count().checked_sub(1)?)?;
     if open.kind() != "{" || close.kind() != "}" || close.is_missing() || open.is_missing() {
         return None;
     }
-    Some((open.end_byte(), super::line_start_before(text, close.start_byte())))
+    Some((open.end_byte(), super::line_start_of(close)))
 }
 
 /// The named child of `node` in field `field`, as text.

@@ -197,7 +197,9 @@ pub fn eligible(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opt
     let mut qualified: HashMap<&str, usize> = HashMap::new();
     for f in &parsed.functions {
         *bare.entry(f.name.as_str()).or_default() += 1;
-        *qualified.entry(f.qualified.as_str()).or_default() += 1;
+        if let Some(q) = &f.qualified {
+            *qualified.entry(q.as_str()).or_default() += 1;
+        }
     }
     let kept_start = corpus.line_start(first);
     let kept_len = (corpus.line_end(last) - kept_start).max(1);
@@ -207,8 +209,8 @@ pub fn eligible(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opt
     for f in &parsed.functions {
         let name = if bare.get(f.name.as_str()) == Some(&1) {
             &f.name
-        } else if f.qualified != f.name && qualified.get(f.qualified.as_str()) == Some(&1) {
-            &f.qualified
+        } else if let Some(q) = f.qualified.as_ref().filter(|q| **q != f.name && qualified.get(q.as_str()) == Some(&1)) {
+            q
         } else {
             continue;
         };
