@@ -228,19 +228,35 @@ fn bad_input_fails_cleanly() {
     let truncated = dir.path().join("truncated.gguf");
     let bytes = std::fs::read(smollm2()).unwrap();
     std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
-    assert_clean_failure(&bench(&truncated, &[], Some(&out)), &out_dir, "could not load");
+    let o = bench(&truncated, &[], Some(&out));
+    assert_clean_failure(&o, &out_dir, "could not load");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cut short"), "{}", String::from_utf8_lossy(&o.stderr));
 
-    // The hash cache (the file is hashed before llama.cpp reads it) forgets
-    // a file that is gone the next time it hashes another.
+    // A whole file llama.cpp cannot load: an architecture it does not know
+    // (the value of general.architecture, "llama", with one letter changed).
+    let unknown_arch = |bytes: &[u8]| -> Vec<u8> {
+        let key = b"general.architecture";
+        let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+        // The value: its type (u32), its length (u64), then its text.
+        let text = at + 4 + 8;
+        assert_eq!(&bytes[text..text + 5], b"llama");
+        let mut out = bytes.to_vec();
+        out[text + 4] = b'x';
+        out
+    };
+    // The hash cache (a whole file is hashed before llama.cpp reads it)
+    // forgets a file that is gone the next time it hashes another.
+    let foreign = dir.path().join("foreign.gguf");
+    std::fs::write(&foreign, unknown_arch(&bytes)).unwrap();
+    assert_clean_failure(&bench(&foreign, &[], Some(&out)), &out_dir, "could not load");
     let hashed = || -> Vec<String> {
         let cache = read(&posrecall::support::fsutil::cache_dir().join("sha256-cache.json"));
         cache["files"].as_object().unwrap().keys().cloned().collect()
     };
-    let key = std::fs::canonicalize(&truncated).unwrap().display().to_string();
+    let key = std::fs::canonicalize(&foreign).unwrap().display().to_string();
     assert!(hashed().contains(&key), "{key} is not in the hash cache");
-    let other = dir.path().join("truncated-again.gguf");
-    std::fs::rename(&truncated, &other).unwrap();
-    std::fs::write(&other, &bytes[..bytes.len() / 4]).unwrap();
+    let other = dir.path().join("foreign-again.gguf");
+    std::fs::rename(&foreign, &other).unwrap();
     assert_clean_failure(&bench(&other, &[], Some(&out)), &out_dir, "could not load");
     let now = hashed();
     assert!(!now.contains(&key), "the hash cache still holds {key}, which is gone");
