@@ -357,18 +357,10 @@ fn target_section(col: &TargetColumn<'_>, runs: &[LoadedRun]) -> String {
 fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> String {
     let mut out = String::new();
     let _ = match &t.score {
-        Some(s) => write!(
-            out,
-            "<div class=\"colhead\"><strong>{}</strong> {} · matched {}/{} · missing {} (truncated {}) · hallucinated {} · extra {}</div>",
-            text(label),
-            if s.pass { "PASS" } else { "FAIL" },
-            s.matched,
-            lines,
-            s.missing,
-            s.truncated,
-            s.hallucinated,
-            s.extra
-        ),
+        Some(s) => {
+            let [verdict, counts @ ..] = super::score_phrases(s, lines);
+            write!(out, "<div class=\"colhead\"><strong>{}</strong> {verdict} · {}</div>", text(label), counts.join(" · "))
+        }
         None => write!(out, "<div class=\"colhead\"><strong>{}</strong> no answer generated: recall {NOT_MEASURED}</div>", text(label)),
     };
     if let Some(f) = &t.forced {

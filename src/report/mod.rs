@@ -34,6 +34,19 @@ pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     shown.chars().map(|c| if c.is_control() && c != '\t' { c.escape_debug().to_string() } else { c.to_string() }).collect::<String>().into()
 }
 
+/// One answer's verdict and counts as phrases, for the terminal's and the
+/// HTML page's diff headings: `PASS`, `matched 6/8`, `missing 2 (truncated
+/// 1)`, `hallucinated 0`, `extra 0`.
+pub fn score_phrases(s: &crate::score::Score, lines: usize) -> [String; 5] {
+    [
+        if s.pass { "PASS" } else { "FAIL" }.to_string(),
+        format!("matched {}/{lines}", s.matched),
+        format!("missing {} (truncated {})", s.missing, s.truncated),
+        format!("hallucinated {}", s.hallucinated),
+        format!("extra {}", s.extra),
+    ]
+}
+
 /// One target's teacher-forced metrics as phrases: top-1 share, mean
 /// log-prob, exact lines, first divergence, near ties.
 pub fn forced_phrases(f: &crate::score::forced::Forced) -> [String; 5] {

@@ -45,20 +45,8 @@ pub fn target_diff(t: &TargetResult, lines: usize, color: bool) -> String {
     let bold = |s: &str| Style::new().force_styling(color).bold().apply_to(s.to_string());
     match &t.score {
         Some(s) => {
-            let _ = writeln!(
-                out,
-                "{} {}  line {}  depth {:.2}  matched {}/{}  missing {} (truncated {})  hallucinated {}  extra {}",
-                bold(if s.pass { "PASS" } else { "FAIL" }),
-                bold(&t.name),
-                t.line,
-                t.depth,
-                s.matched,
-                lines,
-                s.missing,
-                s.truncated,
-                s.hallucinated,
-                s.extra
-            );
+            let [verdict, counts @ ..] = super::score_phrases(s, lines);
+            let _ = writeln!(out, "{} {}  line {}  depth {:.2}  {}", bold(&verdict), bold(&t.name), t.line, t.depth, counts.join("  "));
         }
         None => {
             let _ = writeln!(out, "{}  line {}  depth {:.2}  no answer generated", bold(&t.name), t.line, t.depth);
