@@ -95,6 +95,56 @@ fn smollm2_restore_equals_fresh_context_f16_and_q8_0() {
     }
 }
 
+/// A sequence forked from the prefix (`--parallel`) and a prefix state adopted
+/// by another context (`--check-sequential`'s sequential pass) answer exactly
+/// as the prefix restored in its own context does; a sequence outside the
+/// context's 1..n_seq is refused.
+#[test]
+fn smollm2_a_forked_sequence_and_an_adopted_snapshot_answer_as_the_prefix_does() {
+    use posrecall::engine::session::Session;
+    let _g = serial();
+    let m = model::load(&smollm2(), gpu_layers()).unwrap();
+    let src = Source::open(&fixture("dense.js")).unwrap();
+    let p =
+        plan(&m, &src, &plan_options(target_spec(2, 10, Some((1, 100))), 24, Probe::Auto), &posrecall::support::progress::Quiet).unwrap();
+    let cfg = context(p.n_ctx, KvType::F16, false);
+    let mut own = Session::new(&m, &cfg).unwrap();
+    own.prefill(&p.prefix_tokens, |_| {}).unwrap();
+    own.snapshot().unwrap();
+    let mut want = Vec::new();
+    for q in &p.queries {
+        own.restore().unwrap();
+        want.push(own.generate_with(q, free(24), |_| false).unwrap().tokens);
+    }
+    assert_ne!(want[0], want[1], "the question matters");
+
+    // Two sequences beside the prefix's, in one unified cache.
+    let mut parallel = cfg.clone();
+    parallel.n_seq = 3;
+    parallel.kv_unified = true;
+    parallel.n_ctx = (p.prefix_tokens.len() + 3 * p.per_sequence) as u32;
+    let mut s = Session::new(&m, &parallel).unwrap();
+    s.prefill(&p.prefix_tokens, |_| {}).unwrap();
+    s.snapshot().unwrap();
+    for bad in [0, 3, -1] {
+        assert!(s.fork_prefix(bad).is_err(), "sequence {bad} of 1..3");
+    }
+    for (i, q) in p.queries.iter().enumerate() {
+        s.fork_prefix(1 + i as i32).unwrap();
+        assert_eq!(s.generate_with(q, free(24), |_| false).unwrap().tokens, want[i], "forked sequence {}", 1 + i);
+    }
+    // Forking again over an answered sequence starts it afresh.
+    s.fork_prefix(1).unwrap();
+    assert_eq!(s.generate_with(&p.queries[1], free(24), |_| false).unwrap().tokens, want[1], "sequence 1 reused");
+
+    let mut adopted = Session::new(&m, &cfg).unwrap();
+    adopted.set_snapshot(s.take_snapshot().unwrap()).unwrap();
+    for (q, w) in p.queries.iter().zip(&want) {
+        adopted.restore().unwrap();
+        assert_eq!(&adopted.generate_with(q, free(24), |_| false).unwrap().tokens, w, "adopted prefix state");
+    }
+}
+
 #[test]
 fn gemma3_sliding_window_restore_equals_fresh_context() {
     let _g = serial();

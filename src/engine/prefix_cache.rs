@@ -105,3 +105,25 @@ impl PrefixCache {
         result.with_context(|| format!("cannot save the prefix cache in {}", self.dir.display()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PrefixCache;
+
+    /// A state counts as saved only with its sha256 sidecar beside it (the
+    /// ladder asks before it saves each window).
+    #[test]
+    fn contains_needs_the_state_and_its_sidecar() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = PrefixCache::new(dir.path()).unwrap();
+        assert!(!cache.contains("k"));
+        std::fs::write(dir.path().join("k.state"), b"state").unwrap();
+        assert!(!cache.contains("k"), "a state without its sidecar");
+        std::fs::remove_file(dir.path().join("k.state")).unwrap();
+        std::fs::write(dir.path().join("k.state.sha256"), b"sum").unwrap();
+        assert!(!cache.contains("k"), "a sidecar without its state");
+        std::fs::write(dir.path().join("k.state"), b"state").unwrap();
+        assert!(cache.contains("k"));
+        assert!(!cache.contains("other"));
+    }
+}

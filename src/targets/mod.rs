@@ -320,3 +320,67 @@ pub fn select(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts:
     }
     Ok(sample(candidates, opts))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(count: usize, lines: usize, pass: Option<usize>) -> TargetSpec {
+        TargetSpec { count, lines, pass, ..TargetSpec::default() }
+    }
+
+    /// Each rule of `validate` at its edges, and the setting each error names
+    /// (the command turns it into the flag or key).
+    #[test]
+    fn validate_refuses_each_setting_at_its_edge() {
+        let cases: [(TargetSpec, Result<(), SpecError>, &str); 11] = [
+            (spec(1, 1, None), Ok(()), ""),
+            (spec(10_000, 1_000, Some(1_000)), Ok(()), ""),
+            (spec(0, 20, None), Err(SpecError::Zero("count")), "count"),
+            (spec(10_001, 20, None), Err(SpecError::TooLarge { setting: "count", value: 10_001, max: 10_000 }), "count"),
+            (spec(16, 0, None), Err(SpecError::Zero("lines")), "lines"),
+            (spec(16, 1_001, None), Err(SpecError::TooLarge { setting: "lines", value: 1_001, max: 1_000 }), "lines"),
+            (spec(16, 20, Some(0)), Err(SpecError::Zero("pass")), "pass"),
+            (spec(16, 20, Some(21)), Err(SpecError::PassAboveLines { pass: 21, lines: 20 }), "pass"),
+            (spec(16, 20, Some(20)), Ok(()), ""),
+            // No pass given: 8, capped at the lines, so never above them.
+            (spec(16, 5, None), Ok(()), ""),
+            (spec(0, 0, Some(0)), Err(SpecError::Zero("count")), "count"),
+        ];
+        for (s, want, setting) in cases {
+            let got = s.validate();
+            assert_eq!(got, want, "{s:?}");
+            assert_eq!(got.err().map_or("", |e| e.setting()), setting, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn pass_defaults_to_eight_capped_at_the_lines_and_renaming_uses_the_seed() {
+        assert_eq!(spec(16, 20, None).pass(), 8);
+        assert_eq!(spec(16, 5, None).pass(), 5);
+        assert_eq!(spec(16, 20, Some(3)).pass(), 3);
+        assert_eq!(spec(16, 20, Some(3)).score_options().pass, 3);
+        let seeded = TargetSpec { seed: 7, ..TargetSpec::default() };
+        assert_eq!(seeded.rename_seed(), None);
+        assert_eq!(TargetSpec { rename: true, ..seeded }.rename_seed(), Some(7));
+    }
+
+    #[test]
+    fn too_few_targets_says_what_was_found_where() {
+        let e = TooFewTargets {
+            found: 2,
+            wanted: 16,
+            lines: 20,
+            first: 1,
+            last: 300,
+            path: "a.js".into(),
+            rule: "a unique named `function` declaration",
+            after: "its opening brace",
+        };
+        assert_eq!(
+            e.to_string(),
+            "only 2 eligible function(s) in lines 1..300 of a.js (a unique named `function` declaration with at least 20 lines \
+             after its opening brace), but the count asked for is 16"
+        );
+    }
+}
