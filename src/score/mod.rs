@@ -1317,4 +1317,25 @@ mod tests {
             prop_assert_eq!(Normalize::Squash.apply(&once), once.as_str());
         }
     }
+
+    /// A blank answer line before the first anchor pairs with a blank window
+    /// line before it only when that anchor is a matched (LINES) line: an
+    /// answer that starts at the extra window earns no blank line of LINES.
+    #[test]
+    fn a_blank_line_before_an_extra_anchor_earns_nothing() {
+        let expected = v(&["x = 1;", ""]);
+        let extra = v(&["y = 2;"]);
+        let s = score(&expected, &extra, &v(&["", "y = 2;"]), &opts(2, Normalize::Trim));
+        assert_eq!((s.matched, s.extra), (0, 1), "{:?}", statuses(&s));
+    }
+
+    /// The answer lines read are ten per window line (expected and extra
+    /// together), at least 4000: here 10 · (300 + 200) = 5000 of 5001.
+    #[test]
+    fn the_lines_read_scale_with_the_whole_window() {
+        let expected: Vec<String> = (0..300).map(|i| format!("a{i};")).collect();
+        let extra: Vec<String> = (0..200).map(|i| format!("b{i};")).collect();
+        let raw = vec!["z;"; 5001].join("\n");
+        assert_eq!(raw_score(&raw, &expected, &extra).unread_lines, Some(1));
+    }
 }

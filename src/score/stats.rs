@@ -571,4 +571,28 @@ mod tests {
         assert!(mcnemar_power(n - 1, 0.2, 0.17, 0.05) < 0.8);
         assert!(t.elapsed().as_secs_f64() < 2.0, "{:?}", t.elapsed());
     }
+
+    /// The edges: k = n, k = 0, k > n, and p at 0 and 1, from the definitions
+    /// (C(n, n) = C(n, 0) = 1; P[X = n] = pⁿ; a certain outcome has ln P = 0).
+    #[test]
+    fn binomial_edges() {
+        assert_eq!(ln_choose(5, 5), 0.0);
+        assert_eq!(ln_choose(5, 0), 0.0);
+        assert_eq!(ln_choose(3, 5), f64::NEG_INFINITY);
+        close(binom_ln_pmf(5, 5, 0.5), 5.0 * 0.5f64.ln(), 1e-12);
+        assert_eq!(binom_ln_pmf(5, 6, 0.5), f64::NEG_INFINITY);
+        assert_eq!(binom_ln_pmf(5, 0, 0.0), 0.0);
+        assert_eq!(binom_ln_pmf(5, 3, 0.0), f64::NEG_INFINITY);
+        assert_eq!(binom_ln_pmf(5, 5, 1.0), 0.0);
+        assert_eq!(binom_ln_pmf(5, 4, 1.0), f64::NEG_INFINITY);
+    }
+
+    /// Discordance probabilities no comparison can have (negative, or more
+    /// than one in all) have no sample size.
+    #[test]
+    fn impossible_discordance_has_no_sample_size() {
+        for (p10, p01) in [(0.7, 0.6), (-0.1, 0.2), (0.2, -0.1), (1.0, 0.5)] {
+            assert_eq!(mcnemar_targets_for_power(p10, p01, 0.05, 0.8, 1000), SampleSize::NotReachable, "{p10} {p01}");
+        }
+    }
 }

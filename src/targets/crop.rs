@@ -195,4 +195,74 @@ mod tests {
         let (f, l) = choose_range(CropMode::Densest, &cost, 30, &spans).unwrap();
         assert!(f <= 60 && l >= 88, "{f}..{l}");
     }
+
+    #[test]
+    fn a_range_is_two_line_numbers_from_one_with_the_last_not_before_the_first() {
+        assert_eq!("5:5".parse::<LineRange>().unwrap(), LineRange { first: 5, last: 5 });
+        assert_eq!(" 1 : 2 ".parse::<LineRange>().unwrap(), LineRange { first: 1, last: 2 });
+        assert_eq!("5".parse::<LineRange>().unwrap_err(), "expected A:B (1-based, inclusive line numbers), got `5`");
+        assert_eq!("x:5".parse::<LineRange>().unwrap_err(), "`x` is not a line number");
+        assert_eq!("5:y".parse::<LineRange>().unwrap_err(), "`y` is not a line number");
+        assert_eq!("0:0".parse::<LineRange>().unwrap_err(), "line range 0:0 must satisfy 1 <= A <= B");
+        assert_eq!("6:5".parse::<LineRange>().unwrap_err(), "line range 6:5 must satisfy 1 <= A <= B");
+        // 0-based bounds within the file, or the file's length named.
+        let r = LineRange { first: 3, last: 9 };
+        assert_eq!(r.to_zero_based(9), Ok((2, 8)));
+        assert_eq!(r.to_zero_based(8), Err(CropError::PastTheEnd { first: 3, last: 9, line_count: 8 }));
+        assert_eq!(LineRange { first: 1, last: 1 }.to_zero_based(1), Ok((0, 0)));
+    }
+
+    #[test]
+    fn the_record_names_one_based_lines_and_the_kept_texts_sha256() {
+        let corpus = crate::corpus::Corpus::from_bytes(std::path::Path::new("abc.txt"), b"a\nb\nc\n".to_vec()).unwrap();
+        let crop = Crop::of(&corpus, CropMode::Densest, 1, 2);
+        // sha256 of "b\nc\n", by sha256sum.
+        let sha = "bb9ead4c391dab4c05bd498dafac47a54f8b212625f2124a911202cc6ea61d27";
+        assert_eq!(crop, Crop { mode: CropMode::Densest, first_line: 2, last_line: 3, sha256: sha.into() });
+    }
+
+    /// Every mode at the budget's edge: a range whose costs add up to the
+    /// budget exactly fits, one more token does not.
+    #[test]
+    fn each_mode_keeps_what_fits_to_the_token() {
+        for mode in [CropMode::Head, CropMode::Densest, CropMode::None, CropMode::Lines] {
+            assert_eq!(choose_range(mode, &[], 10, &[]), Err(CropError::NoLines), "{mode:?}");
+        }
+        for mode in [CropMode::None, CropMode::Lines] {
+            assert_eq!(choose_range(mode, &[3, 3, 3], 9, &[]), Ok((0, 2)));
+            assert_eq!(choose_range(mode, &[3, 3, 3], 8, &[]), Err(CropError::DoesNotFit { total: 9, budget: 8 }));
+        }
+        let head = |cost: &[usize], budget| choose_range(CropMode::Head, cost, budget, &[(0, 3)]);
+        assert_eq!(head(&[3, 3, 3, 3], 6), Ok((0, 1)));
+        assert_eq!(head(&[3, 3, 3, 3], 5), Ok((0, 0)));
+        assert_eq!(head(&[3, 3, 3, 3], 12), Ok((0, 3)));
+        assert_eq!(head(&[3, 3, 3, 3], 100), Ok((0, 3)));
+        assert_eq!(head(&[3, 1, 1, 1], 2), Err(CropError::FirstLineTooLong { budget: 2 }));
+    }
+
+    /// Densest: the window that fits and holds the most spans whole, the
+    /// earliest among equals, stepping over lines that fit nowhere.
+    #[test]
+    fn densest_keeps_the_earliest_window_with_the_most_whole_spans() {
+        let densest = |cost: &[usize], budget, spans: &[(usize, usize)]| choose_range(CropMode::Densest, cost, budget, spans);
+        let ones = [1; 6];
+        assert_eq!(densest(&ones, 3, &[(3, 5)]), Ok((3, 5)));
+        assert_eq!(densest(&ones, 3, &[(0, 1), (4, 5)]), Ok((0, 2)));
+        assert_eq!(densest(&ones, 3, &[(0, 1), (3, 4), (4, 5)]), Ok((3, 5)));
+        // A span that never fits whole counts nowhere: the earliest window.
+        assert_eq!(densest(&ones, 2, &[(1, 3)]), Ok((0, 1)));
+        assert_eq!(densest(&ones, 3, &[]), Ok((0, 2)));
+        // Windows of different lengths: each first line's furthest fit.
+        assert_eq!(densest(&[2, 1, 1, 2, 1], 3, &[(1, 2)]), Ok((1, 2)));
+        assert_eq!(densest(&[2, 1, 1, 2, 1], 3, &[(3, 4)]), Ok((3, 4)));
+        assert_eq!(densest(&[2, 1, 1, 2, 1], 4, &[(0, 2), (2, 3)]), Ok((0, 2)));
+        assert_eq!(densest(&[2, 1, 1, 2, 1], 4, &[(1, 3), (2, 3)]), Ok((1, 3)));
+        // A line dearer than the budget splits the file.
+        assert_eq!(densest(&[1, 5, 1, 1], 2, &[(2, 3)]), Ok((2, 3)));
+        assert_eq!(densest(&[1, 5, 1, 1], 2, &[]), Ok((0, 0)));
+        assert_eq!(densest(&[5, 1, 1], 2, &[]), Ok((1, 2)));
+        assert_eq!(densest(&[5, 6], 2, &[(0, 1)]), Err(CropError::NoLineFits { budget: 2 }));
+        // The whole file fits.
+        assert_eq!(densest(&ones, 6, &[(2, 3)]), Ok((0, 5)));
+    }
 }

@@ -383,4 +383,81 @@ mod tests {
              after its opening brace), but the count asked for is 16"
         );
     }
+
+    /// A candidate at `depth` (its byte offset orders the file).
+    fn at(depth: f64) -> Target {
+        Target {
+            name: format!("f{depth}"),
+            line: 1,
+            byte_offset: (depth * 1000.0) as usize,
+            token_offset: None,
+            depth,
+            header: String::new(),
+            expected: Vec::new(),
+            extra_window: Vec::new(),
+            last_expected_line: 1,
+        }
+    }
+
+    fn depths(targets: &[Target]) -> Vec<f64> {
+        targets.iter().map(|t| t.depth).collect()
+    }
+
+    fn draw(count: usize, seed: u64, candidates: &[f64]) -> Vec<f64> {
+        let opts = TargetOptions { count, lines: 20, seed, skip_blank: false };
+        depths(&sample(candidates.iter().map(|&d| at(d)).collect(), &opts))
+    }
+
+    /// One target from each of COUNT equal depth buckets; an empty bucket
+    /// borrows from the nearest that has candidates left, the lower one on a
+    /// tie; file order; the same seed the same draw.
+    #[test]
+    fn sample_takes_one_per_depth_bucket_and_borrows_from_the_nearest() {
+        // Fewer or as many candidates as COUNT: all of them.
+        assert_eq!(draw(3, 1, &[0.1, 0.9]), [0.1, 0.9]);
+        // Buckets [0, ¼) [¼, ½) [½, ¾) [¾, 1): the three lone ones are certain.
+        for seed in 0..8 {
+            let d = draw(4, seed, &[0.1, 0.12, 0.3, 0.6, 0.9]);
+            assert!(d.len() == 4 && (d[0] == 0.1 || d[0] == 0.12) && d[1..] == [0.3, 0.6, 0.9], "seed {seed}: {d:?}");
+        }
+        // Bucket 1 of 3 is empty; buckets 0 and 2 are as near, and bucket 2's
+        // only candidate is taken, so bucket 0 gives two.
+        for seed in 0..8 {
+            let d = draw(3, seed, &[0.05, 0.1, 0.15, 0.9]);
+            assert!(d.len() == 3 && d[2] == 0.9 && d[..2].iter().all(|x| *x < 0.2), "seed {seed}: {d:?}");
+        }
+        // Bucket 0 empty: it borrows upward, from bucket 1.
+        for seed in 0..8 {
+            let d = draw(3, seed, &[0.5, 0.55, 0.6, 0.9]);
+            assert!(d.len() == 3 && d[2] == 0.9 && d[..2].iter().all(|x| (0.5..0.65).contains(x)), "seed {seed}: {d:?}");
+        }
+        // Only the top bucket has candidates: both empty ones borrow from it,
+        // past an empty neighbour.
+        let d = draw(3, 5, &[0.7, 0.75, 0.8, 0.9]);
+        assert_eq!(d.len(), 3, "{d:?}");
+        // Only the bottom one: the search past the last bucket stops there.
+        let d = draw(3, 5, &[0.1, 0.12, 0.15, 0.2]);
+        assert_eq!(d.len(), 3, "{d:?}");
+        // The same seed draws the same; the seed decides which of a bucket's.
+        let many: Vec<f64> = (0..40).map(|i| i as f64 / 40.0).collect();
+        assert_eq!(draw(4, 9, &many), draw(4, 9, &many));
+        assert!((0..8).any(|seed| draw(4, seed, &many) != draw(4, 9, &many)));
+    }
+
+    /// `select` refuses fewer eligible functions than COUNT, saying how many
+    /// it found in which 1-based lines, and draws COUNT of them otherwise.
+    #[test]
+    fn select_refuses_too_few_and_draws_count() {
+        let text: String = (0..5).map(|i| format!("function f{i}(x) {{\n  let a = x;\n  let b = a + {i};\n  return b;\n}}\n")).collect();
+        let corpus = Corpus::from_bytes(std::path::Path::new("five.js"), text.into_bytes()).unwrap();
+        let parsed = crate::corpus::language_named("javascript").unwrap().functions(&corpus.text).unwrap();
+        let last = corpus.line_count() - 1;
+        let opts = |count| TargetOptions { count, lines: 2, seed: 3, skip_blank: false };
+        let got = select(&corpus, &parsed, 0, last, &opts(4)).unwrap();
+        assert_eq!(got.len(), 4);
+        assert_eq!(select(&corpus, &parsed, 0, last, &opts(5)).unwrap().len(), 5);
+        let e = select(&corpus, &parsed, 5, last, &opts(5)).unwrap_err();
+        assert_eq!((e.found, e.wanted, e.first, e.last), (4, 5, 6, 25));
+        assert!(select(&corpus, &parsed, 0, last, &opts(0)).is_err());
+    }
 }
