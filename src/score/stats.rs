@@ -557,6 +557,9 @@ mod tests {
         // The power at p10 = 0.2, p01 = 0.19 stays below 0.06 up to N = 500
         // (scripts/stats-reference: at most 0.055721, at N = 500).
         assert_eq!(mcnemar_targets_for_power(0.2, 0.19, 0.05, 0.8, 500), SampleSize::BeyondCap(500));
+        // And beyond the linear range, where sizes grow in steps, the search
+        // ends at the cap (the power there is still under 0.2).
+        assert_eq!(mcnemar_targets_for_power(0.2, 0.19, 0.05, 0.8, 2100), SampleSize::BeyondCap(2100));
     }
 
     #[test]
@@ -585,6 +588,9 @@ mod tests {
         assert_eq!(binom_ln_pmf(5, 3, 0.0), f64::NEG_INFINITY);
         assert_eq!(binom_ln_pmf(5, 5, 1.0), 0.0);
         assert_eq!(binom_ln_pmf(5, 4, 1.0), f64::NEG_INFINITY);
+        // Far above the mode the CDF is 1 − P[X > k]; summed from P[X = k]
+        // (≈ 10⁻¹⁴⁰⁴, below the smallest double) it would come out 0.
+        assert_eq!(binom_cdf(2000, 1000, 0.01), 1.0);
     }
 
     /// Discordance probabilities no comparison can have (negative, or more
