@@ -79,16 +79,19 @@ fn gemma3_base_model_gets_the_completion_probe_with_exact_tokens() {
     assert_fidelity(&m, &p, 10);
 }
 
+/// Two targets of dense.js's lines 1..100: 863 tokens, so the prefill spans
+/// two of llama.cpp's 512-token batches and the restored state is the second
+/// batch's too. Two targets, because each costs a fresh context's prefill.
+fn two_targets_in_lines_1_to_100(m: &Model) -> Plan {
+    let src = Source::open(&fixture("dense.js")).unwrap();
+    plan(m, &src, &plan_options(target_spec(2, 10, Some((1, 100))), 24, Probe::Auto), &posrecall::support::progress::Quiet).unwrap()
+}
+
 #[test]
 fn smollm2_restore_equals_fresh_context_f16_and_q8_0() {
     let _g = serial();
     let m = model::load(&smollm2(), gpu_layers()).unwrap();
-    let src = Source::open(&fixture("dense.js")).unwrap();
-    // Lines 1..100: 863 tokens, so the prefill spans two of llama.cpp's
-    // 512-token batches and the restored state is the second batch's too.
-    // Two targets: each costs a fresh context's prefill per KV type.
-    let p =
-        plan(&m, &src, &plan_options(target_spec(2, 10, Some((1, 100))), 24, Probe::Auto), &posrecall::support::progress::Quiet).unwrap();
+    let p = two_targets_in_lines_1_to_100(&m);
     assert!(p.prefix_tokens.len() > 512, "prefix of {} tokens", p.prefix_tokens.len());
     for kv in [KvType::F16, KvType::Q8_0] {
         assert_restore_equivalence(&m, &p, &context(p.n_ctx, kv, false), free(24));
@@ -104,9 +107,7 @@ fn smollm2_a_forked_sequence_and_an_adopted_snapshot_answer_as_the_prefix_does()
     use posrecall::engine::session::Session;
     let _g = serial();
     let m = model::load(&smollm2(), gpu_layers()).unwrap();
-    let src = Source::open(&fixture("dense.js")).unwrap();
-    let p =
-        plan(&m, &src, &plan_options(target_spec(2, 10, Some((1, 100))), 24, Probe::Auto), &posrecall::support::progress::Quiet).unwrap();
+    let p = two_targets_in_lines_1_to_100(&m);
     let cfg = context(p.n_ctx, KvType::F16, false);
     let mut own = Session::new(&m, &cfg).unwrap();
     own.prefill(&p.prefix_tokens, |_| {}).unwrap();
