@@ -2,18 +2,18 @@
 //! and `commands/` read them; the commands turn them into the library's
 //! own types.
 
-use crate::ask::ApiKind;
-use crate::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
-use crate::bench::MAX_NEW_TOKENS;
-use crate::prompt::Probe;
-use crate::prompt::template::Think;
-use crate::score::Normalize;
-use crate::settings::Named;
-use crate::settings::{CtxSize, FlashAttn, KvPair, KvRotation, KvType, List};
-use crate::targets::TargetSpec;
-use crate::targets::crop::{CropMode, LineRange};
 use clap::builder::{PossibleValue, PossibleValuesParser, RangedU64ValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use posrecall::ask::ApiKind;
+use posrecall::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
+use posrecall::bench::MAX_NEW_TOKENS;
+use posrecall::prompt::Probe;
+use posrecall::prompt::template::Think;
+use posrecall::score::Normalize;
+use posrecall::settings::Named;
+use posrecall::settings::{CtxSize, FlashAttn, KvPair, KvRotation, KvType, List};
+use posrecall::targets::TargetSpec;
+use posrecall::targets::crop::{CropMode, LineRange};
 
 /// A choice of the library's: its names and each one's help come from the
 /// library's type ([`Named`]), so no name is written here.
@@ -26,7 +26,7 @@ where
 
 /// The method's KV types, as `--kv` shows its default.
 fn default_kv() -> KvPair {
-    let (k, v) = crate::settings::ContextSettings::default().kv;
+    let (k, v) = posrecall::settings::ContextSettings::default().kv;
     KvPair { k, v }
 }
 
@@ -149,7 +149,7 @@ pub struct MatrixArgs {
     pub resume: bool,
     /// Run one slice of the runs: K/N (1-based), N (K from JOB_COMPLETION_INDEX or a Slurm array), or auto (K and N from a Slurm array).
     #[arg(long, value_name = "K/N|N|auto")]
-    pub shard: Option<crate::sweep::ShardArg>,
+    pub shard: Option<posrecall::sweep::ShardArg>,
     /// Keep the evaluated prefix states in this folder and load them on later runs with the same key.
     #[arg(long, value_name = "DIR")]
     pub prefix_cache: Option<PathBuf>,
@@ -295,8 +295,8 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "RUN.json|DIR")]
     pub inputs: Vec<PathBuf>,
     /// Output format.
-    #[arg(long, value_parser = named::<crate::report::export::Format>(), default_value_t = crate::report::export::Format::Table)]
-    pub format: crate::report::export::Format,
+    #[arg(long, value_parser = named::<posrecall::report::export::Format>(), default_value_t = posrecall::report::export::Format::Table)]
+    pub format: posrecall::report::export::Format,
     /// Write the report here (atomically) instead of to stdout.
     #[arg(long, short, value_name = "FILE", visible_alias = "output")]
     pub out: Option<PathBuf>,
@@ -337,9 +337,9 @@ pub struct TargetArgs {
 
 /// `--language`: a name the corpus layer knows.
 fn language_name(s: &str) -> Result<String, String> {
-    match crate::corpus::language_named(s) {
+    match posrecall::corpus::language_named(s) {
         Some(l) => Ok(l.name().to_string()),
-        None => Err(format!("unknown language (known: {})", crate::corpus::language_names().join(", "))),
+        None => Err(format!("unknown language (known: {})", posrecall::corpus::language_names().join(", "))),
     }
 }
 
@@ -468,8 +468,8 @@ pub struct DecodeArgs {
     /// How each question's changes to the prefix state are undone: lean removes the
     /// question's cells and writes back only the sliding-window and recurrent state;
     /// full writes the whole saved state back (both exact; run file: runtime.restore).
-    #[arg(long, value_name = "HOW", default_value = "lean", hide = true, value_parser = named::<crate::settings::RestoreMode>())]
-    pub restore: crate::settings::RestoreMode,
+    #[arg(long, value_name = "HOW", default_value = "lean", hide = true, value_parser = named::<posrecall::settings::RestoreMode>())]
+    pub restore: posrecall::settings::RestoreMode,
     /// The most host memory the prefix snapshot may take, e.g. 2GiB [default: 90% of the
     /// free main memory]. A run whose snapshot would not fit is refused before the prefill.
     #[arg(long, value_name = "SIZE", hide = true)]
@@ -478,8 +478,8 @@ pub struct DecodeArgs {
     /// (n-grams of the answer found in the file) or none (one token per step). Drafts are
     /// verified in one batch against the model's greedy choices, so answers stay greedy
     /// [default: truth; in a sweep, models.toml's draft].
-    #[arg(long, value_name = "MODE", value_parser = named::<crate::decode::draft::DraftMode>())]
-    pub draft: Option<crate::decode::draft::DraftMode>,
+    #[arg(long, value_name = "MODE", value_parser = named::<posrecall::decode::draft::DraftMode>())]
+    pub draft: Option<posrecall::decode::draft::DraftMode>,
     /// The most draft tokens verified in one step [default: 16; in a sweep, models.toml's
     /// draft_max].
     #[arg(long, value_name = "K")]
@@ -492,12 +492,12 @@ pub struct DecodeArgs {
 
 /// Context extension, as llama-server spells it; shared by `bench` and
 /// `prompt`. Each setting not given is the model's own. Their ranges are
-/// checked once, by the library ([`crate::settings::RopeInput::resolve`]).
+/// checked once, by the library ([`posrecall::settings::RopeInput::resolve`]).
 #[derive(Debug, Args, Clone, Default)]
 pub struct RopeArgs {
     /// RoPE scaling: none, linear or yarn [default: the model's].
-    #[arg(long, value_parser = named::<crate::settings::RopeScaling>())]
-    pub rope_scaling: Option<crate::settings::RopeScaling>,
+    #[arg(long, value_parser = named::<posrecall::settings::RopeScaling>())]
+    pub rope_scaling: Option<posrecall::settings::RopeScaling>,
     /// Stretch the context N times (the frequency scale 1/N); with linear or yarn scaling, `--ctx auto` may then go N times past the trained context.
     #[arg(long, value_name = "N")]
     pub rope_scale: Option<f32>,
@@ -597,9 +597,9 @@ pub struct BenchArgs {
     pub only: Vec<String>,
     /// A length ladder: ask COUNT targets at each of these prefix lengths (e.g. 2k,4k,8k, or auto), evaluating the file once.
     #[arg(long, value_name = "L,...|auto")]
-    pub lengths: Option<crate::bench::ladder::Lengths>,
+    pub lengths: Option<posrecall::bench::ladder::Lengths>,
     /// The pass rate the effective length must keep at every length up to it.
-    #[arg(long, value_name = "RATE", default_value_t = crate::bench::ladder::DEFAULT_EFFECTIVE_AT, requires = "lengths", allow_negative_numbers = true)]
+    #[arg(long, value_name = "RATE", default_value_t = posrecall::bench::ladder::DEFAULT_EFFECTIVE_AT, requires = "lengths", allow_negative_numbers = true)]
     pub effective_at: f64,
     /// Write the run file (JSON) here.
     #[arg(long, short)]
@@ -608,8 +608,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
     /// With a KV list: the format of its table, one row per item.
-    #[arg(long, value_parser = names_of(&crate::report::kv_table::FORMATS), default_value_t = crate::report::export::Format::Table)]
-    pub format: crate::report::export::Format,
+    #[arg(long, value_parser = names_of(&posrecall::report::kv_table::FORMATS), default_value_t = posrecall::report::export::Format::Table)]
+    pub format: posrecall::report::export::Format,
     /// Also write the HTML report of this run here (as `posrecall report --format html`).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -630,8 +630,8 @@ mod tests {
         let mut cmd = super::Cli::command();
         let bench = cmd.find_subcommand_mut("bench").expect("bench").render_help().to_string();
         let flat = bench.split_whitespace().collect::<Vec<_>>().join(" ");
-        let budget = format!("the answer follows [default: {}]", crate::prompt::template::DEFAULT_THINK_BUDGET);
-        let top_k = format!("as one mass) [default: {}]", crate::record::reference::DEFAULT_TOP_K);
+        let budget = format!("the answer follows [default: {}]", posrecall::prompt::template::DEFAULT_THINK_BUDGET);
+        let top_k = format!("as one mass) [default: {}]", posrecall::record::reference::DEFAULT_TOP_K);
         assert!(flat.contains(&budget), "{flat}");
         assert!(flat.contains(&top_k), "{flat}");
     }

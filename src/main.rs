@@ -3,8 +3,8 @@
 
 use clap::Parser;
 
-use posrecall::cli::{Cli, Command};
-use posrecall::commands;
+use posrecall_cli::cli::{Cli, Command};
+use posrecall_cli::commands;
 
 fn main() {
     let cli = match Cli::try_parse() {

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use syn::spanned::Spanned;
 use syn::visit::{self, Visit};
 
-/// One source file: its path under `src/`, its text, and what it names and says.
+/// One source file: its path under its crate's `src/`, its text, and what it
+/// names and says.
 struct Source {
     file: String,
     text: String,
@@ -44,29 +45,47 @@ struct Facts {
     macros: Vec<(usize, String)>,
 }
 
-/// Every `.rs` file under `src/`, relative to it, read.
-fn sources() -> Vec<Source> {
-    fn walk(dir: &Path, root: &Path, out: &mut Vec<Source>) {
+/// Every `.rs` file under `dir`, relative to it, read; `face` as [`read_face`].
+fn tree(dir: &Path, face: bool) -> Vec<Source> {
+    fn walk(dir: &Path, root: &Path, face: bool, out: &mut Vec<Source>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                walk(&path, root, out);
+                walk(&path, root, face, out);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let file = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
                 let text = std::fs::read_to_string(&path).unwrap();
-                let facts = read(&file, &text);
+                let facts = match face {
+                    true => read_face(&file, &text),
+                    false => read(&file, &text),
+                };
                 out.push(Source { file, text, facts });
             }
         }
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut out = Vec::new();
-    walk(&root, &root, &mut out);
-    assert!(out.len() > 30, "found only {} source files", out.len());
+    walk(dir, dir, face, &mut out);
     out
 }
 
-/// The module a file under `src/` is: `engine/session.rs` is
+/// The library: every file under `lib/src/`.
+fn sources() -> Vec<Source> {
+    let out = tree(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("lib/src"), false);
+    assert!(out.len() > 30, "found only {} library source files", out.len());
+    out
+}
+
+/// The face (the `posrecall` binary's crate): every file under `src/`.
+fn face() -> Vec<Source> {
+    let out = tree(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src"), true);
+    assert!(
+        out.iter().any(|s| s.file == "cli.rs") && out.iter().any(|s| s.file.starts_with("commands/")),
+        "the face's files are not in src/"
+    );
+    out
+}
+
+/// The module a file under a `src/` is: `engine/session.rs` is
 /// `engine::session`, `engine/mod.rs` is `engine`, `lib.rs` the crate.
 fn module_of(file: &str) -> Vec<String> {
     let mut parts: Vec<String> = file.trim_end_matches(".rs").split('/').map(str::to_string).collect();
@@ -79,13 +98,25 @@ fn module_of(file: &str) -> Vec<String> {
 /// Parses `text` (the file `file` under `src/`) and collects its facts.
 fn read(file: &str, text: &str) -> Facts {
     let ast = syn::parse_file(text).unwrap_or_else(|e| panic!("{file}: does not parse: {e}"));
-    let mut r = Reader { module: module_of(file), tests: 0, facts: Facts::default() };
+    let mut r = Reader { module: module_of(file), tests: 0, facts: Facts::default(), face: false };
+    r.visit_file(&ast);
+    r.facts
+}
+
+/// Parses a file of the face: a path through the library
+/// (`posrecall::score::x`) is read as the library's own (`crate::score::x`
+/// there), so the checks on what the face names speak of library modules.
+fn read_face(file: &str, text: &str) -> Facts {
+    let ast = syn::parse_file(text).unwrap_or_else(|e| panic!("{file}: does not parse: {e}"));
+    let mut r = Reader { module: module_of(file), tests: 0, facts: Facts::default(), face: true };
     r.visit_file(&ast);
     r.facts
 }
 
 struct Reader {
     module: Vec<String>,
+    /// Reading the face: `posrecall::` is the library's root.
+    face: bool,
     /// How many `#[cfg(test)]` items enclose the current one.
     tests: usize,
     facts: Facts,
@@ -106,6 +137,10 @@ impl Reader {
         let mut absolute = false;
         let mut rest = segments.as_slice();
         match rest.first().map(String::as_str) {
+            Some("posrecall") if self.face => {
+                absolute = true;
+                rest = &rest[1..];
+            }
             Some("crate") => {
                 absolute = true;
                 rest = &rest[1..];
@@ -311,12 +346,6 @@ impl<'ast> Visit<'ast> for Reader {
     }
 }
 
-/// The command-line face: the only files that may know clap's argument
-/// types, the commands, and flag names.
-fn is_face(file: &str) -> bool {
-    file == "main.rs" || file == "cli.rs" || file.starts_with("commands/")
-}
-
 /// The file's line `n` (1-based), trimmed, for a message.
 fn at(s: &Source, n: usize) -> String {
     format!("{}:{n}: {}", s.file, s.text.lines().nth(n - 1).unwrap_or("").trim())
@@ -336,10 +365,38 @@ fn refers_to(s: &Source, roots: &[&str]) -> Vec<String> {
     found
 }
 
+/// The dependencies a manifest lists (`[dependencies]` and the like), by name.
+fn dependencies(manifest: &str) -> Vec<String> {
+    let t: toml::Table = manifest.parse().unwrap();
+    let mut out = Vec::new();
+    for key in ["dependencies", "dev-dependencies", "build-dependencies"] {
+        out.extend(t.get(key).and_then(|d| d.as_table()).into_iter().flat_map(|d| d.keys().cloned()));
+    }
+    out
+}
+
+/// The crates that parse a command line or draw on a terminal.
+const FACE_CRATES: &[&str] = &["clap", "clap_complete", "clap_mangen", "indicatif", "posrecall-cli"];
+
+/// What of the face a library manifest depends on.
+fn face_crates_in(manifest: &str) -> Vec<String> {
+    dependencies(manifest).into_iter().filter(|d| FACE_CRATES.contains(&d.as_str())).collect()
+}
+
 #[test]
-fn nothing_below_the_commands_refers_to_them() {
-    let found: Vec<String> = sources().iter().filter(|s| !is_face(&s.file)).flat_map(|s| refers_to(s, &["cli", "commands"])).collect();
-    assert!(found.is_empty(), "the library refers to the command line:\n{}", found.join("\n"));
+fn the_library_depends_on_nothing_of_the_face() {
+    // The library cannot name the face or parse a flag or draw a bar: the
+    // compiler refuses what is not a dependency. This keeps it so.
+    let manifest = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("lib/Cargo.toml")).unwrap();
+    assert!(dependencies(&manifest).len() > 20, "lib/Cargo.toml's dependencies were not read");
+    let found = face_crates_in(&manifest);
+    assert!(found.is_empty(), "lib/Cargo.toml depends on the face's crates: {found:?}");
+}
+
+#[test]
+fn the_manifest_check_sees_a_face_crate() {
+    let manifest = "[package]\nname = \"x\"\n[dependencies]\nserde = \"1\"\n[dependencies.indicatif]\nversion = \"0.18\"\n[dev-dependencies]\nclap = \"4\"\n";
+    assert_eq!(face_crates_in(manifest), ["indicatif", "clap"]);
 }
 
 #[test]
@@ -353,7 +410,7 @@ fn only_the_engine_touches_llama_cpp() {
         }
     }
     found.dedup();
-    assert!(found.is_empty(), "llama.cpp outside src/engine/:\n{}", found.join("\n"));
+    assert!(found.is_empty(), "llama.cpp outside lib/src/engine/:\n{}", found.join("\n"));
 }
 
 #[test]
@@ -366,7 +423,7 @@ fn the_engine_does_not_reach_into_the_metrics() {
 #[test]
 fn messages_below_the_commands_name_no_flag() {
     let mut found = Vec::new();
-    for s in sources().iter().filter(|s| !is_face(&s.file)) {
+    for s in &sources() {
         for (line, text) in &s.facts.strings {
             if has_flag(text) {
                 found.push(format!("{}: {text:?}", at(s, *line)));
@@ -483,7 +540,7 @@ fn the_bench_and_matrix_commands_hold_no_run_sequence() {
     // (or sweep) and print: no engine call, no pass of their own.
     let steps = ["execute", "execute_ladder", "plan_shared", "plan_ladder", "check_reference", "save_reference"];
     let mut found = Vec::new();
-    for s in sources().iter().filter(|s| s.file == "commands/bench.rs" || s.file == "commands/matrix.rs") {
+    for s in face().iter().filter(|s| s.file == "commands/bench.rs" || s.file == "commands/matrix.rs") {
         for p in s.facts.paths.iter().filter(|p| p.segments.iter().any(|seg| seg == "engine")) {
             found.push(format!("{} (names the engine)", at(s, p.line)));
         }
@@ -515,20 +572,51 @@ fn bench_knows_no_sweep() {
 fn nothing_below_the_face_prints() {
     // The library tells the user things through the notes, sinks and
     // progress bars the face passes in; only the face writes to the terminal.
+    let found: Vec<String> = sources().iter().flat_map(prints).collect();
+    assert!(found.is_empty(), "the library prints:\n{}", found.join("\n"));
+}
+
+/// Where `s` prints or takes hold of the terminal: a print macro, or the
+/// standard streams however they are named (`std::io::stderr`, `io::stderr`
+/// after `use std::io`, `stderr()` after `use std::io::stderr`).
+fn prints(s: &Source) -> Vec<String> {
     let printing = ["print", "println", "eprint", "eprintln", "dbg"];
+    let streams = ["stdout", "stderr"];
     let mut found = Vec::new();
-    for s in sources().iter().filter(|s| !is_face(&s.file)) {
-        for (line, name) in s.facts.macros.iter().filter(|(_, n)| printing.contains(&n.as_str())) {
-            found.push(format!("{} ({name}!)", at(s, *line)));
-        }
-        for p in s.facts.paths.iter().filter(|p| p.segments.len() >= 3 && p.segments[..2] == ["std", "io"]) {
-            if ["stdout", "stderr"].contains(&p.segments[2].as_str()) {
-                found.push(format!("{} (std::io::{})", at(s, p.line), p.segments[2]));
-            }
+    for (line, name) in s.facts.macros.iter().filter(|(_, n)| printing.contains(&n.as_str())) {
+        found.push(format!("{} ({name}!)", at(s, *line)));
+    }
+    for p in &s.facts.paths {
+        if let Some(i) = p.segments.iter().position(|x| x == "io")
+            && p.segments.get(i + 1).is_some_and(|x| streams.contains(&x.as_str()))
+        {
+            found.push(format!("{} ({})", at(s, p.line), p.segments.join("::")));
         }
     }
+    for (line, name) in s.facts.calls.iter().filter(|(_, n)| streams.contains(&n.as_str())) {
+        found.push(format!("{} ({name}())", at(s, *line)));
+    }
     found.dedup();
-    assert!(found.is_empty(), "the library prints:\n{}", found.join("\n"));
+    found
+}
+
+/// Each way of reaching the terminal is seen, in its own file.
+#[test]
+fn the_print_check_sees_every_way_to_the_terminal() {
+    let ways = [
+        "fn f() { eprintln!(\"x\"); }",
+        "use std::io; fn f() { let _ = io::stderr(); }",
+        "use std::io::Write; fn f() { std::io::stdout().flush().ok(); }",
+        "use std::io::stderr; fn f() { let _ = stderr(); }",
+        "fn f() { let e = std::io::stderr; }",
+    ];
+    for text in ways {
+        let s = Source { file: "bench/x.rs".into(), text: text.into(), facts: read("bench/x.rs", text) };
+        assert!(!prints(&s).is_empty(), "not seen printing: {text}");
+    }
+    let quiet = "use std::io::Write; fn f(w: &mut dyn Write) { writeln!(w, \"x\").ok(); }";
+    let s = Source { file: "bench/x.rs".into(), text: quiet.into(), facts: read("bench/x.rs", quiet) };
+    assert!(prints(&s).is_empty(), "{:?}", prints(&s));
 }
 
 /// The print check sees a print in a closure inside a macro call and skips
@@ -546,7 +634,7 @@ fn the_print_check_sees_prints() {
 /// targets → prompt, the decoding method, score); the engine and the record;
 /// the reports; one run (bench) or a served model's (ask); the sweep; the
 /// face. A module names modules of its own layer or below, never above, and
-/// every top-level module of `src/` is in exactly one layer.
+/// every top-level module of `lib/src/` is in exactly one layer.
 const LAYERS: &[&[&str]] = &[
     &["settings", "support"],
     &["corpus", "targets", "prompt", "decode", "score"],
@@ -554,7 +642,6 @@ const LAYERS: &[&[&str]] = &[
     &["report"],
     &["bench", "ask"],
     &["sweep"],
-    &["cli", "commands"],
 ];
 
 /// The top-level module a file belongs to (`record/run.rs` → `record`);
@@ -599,22 +686,57 @@ fn every_module_is_in_a_layer() {
     assert!(missing.is_empty(), "top-level modules in no layer of LAYERS (put each in a pipeline folder): {missing:?}");
 }
 
-#[test]
-fn the_layers_point_down() {
-    let sources = sources();
-    let up: Vec<String> = module_edges(&sources)
+/// References from a module to one in a layer above it.
+fn upward(sources: &[Source]) -> Vec<String> {
+    module_edges(sources)
         .into_iter()
         .filter(|(from, to, _)| layer_of(to) > layer_of(from))
         .map(|(from, to, at)| format!("{at} ({from} names {to}, a layer above)"))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn the_layers_point_down() {
+    let up = upward(&sources());
     assert!(up.is_empty(), "references up the layers:\n{}", up.join("\n"));
+}
+
+/// A library file, read.
+fn file(name: &str, text: &str) -> Source {
+    Source { file: name.into(), text: text.into(), facts: read(name, text) }
+}
+
+#[test]
+fn the_layer_check_sees_an_upward_reference() {
+    let up = upward(&[file("score/x.rs", "use crate::bench::plan::Plan;"), file("report/y.rs", "fn f() { super::super::sweep::run(); }")]);
+    assert_eq!(up.len(), 2, "{up:?}");
+    assert!(up[0].contains("score names bench") && up[1].contains("report names sweep"), "{up:?}");
+    assert!(upward(&[file("bench/x.rs", "use crate::score::align;")]).is_empty());
 }
 
 #[test]
 fn no_two_modules_name_each_other() {
     // Sideways references within a layer are allowed; a circle is not: it
     // would leave neither module readable without the other.
-    let edges = module_edges(&sources());
+    let circles = circles(&sources());
+    assert!(circles.is_empty(), "modules in a circle:\n{}", circles.join("\n"));
+}
+
+#[test]
+fn the_circle_check_sees_a_circle() {
+    // corpus → targets → prompt → corpus: sideways, within one layer.
+    let three = [
+        file("corpus/a.rs", "use crate::targets::x;"),
+        file("targets/b.rs", "use crate::prompt::y;"),
+        file("prompt/c.rs", "fn f() { crate::corpus::z(); }"),
+    ];
+    assert_eq!(circles(&three).len(), 3, "{:?}", circles(&three));
+    assert!(circles(&three[..2]).is_empty());
+}
+
+/// Every reference that closes a circle of modules.
+fn circles(sources: &[Source]) -> Vec<String> {
+    let edges = module_edges(sources);
     let names = |a: &str, b: &str| edges.iter().find(|(f, t, _)| f == a && t == b).map(|e| e.2.clone());
     let mut modules: Vec<&str> = LAYERS.iter().flat_map(|l| l.iter().copied()).collect();
     modules.sort();
@@ -645,7 +767,7 @@ fn no_two_modules_name_each_other() {
             }
         }
     }
-    assert!(circles.is_empty(), "modules in a circle:\n{}", circles.join("\n"));
+    circles
 }
 
 #[test]
@@ -654,7 +776,7 @@ fn the_commands_score_nothing() {
     // elsewhere): a command that scored would be a second scorer to keep in
     // step. Commands name the options type (`score::Normalize`) at most.
     let mut found = Vec::new();
-    for s in sources().iter().filter(|s| is_face(&s.file)) {
+    for s in &face() {
         for p in s.facts.paths.iter().filter(|p| p.absolute && p.segments[0] == "score" && p.segments.len() > 1) {
             if p.segments[1].chars().next().is_some_and(char::is_lowercase) {
                 found.push(format!("{} (crate::{})", at(s, p.line), p.segments.join("::")));
@@ -710,7 +832,7 @@ fn library_errors() -> Vec<(String, String, usize, String)> {
         }
     }
     let mut out = Vec::new();
-    for s in sources().iter().filter(|s| !is_face(&s.file)) {
+    for s in &sources() {
         walk(&syn::parse_file(&s.text).unwrap().items, &s.file, &mut out);
     }
     out
@@ -726,8 +848,7 @@ fn every_library_error_is_worded_by_the_face_or_needs_none() {
     // fixes each. A new error type the face does not know would reach the
     // user with no flag named: it must be named in the face (a downcast that
     // words it), or its doc must say why it needs no hint.
-    let sources = sources();
-    let face: Vec<&Source> = sources.iter().filter(|s| is_face(&s.file)).collect();
+    let face = face();
     let named = |ty: &str| {
         face.iter().any(|s| s.facts.paths.iter().any(|p| p.segments.last().is_some_and(|l| l == ty)))
             || face.iter().any(|s| s.text.contains(&format!("::<{ty}>")) || s.text.contains(&format!("{ty}::")))

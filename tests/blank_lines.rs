@@ -2,7 +2,7 @@
 //! constructed answers for real targets go through the built binary's
 //! `posrecall score` (parsing, scoring and the run file), and the counts it
 //! records are compared with counts worked out here from the expected lines
-//! alone, independently of `src/score/mod.rs`.
+//! alone, independently of `lib/src/score/mod.rs`.
 //!
 //! Two corpora: the default corpus (lodash 4.17.21's `lodash.js`, fetched by
 //! `scripts/fetch-corpus`; every eligible function at LINES 20 is tried) and

@@ -24,12 +24,16 @@
 //! fixture pair ("tests/compare.rs, a.json against b.json").
 //!
 //! The same values are also recomputed on every test run by the [`reference`]
-//! module below (integers and brute force, no code shared with src/score/stats.rs),
+//! module below (integers and brute force, no code shared with lib/src/score/stats.rs),
 //! in `cited_values_match_an_independent_enumeration`: a cited constant that
 //! drifts from its definition, or from the fixtures, fails there.
 
-use posrecall::record::run::RunFile;
-use posrecall::report::compare::{Flip, compare};
+use posrecall::record::run::{DecodeMode, RunFile};
+use posrecall::report::compare::{Comparison, Flip};
+
+fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> anyhow::Result<Comparison> {
+    Comparison::new(a, a_path, b, b_path)
+}
 use posrecall::score::Normalize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -442,20 +446,20 @@ fn runs_that_decoded_differently_carry_a_note() {
     assert!(same.notes.is_empty(), "{:?}", same.notes);
 
     let mut b = load("b.json");
-    b.manifest.params.decode_mode = Some("parallel".into());
+    b.manifest.params.decode_mode = Some(DecodeMode::Parallel);
     b.manifest.params.parallel = Some(16);
     b.manifest.params.fixed_tokens = Some(128);
     let c = compare(&a, &fixture("a.json"), &b, &fixture("b.json")).unwrap();
     assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
     assert!(c.notes[0].contains("parallel 16"), "{}", c.notes[0]);
     assert!(c.notes[1].contains("exactly 128 tokens"), "{}", c.notes[1]);
-    let text = posrecall::report::verdict::render_text(&c);
+    let text = posrecall::report::compare::render_text(&c);
     assert!(text.contains("note: A decoded sequential, B parallel 16"), "{text}");
 
     // An older run (no draft mode recorded: one token per step) against a
     // drafted one.
     let mut b = load("b.json");
-    b.manifest.params.draft = Some("truth".into());
+    b.manifest.params.draft = Some(posrecall::decode::draft::DraftMode::Truth);
     let c = compare(&a, &fixture("a.json"), &b, &fixture("b.json")).unwrap();
     assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
     assert!(c.notes[0].contains("draft mode none, B in draft mode truth"), "{}", c.notes[0]);
@@ -484,7 +488,7 @@ fn runs_scored_under_the_old_blank_line_rule_are_refused() {
 }
 
 /// The statistics written again from their definitions, in integers and by
-/// brute force, sharing no code with src/score/stats.rs (which uses log-space
+/// brute force, sharing no code with lib/src/score/stats.rs (which uses log-space
 /// binomials, a rank-sum dynamic programme and a memoised power search): the
 /// independent source the cited constants are checked against in CI.
 /// `scripts/stats-reference` does the same in exact Python arithmetic.
@@ -629,7 +633,7 @@ fn cited_values_match_an_independent_enumeration() {
             close(got[1], want[1]);
         }
     }
-    // The power figures and sample sizes cited in src/score/stats.rs's own tests
+    // The power figures and sample sizes cited in lib/src/score/stats.rs's own tests
     // (power_matches_brute_force, sample_size_search); those at N = 300, 301
     // and the cap of 500 are past MAX_N and come from scripts/stats-reference only.
     let power = |n, p10, p01, want: f64| {

@@ -4,7 +4,7 @@
 //! (docs/GUIDE.md) or a developer (docs/DEVELOPMENT.md) looks for it.
 
 use clap::CommandFactory;
-use posrecall::cli::Cli;
+use posrecall_cli::cli::Cli;
 use std::process::{Command, Output};
 
 fn run(args: &[&str]) -> Output {

@@ -1,15 +1,15 @@
 //! `posrecall ask`: put every target's question to an OpenAI-compatible
-//! server and append the answers to the responses file ([`crate::ask`]).
+//! server and append the answers to the responses file ([`posrecall::ask`]).
 
-use crate::ask::client::ServerError;
-use crate::ask::{self, AskOptions, BadUrl};
 use crate::cli::AskArgs;
 use crate::commands::check_output;
-use crate::record::run::TargetsFile;
-use crate::settings::Named;
-use crate::support::progress;
+use crate::progress::Terminal;
 use anyhow::{Context, Result, anyhow, bail};
-use indicatif::ProgressBar;
+use posrecall::ask::client::ServerError;
+use posrecall::ask::{self, AskOptions, BadUrl};
+use posrecall::record::run::TargetsFile;
+use posrecall::settings::Named;
+use posrecall::support::progress::{Progress as _, Unit};
 use serde_json::Value;
 use std::io::Write;
 
@@ -105,10 +105,10 @@ pub fn run(args: &AskArgs) -> Result<()> {
     if needs_newline {
         out.write_all(b"\n").with_context(|| format!("cannot write {}", args.out.display()))?;
     }
-    let bar = ProgressBar::new(todo.len() as u64);
-    bar.set_style(progress::style("     ask [{bar:30}] {pos}/{len} answers  {elapsed}  ETA {eta}"));
-    let tally = ask::ask_all(&opts, &todo, &mut out, &args.out, &bar, &super::Stderr)?;
-    bar.finish_and_clear();
+    let term = Terminal::new(false);
+    let bar = term.bar(todo.len() as u64, "ask", Unit::Questions);
+    let tally = ask::ask_all(&opts, &todo, &mut out, &args.out, bar.as_ref(), &term)?;
+    drop(bar);
     conclude(args, &tally, answered.len(), prompts.len(), todo.len())
 }
 

@@ -1,15 +1,15 @@
 //! `posrecall compare A.json B.json`: the paired comparison of two runs
-//! ([`crate::report::compare`]), as text or JSON.
+//! ([`posrecall::report::compare`]), as text or JSON.
 
 use crate::cli::CompareArgs;
-use crate::record::run::RunFile;
-use crate::report::compare::{compare, render_text};
 use anyhow::Result;
+use posrecall::record::run::RunFile;
+use posrecall::report::compare::{Comparison, render_text};
 
 pub fn run(args: &CompareArgs) -> Result<()> {
     let a = RunFile::load(&args.a)?;
     let b = RunFile::load(&args.b)?;
-    let c = compare(&a, &args.a, &b, &args.b)?;
+    let c = Comparison::new(&a, &args.a, &b, &args.b)?;
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&c)?;
         s.push('\n');

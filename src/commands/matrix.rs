@@ -1,20 +1,22 @@
 //! `posrecall matrix models.toml`: every (model × KV) run of a sweep.
 //!
-//! The sweep's file becomes one set of options per run ([`crate::sweep::file`]);
+//! The sweep's file becomes one set of options per run ([`posrecall::sweep::file`]);
 //! the loop (one shared range, each model loaded once, its reference run
-//! first, resume, shards) is [`crate::sweep::run`]'s. Here: the flags, the
+//! first, resume, shards) is [`posrecall::sweep::run`]'s. Here: the flags, the
 //! shard, `--list`, and what is printed.
 
-use crate::bench::{OptionsError, Plan};
 use crate::cli::MatrixArgs;
 use crate::commands::hint;
-use crate::corpus::Source;
-use crate::record::run::RunFile;
-use crate::report::aggregate::LoadedRun;
-use crate::report::export::{self, Format, Options};
-use crate::sweep::{Shard, Sweep, SweepOptions, SweepRun, SweepSink, run_sweep};
 use anyhow::{Result, anyhow};
+use posrecall::bench::{OptionsError, Plan};
+use posrecall::corpus::Source;
+use posrecall::record::run::RunFile;
+use posrecall::report::aggregate::LoadedRun;
+use posrecall::report::export::{self, Format, Options};
+use posrecall::sweep::{Shard, Sweep, SweepOptions, SweepRun, SweepSink, run_sweep};
 use std::time::Instant;
+
+use crate::progress::Terminal;
 
 pub fn run(args: &MatrixArgs) -> Result<()> {
     let sweep = Sweep::load(&args.file)?;
@@ -43,15 +45,10 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
-    let opts = SweepOptions {
-        out_dir: args.out_dir.clone(),
-        resume: args.resume,
-        prefix_cache: args.prefix_cache.clone(),
-        show_progress: !args.quiet,
-        decode,
-    };
-    let mut shown = Shown { args, corpus: spec.path.display().to_string(), shard_note, crop: sweep.crop };
-    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown, &super::Stderr).map_err(|e| hint(e, None))?;
+    let opts = SweepOptions { out_dir: args.out_dir.clone(), resume: args.resume, prefix_cache: args.prefix_cache.clone(), decode };
+    let term = Terminal::new(args.quiet);
+    let mut shown = Shown { term: &term, args, corpus: spec.path.display().to_string(), shard_note, crop: sweep.crop };
+    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown, &term).map_err(|e| hint(e, None))?;
     print_aggregate(args, &mine, shard)
 }
 
@@ -67,10 +64,11 @@ fn list(args: &MatrixArgs, sweep: &Sweep, mine: &[SweepRun], shard_note: &str) -
 
 /// The terminal as the sweep's sink.
 struct Shown<'a> {
+    term: &'a Terminal,
     args: &'a MatrixArgs,
     corpus: String,
     shard_note: String,
-    crop: crate::targets::crop::CropMode,
+    crop: posrecall::targets::crop::CropMode,
 }
 
 impl SweepSink for Shown<'_> {
@@ -92,7 +90,7 @@ impl SweepSink for Shown<'_> {
     fn skipped(&mut self, r: &SweepRun) -> Result<()> {
         match self.args.quiet {
             true => Ok(()),
-            false => outln!("{}: finished before, skipped", r.id),
+            false => self.term.out(&format!("{}: finished before, skipped\n", r.id)),
         }
     }
 
@@ -101,11 +99,16 @@ impl SweepSink for Shown<'_> {
         if self.args.quiet {
             return Ok(());
         }
-        outln!("{}: {} ({:.1} s)", r.id, crate::report::terminal::totals_line(&run.summary.total), started.elapsed().as_secs_f64())?;
-        match &run.ladder {
-            Some(l) => outln!("{}", crate::report::terminal::ladder_grid(l)),
-            None => Ok(()),
+        let mut text = format!(
+            "{}: {} ({:.1} s)\n",
+            r.id,
+            posrecall::report::terminal::totals_line(&run.summary.total),
+            started.elapsed().as_secs_f64()
+        );
+        if let Some(l) = &run.ladder {
+            text.push_str(&format!("{}\n", posrecall::report::terminal::ladder_grid(l)));
         }
+        self.term.out(&text)
     }
 
     fn explain(&self, e: anyhow::Error) -> anyhow::Error {

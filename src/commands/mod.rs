@@ -23,16 +23,17 @@ pub mod options;
 pub mod prompt;
 pub mod report;
 pub mod score;
+pub mod shown;
 pub mod targets;
 pub mod template;
 
-use crate::bench::{DecodeError, LadderClash, MemoryLimit, Numeric, OptionsError, PlanError, TemplateSetting};
-use crate::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
-use crate::settings::ConfigError;
-use crate::settings::Named;
-use crate::targets::crop::{CropError, CropMode};
-use crate::targets::{SpecError, TooFewTargets};
 use anyhow::{Context, Result, anyhow, bail};
+use posrecall::bench::{DecodeError, LadderClash, MemoryLimit, Numeric, OptionsError, PlanError, TemplateSetting};
+use posrecall::corpus::{CorpusError, CorpusSpec, CorpusSpecError};
+use posrecall::settings::ConfigError;
+use posrecall::settings::Named;
+use posrecall::targets::crop::{CropError, CropMode};
+use posrecall::targets::{SpecError, TooFewTargets};
 use std::path::Path;
 
 /// Whether stdout should be coloured: a terminal, and `NO_COLOR` unset or empty.
@@ -45,7 +46,7 @@ pub fn stdout_wants_color() -> bool {
 /// prints.
 pub struct Stderr;
 
-impl crate::support::progress::Notes for Stderr {
+impl posrecall::support::progress::Notes for Stderr {
     fn note(&self, line: &str) {
         eprintln!("{line}");
     }
@@ -61,9 +62,9 @@ pub fn out(text: &str) -> Result<()> {
 }
 
 /// Checks, before any work, that the output `flag` names can be written and
-/// is none of `inputs` ([`crate::support::fsutil::check_output`]).
+/// is none of `inputs` ([`posrecall::support::fsutil::check_output`]).
 pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
-    crate::support::fsutil::check_output(out, inputs).map_err(|e| anyhow!("{flag}: {e}"))
+    posrecall::support::fsutil::check_output(out, inputs).map_err(|e| anyhow!("{flag}: {e}"))
 }
 
 /// Checks every output against every input, every input folder (an output
@@ -73,10 +74,10 @@ pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
 pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[&Path], input_dirs: &[(&str, &Path)]) -> Result<()> {
     for (i, (flag, out)) in outputs.iter().enumerate() {
         check_output(flag, out, inputs)?;
-        if let Some((dir_flag, dir)) = input_dirs.iter().find(|(_, d)| crate::support::fsutil::is_inside(out, d)) {
+        if let Some((dir_flag, dir)) = input_dirs.iter().find(|(_, d)| posrecall::support::fsutil::is_inside(out, d)) {
             bail!("{flag}: {} is inside the {dir_flag} folder {}; writing it would change that input", out.display(), dir.display());
         }
-        if let Some((other, _)) = outputs[..i].iter().find(|(_, o)| crate::support::fsutil::same_path(o, out)) {
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, o)| posrecall::support::fsutil::same_path(o, out)) {
             bail!("{flag}: {} is also the {other} output; one would overwrite the other", out.display());
         }
     }
@@ -110,7 +111,7 @@ fn too_few_hint(crop: Option<CropMode>) -> &'static str {
 /// Where `--ctx auto` was capped at the trained context, the flags that go
 /// past it.
 fn past_training(e: &anyhow::Error) -> String {
-    match e.downcast_ref::<crate::bench::plan::TrainedCap>() {
+    match e.downcast_ref::<posrecall::bench::plan::TrainedCap>() {
         Some(t) => {
             format!("; past the model's trained context ({} tokens), set a RoPE scaling, e.g. --rope-scaling yarn --rope-scale 4", t.0)
         }
@@ -125,7 +126,7 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(rewritten) = corpus_or_options_hint(&e) {
         return rewritten;
     }
-    if let Some(crate::sweep::OutDirError(why)) = e.downcast_ref() {
+    if let Some(posrecall::sweep::OutDirError(why)) = e.downcast_ref() {
         return anyhow!("--out-dir: {why}");
     }
     if let Some(c) = e.downcast_ref::<CorpusError>() {
@@ -146,9 +147,9 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
             _ => anyhow!("--{} {s}", s.setting()),
         };
     }
-    if let Some(l) = e.downcast_ref::<crate::bench::ladder::LadderError>() {
+    if let Some(l) = e.downcast_ref::<posrecall::bench::ladder::LadderError>() {
         return match l {
-            crate::bench::ladder::LadderError::TooShort { shortest, .. } => {
+            posrecall::bench::ladder::LadderError::TooShort { shortest, .. } => {
                 anyhow!("{l}; start --lengths at {shortest} or more, or lower --count")
             }
             _ => anyhow!("{l}; lower --count, or keep more of the corpus (--crop densest, --crop-lines)"),
@@ -176,17 +177,17 @@ pub fn hint(e: anyhow::Error, crop: Option<CropMode>) -> anyhow::Error {
     if let Some(ConfigError::QuantizedVNeedsFlashAttn(t)) = e.downcast_ref::<ConfigError>() {
         return anyhow!("a quantised V cache (--kv-v {t}) needs flash attention; drop --flash-attn off or use --kv-v f16");
     }
-    if let Some(t) = e.downcast_ref::<crate::prompt::template::TemplateError>() {
+    if let Some(t) = e.downcast_ref::<posrecall::prompt::template::TemplateError>() {
         return anyhow!("{t}; give a working template with --chat-template FILE, or fix --template-kwargs");
     }
     if let Some(d) = e.downcast_ref::<DecodeError>() {
         return anyhow!("{}", decode_message(d));
     }
-    if let Some(s) = e.downcast_ref::<crate::sweep::ShardError>() {
+    if let Some(s) = e.downcast_ref::<posrecall::sweep::ShardError>() {
         return anyhow!("{}", shard_message(s));
     }
-    if let Some(d) = e.downcast_ref::<crate::engine::device::DeviceError>() {
-        let crate::engine::device::DeviceError::ModelDoesNotFit { fit, .. } = d;
+    if let Some(d) = e.downcast_ref::<posrecall::engine::device::DeviceError>() {
+        let posrecall::engine::device::DeviceError::ModelDoesNotFit { fit, .. } = d;
         return match fit {
             0 => anyhow!("{d}; run with --gpu-layers 0"),
             n => anyhow!("{d}; run with --gpu-layers {n}, or leave --gpu-layers out to offload what fits"),
@@ -219,7 +220,7 @@ fn corpus_or_options_hint(e: &anyhow::Error) -> Option<anyhow::Error> {
     if let Some(o) = e.downcast_ref::<OptionsError>() {
         return Some(anyhow!("{}", options_message(o)));
     }
-    if let Some(r) = e.downcast_ref::<crate::bench::ReferenceMismatch>() {
+    if let Some(r) = e.downcast_ref::<posrecall::bench::ReferenceMismatch>() {
         return Some(anyhow!("--reference {}: {}", r.path.display(), r.mismatch));
     }
     None
@@ -286,8 +287,8 @@ fn options_message(o: &OptionsError) -> String {
     }
 }
 
-fn shard_message(e: &crate::sweep::ShardError) -> String {
-    use crate::sweep::ShardError as S;
+fn shard_message(e: &posrecall::sweep::ShardError) -> String {
+    use posrecall::sweep::ShardError as S;
     match e {
         S::NoSlurmArray => format!("--shard auto: {e}; for a Kubernetes Indexed Job give the number of shards: --shard N"),
         S::NoScheduler { n } | S::BothSchedulers { n } => format!("--shard {n}: {e}; give --shard K/{n}"),

@@ -2,16 +2,16 @@
 //! (ripgrep's `hiargs`): every flag is read here and nowhere else, each
 //! becomes exactly one field, and the defaults a flag leaves unset are the
 //! library's own. The rules and ranges are the library's, checked once by
-//! [`BenchOptions::validate`] (and [`crate::targets::TargetSpec::validate`]);
+//! [`BenchOptions::validate`] (and [`posrecall::targets::TargetSpec::validate`]);
 //! [`super::hint`] words their errors as the flags that set them.
 
-use crate::bench::kv_list::{KvItem, KvListError, KvListPart, kv_items};
-use crate::bench::{BenchOptions, DecodeOptions, PlanOptions};
 use crate::cli::{BenchArgs, DecodeArgs, OnOff, PromptArgs, RopeArgs, TargetArgs, TemplateArgs};
-use crate::prompt::template::{TemplateFile, TemplateVars};
-use crate::settings::{ContextSettings, Rope, RopeError, RopeInput, RopeSetting};
-use crate::targets::TargetSpec;
 use anyhow::{Result, anyhow};
+use posrecall::bench::kv_list::{KvItem, KvListError, KvListPart, kv_items};
+use posrecall::bench::{BenchOptions, DecodeOptions, PlanOptions};
+use posrecall::prompt::template::{TemplateFile, TemplateVars};
+use posrecall::settings::{ContextSettings, Rope, RopeError, RopeInput, RopeSetting};
+use posrecall::targets::TargetSpec;
 
 /// What picks the targets and scores the answers.
 pub fn target_spec(a: &TargetArgs) -> TargetSpec {
@@ -68,9 +68,8 @@ pub fn template(a: &TemplateArgs) -> Result<(TemplateVars, Option<TemplateFile>)
 pub fn template_kwargs(text: Option<&str>) -> Result<serde_json::Map<String, serde_json::Value>> {
     match text {
         None => Ok(serde_json::Map::new()),
-        Some(t) => {
-            crate::prompt::template::parse_kwargs(t).map_err(|e| anyhow!("--template-kwargs {e}, e.g. '{{\"enable_thinking\": false}}'"))
-        }
+        Some(t) => posrecall::prompt::template::parse_kwargs(t)
+            .map_err(|e| anyhow!("--template-kwargs {e}, e.g. '{{\"enable_thinking\": false}}'")),
     }
 }
 
@@ -81,7 +80,7 @@ pub fn decode(
     a: &DecodeArgs,
     forced_only: bool,
     no_forced: bool,
-    sweep_draft: (Option<crate::decode::draft::DraftMode>, Option<usize>),
+    sweep_draft: (Option<posrecall::decode::draft::DraftMode>, Option<usize>),
 ) -> DecodeOptions {
     DecodeOptions {
         parallel: a.parallel as usize,
@@ -115,7 +114,7 @@ pub fn prompt(a: &PromptArgs) -> Result<PlanOptions> {
         rope: rope(&a.rope)?,
     };
     opts.target.validate().map_err(|e| super::hint(e.into(), Some(a.crop)))?;
-    crate::bench::check_plan(&opts).map_err(|e| super::hint(e.into(), None))?;
+    posrecall::bench::check_plan(&opts).map_err(|e| super::hint(e.into(), None))?;
     Ok(opts)
 }
 
@@ -151,7 +150,7 @@ pub fn bench(a: &BenchArgs) -> Result<(BenchOptions, Vec<KvItem>)> {
 /// The flags that belong to one run or to a list of `n` runs.
 fn list_flags(a: &BenchArgs, n: usize) -> Result<()> {
     if n == 1 {
-        for (given, flag) in [(a.out_dir.is_some(), "--out-dir"), (a.format != crate::report::export::Format::Table, "--format")] {
+        for (given, flag) in [(a.out_dir.is_some(), "--out-dir"), (a.format != posrecall::report::export::Format::Table, "--format")] {
             if given {
                 return Err(anyhow!("{flag} is for a KV list (--kv A,B,…); one run writes --out"));
             }
@@ -197,7 +196,7 @@ fn bench_run(a: &BenchArgs, item: KvItem) -> Result<BenchOptions> {
             flash_attn: a.flash_attn,
             swa_full: a.swa_full == OnOff::On,
             threads: a.threads,
-            gpu_layers: a.gpu_layers.unwrap_or_else(crate::bench::default_gpu_layers),
+            gpu_layers: a.gpu_layers.unwrap_or_else(posrecall::bench::default_gpu_layers),
             rope: rope(&a.rope)?,
         },
         decode: decode(&a.decode, a.forced_only, a.no_forced, (None, None)),

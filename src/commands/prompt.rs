@@ -2,13 +2,13 @@
 //! given for one question, as `bench` would give it, with the token counts;
 //! only the model's vocabulary and metadata are loaded.
 
-use crate::bench;
 use crate::cli::PromptArgs;
 use crate::commands::{corpus_spec, hint};
-use crate::corpus::Source;
-use crate::engine::model;
-use crate::settings::Named;
 use anyhow::{Result, bail};
+use posrecall::bench;
+use posrecall::corpus::Source;
+use posrecall::engine::model;
+use posrecall::settings::Named;
 
 /// Lines of the file shown at each end when it is elided.
 const SHOWN_LINES: usize = 8;
@@ -20,7 +20,7 @@ pub fn run(args: &PromptArgs) -> Result<()> {
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
-    let (path, _) = crate::support::hub::locate(&args.model)?;
+    let (path, _) = posrecall::support::hub::locate(&args.model, &crate::progress::Terminal::new(false))?;
     let model = model::load_vocab(&path)?;
     let plan = bench::plan(&model, &src, &opts, &super::Stderr).map_err(|e| hint(e, Some(args.crop)))?;
     let Some(i) = plan.targets.iter().position(|t| t.name == args.target) else {

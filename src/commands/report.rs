@@ -3,9 +3,9 @@
 
 use super::stdout_wants_color;
 use crate::cli::ReportArgs;
-use crate::report::aggregate::{DifferentLines, load_inputs};
-use crate::report::export::{self, Options};
 use anyhow::Result;
+use posrecall::report::aggregate::{DifferentLines, load_inputs};
+use posrecall::report::export::{self, Options};
 
 pub fn run(args: &ReportArgs) -> Result<()> {
     let opts = Options { diff: args.diff, color: args.out.is_none() && stdout_wants_color() };
@@ -33,7 +33,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     })?;
     let text = exporter.render(&runs)?;
     match &args.out {
-        Some(path) => crate::support::fsutil::write_atomic(path, text.as_bytes()),
+        Some(path) => posrecall::support::fsutil::write_atomic(path, text.as_bytes()),
         None => crate::commands::out(&text),
     }
 }

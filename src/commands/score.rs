@@ -1,10 +1,10 @@
 //! `posrecall score`: score answers that a model produced elsewhere.
 
-use crate::ask::score::{ScoreError, ScoreSettings, score_responses};
 use crate::cli::ScoreArgs;
-use crate::record::run::{External, RunFile};
-use crate::report::terminal;
 use anyhow::Result;
+use posrecall::ask::score::{ScoreError, ScoreSettings, score_responses};
+use posrecall::record::run::{External, RunFile};
+use posrecall::report::terminal;
 
 pub fn run(args: &ScoreArgs) -> Result<()> {
     if let Some(out) = &args.out {
@@ -16,7 +16,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         normalize: args.normalize,
         external: (args.url.is_some() || args.model.is_some()).then(|| External {
             // Credentials in a URL are not recorded (reports show it).
-            url: args.url.as_deref().map(crate::ask::without_credentials),
+            url: args.url.as_deref().map(posrecall::ask::without_credentials),
             model: args.model.clone(),
         }),
     };

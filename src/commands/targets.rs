@@ -2,18 +2,19 @@
 
 use crate::cli::TargetsArgs;
 use crate::commands::{check_output, corpus_spec, hint, out};
-use crate::corpus::{CorpusSpec, Source};
-use crate::record::run::{CorpusInfo, Params, TARGETS_FORMAT_VERSION, TargetsFile};
-use crate::support::fsutil;
-use crate::targets::TargetSpec;
-use crate::targets::crop::{Crop, CropMode};
-use crate::{prompt, targets};
 use anyhow::Result;
+use posrecall::corpus::{CorpusSpec, Source};
+use posrecall::record::run::{CorpusInfo, Params, TARGETS_FORMAT_VERSION, TargetsFile};
+use posrecall::support::fsutil;
+use posrecall::targets::TargetSpec;
+use posrecall::targets::crop::{Crop, CropMode};
+use posrecall::{prompt, targets};
 use std::fmt::Write as _;
 
 pub fn run(args: &TargetsArgs) -> Result<()> {
     let spec = crate::commands::options::target_spec(&args.target);
-    let kwargs = crate::ask::chat_template_kwargs(args.think, &crate::commands::options::template_kwargs(args.template_kwargs.as_deref())?);
+    let kwargs =
+        posrecall::ask::chat_template_kwargs(args.think, &crate::commands::options::template_kwargs(args.template_kwargs.as_deref())?);
     let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
     if let Some(path) = &args.emit_prompts {
         check_output("--emit-prompts", path, &[&corpus.path])?;

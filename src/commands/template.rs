@@ -3,13 +3,13 @@
 //! compared with other renderers (scripts/template-fidelity).
 
 use crate::cli::TemplateCmdArgs;
-use crate::prompt;
-use crate::prompt::template::{SpecialTokens, TemplateVars, render};
 use anyhow::{Result, anyhow};
+use posrecall::prompt;
+use posrecall::prompt::template::{SpecialTokens, TemplateVars, render};
 
 pub fn run(args: &TemplateCmdArgs) -> Result<()> {
     let vars = TemplateVars { think: args.think, kwargs: crate::commands::options::template_kwargs(args.template_kwargs.as_deref())? };
-    let text = crate::prompt::template::read(&args.file)?;
+    let text = posrecall::prompt::template::read(&args.file)?;
     let record = vars.record(&text, Some(&args.file))?;
     let special = SpecialTokens { bos: args.bos_token.clone(), eos: args.eos_token.clone() };
     let content = args

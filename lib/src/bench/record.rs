@@ -36,7 +36,7 @@ impl RunSpec<'_> {
     /// The run's manifest, complete before anything is decoded.
     pub fn manifest(&self) -> Manifest {
         Manifest {
-            command: "bench".into(),
+            command: crate::record::run::MadeBy::Bench,
             model: Some(self.model_info()),
             context: Some(self.cfg.clone()),
             corpus: CorpusInfo::of(self.src, self.plan.crop.clone(), Some(self.plan.prefix_tokens.len())),
@@ -119,16 +119,16 @@ impl RunSpec<'_> {
     fn params(&self) -> Params {
         let decoding = self.decoding;
         Params {
-            probe: Some(self.plan.frame.kind.as_str().to_string()),
+            probe: Some(self.plan.frame.kind),
             max_new_tokens: Some(self.plan.max_new_tokens),
-            decode_mode: Some(decoding.mode().into()),
+            decode_mode: Some(decoding.mode()),
             parallel: decoding.parallel().then_some(decoding.slots),
             fixed_tokens: decoding.fixed_tokens,
             no_forced: decoding.no_forced,
             only: (!self.plan.only.is_empty()).then(|| self.plan.only.clone()),
             think: self.plan.template.as_ref().map(|t| t.think),
             think_budget: self.plan.think_budget,
-            draft: decoding.fixed_tokens.is_none().then(|| decoding.draft.as_str().to_string()).filter(|_| !decoding.forced_only),
+            draft: decoding.fixed_tokens.is_none().then_some(decoding.draft).filter(|_| !decoding.forced_only),
             draft_max: (decoding.draft != crate::decode::draft::DraftMode::None).then_some(decoding.draft_max),
             ..Params::of(self.target)
         }

@@ -10,34 +10,31 @@ use crate::corpus::{CorpusSpec, Source};
 use crate::record::run::RunFile;
 use crate::report::aggregate::LoadedRun;
 use crate::report::kv_table::{self, KvRow};
-use crate::support::progress::Notes;
+use crate::support::progress::Show;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
 /// Runs every item of a KV list on `model` and the `spec` corpus, each with
 /// `opts` but its KV types and rotation, writing the run files into
 /// `out_dir`; returns the table's rows, in the order of `items`.
-#[allow(clippy::too_many_arguments)]
 pub fn run_kv_list(
     model: &Path,
     opts: BenchOptions,
     items: &[KvItem],
     spec: &CorpusSpec,
     out_dir: PathBuf,
-    show_progress: bool,
     sink: &mut dyn SweepSink,
-    notes: &dyn Notes,
+    show: &dyn Show,
 ) -> Result<Vec<KvRow>> {
     let name = run_name(model, opts.build.as_deref());
     let src = Source::open_spec(spec, opts.plan.target.rename_seed())?;
     if let Some(note) = src.error_note() {
-        notes.note(&note);
+        show.note(&note);
     }
-    let sweep_opts =
-        SweepOptions { out_dir, resume: false, prefix_cache: opts.prefix_cache.clone(), show_progress, decode: opts.decode.clone() };
+    let sweep_opts = SweepOptions { out_dir, resume: false, prefix_cache: opts.prefix_cache.clone(), decode: opts.decode.clone() };
     let sweep = Sweep::of_bench(model, &name, opts, items, spec);
     let runs = sweep.runs();
-    run_sweep(&sweep, vec![None], &runs, &src, &sweep_opts, sink, notes)?;
+    run_sweep(&sweep, vec![None], &runs, &src, &sweep_opts, sink, show)?;
     let mut loaded = Vec::with_capacity(items.len());
     for item in items {
         let Some(r) = runs.iter().find(|r| (r.kv_k, r.kv_v, r.rotation) == (item.k, item.v, item.rotation)) else { continue };

@@ -52,19 +52,13 @@ crate::settings::named_choice! {
     }
 }
 
-/// The probe a run uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeKind {
-    Chat,
-    Completion,
-}
-
-impl ProbeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProbeKind::Chat => "chat",
-            ProbeKind::Completion => "completion",
-        }
+crate::settings::named_choice! {
+    /// The probe a run uses (the run file's `params.probe`).
+    pub enum ProbeKind {
+        /// The model's own chat template wraps file and question.
+        Chat,
+        /// The file, a comment, then the function header.
+        Completion,
     }
 }
 

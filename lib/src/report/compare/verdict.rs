@@ -2,7 +2,7 @@
 //! text view (header, per-target table, tests, verdict) of a
 //! [`Comparison`] that [`crate::report::compare`] made.
 
-use crate::report::compare::{ALPHA, Comparison, Flip, POWER, RecallTests, Row};
+use super::{ALPHA, Comparison, Flip, POWER, RecallTests, Row};
 use crate::score::stats::{self, SampleSize, Wilcoxon};
 use std::fmt::Write as _;
 
@@ -81,14 +81,14 @@ const NO_RECALL: &str = "Recall is not compared: a run that generated no answers
 
 /// The matched lines of both sides (the sides have recall where `t` is).
 fn matched_lines(c: &Comparison) -> (usize, usize) {
-    let m = |s: &crate::report::compare::Side| s.recall.as_ref().map_or(0, |r| r.matched);
+    let m = |s: &super::Side| s.recall.as_ref().map_or(0, |r| r.matched);
     (m(&c.a), m(&c.b))
 }
 
 /// The verdict on passes: which run passes more, the flips, McNemar, power.
 fn passes_verdict(c: &Comparison, t: &RecallTests) -> String {
     let n = c.targets_count;
-    let passes = |s: &crate::report::compare::Side| s.recall.as_ref().map_or(0, |r| r.passes);
+    let passes = |s: &super::Side| s.recall.as_ref().map_or(0, |r| r.passes);
     let (pa, pb) = (passes(&c.a), passes(&c.b));
     let (x, y) = (t.mcnemar.a_only, t.mcnemar.b_only);
     let flips = x + y;
@@ -240,8 +240,7 @@ fn length_table(c: &Comparison, out: &mut String) {
             (Some(p), Some(q)) => format!("{:+.3}", q - p),
             _ => "-".into(),
         };
-        let passes =
-            |s: &crate::report::compare::Side| s.recall.as_ref().map_or("-".into(), |r| format!("{}/{}", r.passes, x.targets_count));
+        let passes = |s: &super::Side| s.recall.as_ref().map_or("-".into(), |r| format!("{}/{}", r.passes, x.targets_count));
         let (ma, mb) = matched_lines(x);
         let (p_flips, delta, p_matched) = match &x.recall {
             Some(t) => (fmt_p(t.mcnemar.p), format!("{:+}", mb as i64 - ma as i64), fmt_p(t.wilcoxon_matched.p)),

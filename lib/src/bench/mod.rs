@@ -37,10 +37,9 @@ use crate::engine::prefix_cache::PrefixCache;
 use crate::record::reference::{Mismatch, Reference};
 use crate::record::run::{RunFile, TargetResult};
 use crate::settings::{ContextConfig, ContextSettings};
-use crate::support::progress::Notes;
 use crate::support::progress::ms;
+use crate::support::progress::{Notes, Progress};
 use anyhow::Result;
-use indicatif::MultiProgress;
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -95,13 +94,14 @@ pub fn open(
     corpus: &crate::corpus::CorpusSpec,
     opts: &mut BenchOptions,
     notes: &dyn Notes,
+    progress: &dyn Progress,
 ) -> Result<Opened> {
     let reference = opts.reference.as_deref().map(Reference::load).transpose()?;
     let src = Source::open_spec(corpus, opts.plan.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         notes.note(&note);
     }
-    let (model_path, origin) = crate::support::hub::locate(model_path)?;
+    let (model_path, origin) = crate::support::hub::locate(model_path, progress)?;
     opts.origin = origin;
     let model = crate::engine::model::load(&model_path, opts.context.gpu_layers)?;
     if let Some(note) = offload_note(opts.context.gpu_layers, model.gpu_layers) {
@@ -151,9 +151,8 @@ pub trait Sink {
 /// The surroundings of a run that are not options: how it shows progress,
 /// and when it started.
 pub struct Env<'a> {
-    pub show_progress: bool,
-    /// Draw the progress bars inside this display (a sweep's).
-    pub multi: Option<&'a MultiProgress>,
+    /// Where the run's bars go.
+    pub progress: &'a dyn Progress,
     /// The run's start, as its command measures it (`timings.total_ms`).
     pub started: Instant,
     /// Where the run's notes go.
@@ -181,18 +180,8 @@ pub fn run(
     env: &Env,
     sink: &mut dyn Sink,
 ) -> Result<RunFile> {
-    let to_decide = || {
-        let decided = decide(model, planned.run_plan(), &opts.context, &opts.decode, true);
-        if let Ok((_, d)) = &decided {
-            d.notes.iter().for_each(|n| env.notes.note(n));
-        }
-        decided
-    };
-    let (cfg, decoding) = match env.multi {
-        Some(m) => m.suspend(to_decide),
-        None => to_decide(),
-    }
-    .map_err(|e| sink.explain(e))?;
+    let (cfg, decoding) = decide(model, planned.run_plan(), &opts.context, &opts.decode, true).map_err(|e| sink.explain(e))?;
+    decoding.notes.iter().for_each(|n| env.notes.note(n));
     let spec = RunSpec {
         model,
         src,
@@ -215,8 +204,7 @@ pub fn run(
         decoding: &decoding,
         prefix_cache: cache.as_ref().map(|c| (c, spec.prefix_cache_key())),
         closed_book: opts.closed_book,
-        show_progress: env.show_progress,
-        multi: env.multi,
+        progress: env.progress,
         save_top_k: opts.save_reference.as_ref().map(|_| opts.top_k()),
         reference,
         notes: env.notes,

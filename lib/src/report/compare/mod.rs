@@ -7,17 +7,19 @@
 //! runs have teacher-forced metrics), and how many targets would give 80%
 //! power to detect the observed pass-rate difference. The statistics live in
 //! [`crate::score::stats`]; this module pairs the targets and refuses runs that are
-//! not comparable; [`crate::report::verdict`] words the result.
+//! not comparable; [`verdict`] words the result.
 
-use crate::report::verdict::verdict;
 use crate::settings::Named;
 // The command prints the text view from here.
-use crate::record::run::RunFile;
-pub use crate::report::verdict::render_text;
+use crate::decode::draft::DraftMode;
+use crate::record::run::{DecodeMode, MadeBy, RunFile};
+mod verdict;
+
 use crate::score::stats::{self, SampleSize, Wilcoxon};
 use anyhow::{Result, bail};
 use serde::Serialize;
 use std::path::Path;
+pub use verdict::render_text;
 
 /// Significance level of every test, and of the power calculation.
 pub const ALPHA: f64 = 0.05;
@@ -267,9 +269,17 @@ fn at_common_lengths(a: &RunFile, b: &RunFile) -> Option<(RunFile, RunFile, Stri
     Some((a.at_lengths(&common), b.at_lengths(&common), note))
 }
 
-/// The paired comparison of B against A (differences are B − A). Ladders
-/// asked at different lengths are compared at the lengths they share.
-pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<Comparison> {
+impl Comparison {
+    /// The paired comparison of B against A (differences are B − A), its
+    /// verdict worded. Ladders asked at different lengths are compared at
+    /// the lengths they share.
+    pub fn new(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<Comparison> {
+        compare(a, a_path, b, b_path)
+    }
+}
+
+/// [`Comparison::new`].
+fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<Comparison> {
     if let Some((a, b, note)) = at_common_lengths(a, b) {
         let mut c = compare(&a, a_path, &b, b_path)?;
         c.notes.insert(0, note);
@@ -296,7 +306,8 @@ pub fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result
         notes: decoding_notes(a, b),
         per_length: Vec::new(),
     };
-    c.verdict = verdict(&c);
+    // The words read the figures above, so they are written last.
+    c.verdict = verdict::verdict(&c);
     if let Some(l) = &a.ladder {
         for g in &l.rungs {
             let (x, y) = (a.at_length(g.length), b.at_length(g.length));
@@ -405,23 +416,23 @@ fn side(rows: &[Row], run: &RunFile, path: &Path, recall: fn(&Row) -> Option<(bo
 fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
     let mode = |r: &RunFile| {
         let p = &r.manifest.params;
-        match (p.decode_mode.as_deref(), p.parallel) {
-            (Some("parallel"), Some(n)) => format!("parallel {n}"),
+        match (p.decode_mode, p.parallel) {
+            (Some(DecodeMode::Parallel), Some(n)) => format!("parallel {n}"),
             (Some(m), _) => m.to_string(),
             (None, _) => "unrecorded".to_string(),
         }
     };
     let mut notes = Vec::new();
     let (ma, mb) = (mode(a), mode(b));
-    if ma != mb && a.manifest.command == "bench" && b.manifest.command == "bench" {
+    if ma != mb && a.manifest.command == MadeBy::Bench && b.manifest.command == MadeBy::Bench {
         notes.push(format!(
             "A decoded {ma}, B {mb}: batched and one-token decodes can round differently, so some answers may part at near ties (docs/GUIDE.md, Parallel decoding)"
         ));
     }
     // Older runs recorded no draft mode: they decoded one token per step.
-    let draft = |r: &RunFile| r.manifest.params.draft.clone().unwrap_or_else(|| "none".into());
+    let draft = |r: &RunFile| r.manifest.params.draft.unwrap_or(DraftMode::None);
     let (da, db) = (draft(a), draft(b));
-    let generated = |r: &RunFile| r.manifest.command == "bench" && r.manifest.params.decode_mode.as_deref() != Some("forced-only");
+    let generated = |r: &RunFile| r.manifest.command == MadeBy::Bench && r.manifest.params.decode_mode != Some(DecodeMode::ForcedOnly);
     if da != db && generated(a) && generated(b) {
         notes.push(format!(
             "A drafted its answers in draft mode {da}, B in draft mode {db}: a batch that verifies drafts can round differently \

@@ -63,7 +63,7 @@ pub fn rows(runs: &[LoadedRun]) -> Result<Vec<KvRow>> {
         let kld = r.run.summary.forced.as_ref().and_then(|f| f.kld.as_ref());
         let compared = match i {
             0 => None,
-            _ => Some(crate::report::compare::compare(&first.run, &path(first), &r.run, &path(r))?),
+            _ => Some(crate::report::compare::Comparison::new(&first.run, &path(first), &r.run, &path(r))?),
         };
         let timings = r.run.timings.as_ref();
         out.push(KvRow {
@@ -150,7 +150,7 @@ pub fn tabular(rows: &[KvRow]) -> Tabular {
 /// The whole table in `format` (one of [`FORMATS`]).
 pub fn render(rows: &[KvRow], format: Format) -> Result<String> {
     Ok(match format {
-        Format::Md => super::markdown::table(&tabular(rows)),
+        Format::Md => super::export::markdown::table(&tabular(rows)),
         Format::Csv => {
             let mut w = ::csv::Writer::from_writer(Vec::new());
             for r in rows {
@@ -163,7 +163,7 @@ pub fn render(rows: &[KvRow], format: Format) -> Result<String> {
             text.push('\n');
             text
         }
-        _ => super::table::aligned(&tabular(rows)),
+        _ => super::export::table::aligned(&tabular(rows)),
     })
 }
 

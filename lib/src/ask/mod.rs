@@ -26,10 +26,9 @@ use crate::corpus::Source;
 use crate::prompt::template::Think;
 use crate::prompt::{self, Frame};
 use crate::record::run::TargetsFile;
-use crate::support::progress::Notes;
+use crate::support::progress::{Bar, Notes};
 use anyhow::{Context, Result, bail};
 use client::{Asker, Outcome, ServerError};
-use indicatif::ProgressBar;
 use responses::Response;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -297,14 +296,7 @@ pub struct Tally {
 /// flight and appends each answer to `out` (the file at `path`) as it
 /// arrives. A target's own failure is printed and counted; a server failure
 /// stops the run; a failed write ends it with that error.
-pub fn ask_all(
-    o: &AskOptions,
-    todo: &[&(String, String)],
-    out: &mut File,
-    path: &Path,
-    bar: &ProgressBar,
-    notes: &dyn Notes,
-) -> Result<Tally> {
+pub fn ask_all(o: &AskOptions, todo: &[&(String, String)], out: &mut File, path: &Path, bar: &dyn Bar, notes: &dyn Notes) -> Result<Tally> {
     let asker = Asker::new(o);
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -319,7 +311,7 @@ pub fn ask_all(
                 while !stop.load(Ordering::SeqCst) {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some((name, prompt)) = todo.get(i) else { break };
-                    let note = |m: String| bar.suspend(|| notes.note(&format!("note: {name}: {m}")));
+                    let note = |m: String| notes.note(&format!("note: {name}: {m}"));
                     let outcome = asker.ask(prompt, stop, &note);
                     if matches!(outcome, Outcome::Fatal(_)) {
                         // Before this worker takes another target.
@@ -350,15 +342,7 @@ pub fn ask_all(
 }
 
 /// Writes or reports one target's outcome.
-fn record(
-    name: &str,
-    outcome: Outcome,
-    out: &mut File,
-    path: &Path,
-    bar: &ProgressBar,
-    tally: &mut Tally,
-    notes: &dyn Notes,
-) -> Result<()> {
+fn record(name: &str, outcome: Outcome, out: &mut File, path: &Path, bar: &dyn Bar, tally: &mut Tally, notes: &dyn Notes) -> Result<()> {
     match outcome {
         Outcome::Answered(a) => {
             let reasoning_tokens = a
@@ -383,7 +367,7 @@ fn record(
         }
         Outcome::Failed(m) => {
             tally.failed += 1;
-            bar.suspend(|| notes.note(&format!("posrecall: {name}: {m}")));
+            notes.note(&format!("posrecall: {name}: {m}"));
             bar.inc(1);
         }
         Outcome::Fatal(e) => {

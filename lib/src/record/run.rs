@@ -92,10 +92,33 @@ impl RungRecord {
     }
 }
 
+crate::settings::named_choice! {
+    /// What wrote a run file.
+    pub enum MadeBy {
+        /// A model run in-process.
+        Bench,
+        /// Answers made elsewhere, scored against a targets file.
+        Score,
+    }
+}
+
+crate::settings::named_choice! {
+    /// How a run's answers were generated (`params.decode_mode`): runs are
+    /// compared like with like.
+    pub enum DecodeMode {
+        /// One question after another.
+        Sequential,
+        /// Several questions at once, in one batch.
+        Parallel,
+        /// No answers: the teacher-forced pass only.
+        #[strum(serialize = "forced-only")]
+        ForcedOnly,
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
-    /// `bench` or `score`.
-    pub command: String,
+    pub command: MadeBy,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,17 +274,16 @@ pub struct Params {
     pub normalize: Normalize,
     pub skip_blank: bool,
     #[serde(default)]
-    pub probe: Option<String>,
+    pub probe: Option<crate::prompt::ProbeKind>,
     #[serde(default)]
     pub max_new_tokens: Option<usize>,
-    /// `sequential`, `parallel` or `forced-only`: runs are compared like with like.
     #[serde(default)]
-    pub decode_mode: Option<String>,
+    pub decode_mode: Option<DecodeMode>,
     /// Where draft tokens came from (`--draft`: none, lookup or truth; the
     /// mode that ran, none where drafts could not be exact); absent in
     /// runs that generated nothing, at a fixed length, and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draft: Option<String>,
+    pub draft: Option<crate::decode::draft::DraftMode>,
     /// The most draft tokens verified in one step (`--draft-max`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_max: Option<usize>,
@@ -833,7 +855,7 @@ impl RunFile {
         // Answers are generated, and scored, in every run but a forced-only
         // one (a score that does not parse reads as absent, so this is also
         // where a damaged score is found).
-        let forced_only = self.manifest.params.decode_mode.as_deref() == Some("forced-only");
+        let forced_only = self.manifest.params.decode_mode == Some(DecodeMode::ForcedOnly);
         if let Some(t) = self.targets.iter().find(|t| t.score.is_some() == forced_only) {
             return Err(match forced_only {
                 true => format!("target `{}` of a forced-only run has a score, though no answer was generated", t.name),

@@ -16,8 +16,8 @@
 
 use crate::record::run::{NOT_MEASURED, RunFile, TargetResult};
 use crate::report::aggregate::{Grid, LoadedRun, TargetColumn, rows, target_columns};
-use crate::report::charts::{chart, depth_chart, heat_map, length_chart, series_color};
 use crate::report::export::Exporter;
+use crate::report::export::charts::{chart, depth_chart, heat_map, length_chart, series_color};
 use crate::report::tabular::{self, Tabular};
 use crate::score::LineStatus;
 use crate::score::forced::Forced;
@@ -358,7 +358,7 @@ fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> Strin
     let mut out = String::new();
     let _ = match &t.score {
         Some(s) => {
-            let [verdict, counts @ ..] = super::score_phrases(s, lines);
+            let [verdict, counts @ ..] = crate::report::score_phrases(s, lines);
             write!(out, "<div class=\"colhead\"><strong>{}</strong> {verdict} · {}</div>", text(label), counts.join(" · "))
         }
         None => write!(out, "<div class=\"colhead\"><strong>{}</strong> no answer generated: recall {NOT_MEASURED}</div>", text(label)),
@@ -377,12 +377,12 @@ fn diff_column(run: usize, label: &str, t: &TargetResult, lines: usize) -> Strin
 
 /// One target's teacher-forced metrics in one line.
 fn forced_line(f: &Forced) -> String {
-    format!("teacher-forced: {} · {} tokens", super::forced_phrases(f).join(" · "), f.tokens)
+    format!("teacher-forced: {} · {} tokens", crate::report::forced_phrases(f).join(" · "), f.tokens)
 }
 
 /// A runaway answer line is cut (the run file keeps it whole).
 fn clip(s: &str) -> std::borrow::Cow<'_, str> {
-    super::clip(s, 2000)
+    crate::report::clip(s, 2000)
 }
 
 /// Where each run came from and how it was made.

@@ -4,19 +4,13 @@
 
 pub mod terminal;
 
-// `posrecall report`: the data (aggregate), the trait (export), one module per format.
+// `posrecall report`: the data (aggregate), the trait and one module per
+// format (export).
 pub mod aggregate;
-pub mod charts;
 pub mod compare;
-pub mod csv;
 pub mod export;
-pub mod html;
-pub mod json;
 pub mod kv_table;
-pub mod markdown;
-pub mod table;
 pub mod tabular;
-pub mod verdict;
 
 /// A runaway answer line (a model looping without a newline) is shown cut
 /// to `max` characters; the run file keeps it whole.

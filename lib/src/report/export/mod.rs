@@ -1,7 +1,15 @@
-//! The one trait every report format implements, and the choice of format.
+//! The one trait every report format implements, the choice of format, and
+//! one module per format beneath them.
 //!
-//! Adding a format is one file: a type implementing [`Exporter`], and a line
-//! in [`exporter`].
+//! Adding a format is one file here: a type implementing [`Exporter`], and a
+//! line in [`exporter`].
+
+pub mod charts;
+pub mod csv;
+pub mod html;
+pub mod json;
+pub mod markdown;
+pub mod table;
 
 use crate::report::aggregate::LoadedRun;
 use anyhow::Result;
@@ -45,11 +53,11 @@ pub struct NoDiffs(pub Format);
 /// cannot show.
 pub fn exporter(format: Format, opts: Options) -> Result<Box<dyn Exporter>> {
     Ok(match format {
-        Format::Table => Box::new(super::table::Table { diff: opts.diff, color: opts.color }),
-        Format::Md => Box::new(super::markdown::Markdown { diff: opts.diff }),
+        Format::Table => Box::new(table::Table { diff: opts.diff, color: opts.color }),
+        Format::Md => Box::new(markdown::Markdown { diff: opts.diff }),
         Format::Csv | Format::Json if opts.diff => return Err(NoDiffs(format).into()),
-        Format::Csv => Box::new(super::csv::Csv),
-        Format::Json => Box::new(super::json::Json),
-        Format::Html => Box::new(super::html::Html),
+        Format::Csv => Box::new(csv::Csv),
+        Format::Json => Box::new(json::Json),
+        Format::Html => Box::new(html::Html),
     })
 }

@@ -15,10 +15,8 @@ use crate::prompt::template::TemplateFile;
 use crate::record::reference::Reference;
 use crate::record::run::{Manifest, RunFile, TargetResult};
 use crate::settings::Named;
-use crate::support::progress;
-use crate::support::progress::Notes;
+use crate::support::progress::{Notes, Progress, Show, Unit};
 use anyhow::{Context, Result, anyhow, bail};
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -29,7 +27,6 @@ pub struct SweepOptions {
     /// Keep runs whose file is a finished run of the same configuration.
     pub resume: bool,
     pub prefix_cache: Option<PathBuf>,
-    pub show_progress: bool,
     /// The decoding of every run.
     pub decode: DecodeOptions,
 }
@@ -79,6 +76,7 @@ struct Ctx<'a> {
     mine: &'a [SweepRun],
     templates: Vec<Option<TemplateFile>>,
     notes: &'a dyn Notes,
+    progress: &'a dyn Progress,
 }
 
 impl Ctx<'_> {
@@ -101,9 +99,9 @@ pub fn run_sweep(
     src: &Source,
     opts: &SweepOptions,
     sink: &mut dyn SweepSink,
-    notes: &dyn Notes,
+    show: &dyn Show,
 ) -> Result<()> {
-    let ctx = Ctx { sweep, opts, mine, templates, notes };
+    let ctx = Ctx { sweep, opts, mine, templates, notes: show, progress: show };
     // The output folder first: a wrong one must not cost loading every model.
     prepare_out_dir(&ctx)?;
     let mut models = plan_every_model(&ctx, src, sink)?;
@@ -117,7 +115,7 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
     let sweep = ctx.sweep;
     let (mut models, mut located) = (Vec::with_capacity(sweep.models.len()), Vec::new());
     for e in &sweep.models {
-        let (path, origin) = crate::support::hub::locate(&e.path).with_context(|| format!("model `{}`", e.name))?;
+        let (path, origin) = crate::support::hub::locate(&e.path, ctx.progress).with_context(|| format!("model `{}`", e.name))?;
         models.push(model::load(&path, 0).with_context(|| format!("model `{}`", e.name))?);
         located.push((path, origin));
     }
@@ -362,13 +360,8 @@ fn reference_for(ctx: &Ctx, r: &SweepRun, model: &Model, path: Option<&Path>) ->
 /// Runs the pending runs, model by model: each model is loaded once for all
 /// its KV types, its reference run first, the others in the order listed.
 fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pending], sink: &mut dyn SweepSink) -> Result<()> {
-    let multi = match ctx.opts.show_progress {
-        false => MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
-        true => MultiProgress::new(),
-    };
     let total: usize = pending.iter().map(|p| models[p.run.model].planned.targets().len()).sum();
-    let overall = multi.add(ProgressBar::new(total as u64));
-    overall.set_style(progress::style("   sweep [{bar:30}] {pos}/{len} targets  ETA {eta}  {msg}"));
+    let overall = ctx.progress.bar(total as u64, "sweep", Unit::Targets);
     for (i, e) in ctx.sweep.models.iter().enumerate() {
         let mut runs: Vec<Pending> = pending.iter().filter(|p| p.run.model == i).cloned().collect();
         // The model's reference run first: the others are measured against it.
@@ -386,7 +379,7 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
             Some(loaded) if m.gpu_layers == 0 => loaded,
             other => {
                 drop(other);
-                overall.set_message(format!("loading {}", e.name));
+                overall.set_message(&format!("loading {}", e.name));
                 model::load(&m.path, m.gpu_layers).map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?
             }
         };
@@ -395,35 +388,33 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
             if let (Some(sha), Some(path)) = (kept_if_reference, o.reference.as_deref()) {
                 if crate::support::fsutil::file_sha256(path).is_ok_and(|now| now == *sha) {
                     overall.inc(m.planned.targets().len() as u64);
-                    multi.suspend(|| sink.skipped(r))?;
+                    sink.skipped(r)?;
                     continue;
                 }
-                multi.suspend(|| {
-                    ctx.notes.note(&format!(
-                        "note: {}: its reference {} is not the one it was measured against; it runs again",
-                        r.id,
-                        path.display()
-                    ))
-                });
+                ctx.notes.note(&format!(
+                    "note: {}: its reference {} is not the one it was measured against; it runs again",
+                    r.id,
+                    path.display()
+                ));
             }
-            overall.set_message(r.id.clone());
+            overall.set_message(&r.id);
             let started = Instant::now();
             let reference = reference_for(ctx, r, &model, o.reference.as_deref())?;
-            let env = Env { show_progress: ctx.opts.show_progress, multi: Some(&multi), started, notes: ctx.notes };
-            let mut counted = Counted { bar: &overall, outer: sink };
+            let env = Env { progress: ctx.progress, started, notes: ctx.notes };
+            let mut counted = Counted { bar: overall.as_ref(), outer: sink };
             let run =
                 bench::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
             run.save(&r.file(&ctx.opts.out_dir))?;
-            multi.suspend(|| sink.finished(r, &run, started))?;
+            sink.finished(r, &run, started)?;
         }
     }
-    overall.finish_and_clear();
+    drop(overall);
     Ok(())
 }
 
 /// A sweep run's sink: each result moves the sweep's bar.
 struct Counted<'a> {
-    bar: &'a ProgressBar,
+    bar: &'a dyn crate::support::progress::Bar,
     outer: &'a dyn SweepSink,
 }
 

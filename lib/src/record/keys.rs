@@ -97,7 +97,7 @@ pub fn reference_identity(m: &Manifest, vocab: (usize, String)) -> Identity {
         corpus_sha256: m.corpus.sha256.clone(),
         crop: m.corpus.crop.clone(),
         prefix_sha256: m.runtime.prefix_sha256.clone().unwrap_or_default(),
-        probe: m.params.probe.clone().unwrap_or_default(),
+        probe: m.params.probe.map(|p| crate::settings::Named::as_str(p).to_string()).unwrap_or_default(),
         lines: m.params.lines,
     }
 }

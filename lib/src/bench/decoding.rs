@@ -4,6 +4,7 @@
 use super::plan::Plan;
 use crate::decode::draft::DraftMode;
 use crate::engine::model::Model;
+use crate::record::run::DecodeMode;
 use crate::settings::{ContextConfig, KvType, RestoreMode};
 
 /// llama.cpp's limit on sequences in one context; one holds the prefix.
@@ -362,13 +363,13 @@ impl Decoding {
     }
 
     /// The run file's `decode_mode`.
-    pub fn mode(&self) -> &'static str {
+    pub fn mode(&self) -> DecodeMode {
         if self.forced_only {
-            "forced-only"
+            DecodeMode::ForcedOnly
         } else if self.parallel() {
-            "parallel"
+            DecodeMode::Parallel
         } else {
-            "sequential"
+            DecodeMode::Sequential
         }
     }
 

@@ -418,9 +418,9 @@ fn load_window(run: &Run, session: &mut Session, (cache, key): (&PrefixCache, &s
         Lookup::Missing => {}
         Lookup::Corrupt(why) => run.exec.notes.note(&format!("note: {why}")),
     }
-    let bar = run.bar(tokens.len(), "prefill", "tok");
+    let bar = run.bar(tokens.len(), "prefill", crate::support::progress::Unit::Tokens);
     session.prefill(tokens, |done| bar.set_position(done as u64))?;
-    bar.finish_and_clear();
+    drop(bar);
     Ok("prefill")
 }
 
@@ -437,7 +437,7 @@ fn extend_window(run: &Run, session: &mut Session, checkpoint: &mut Option<Check
         }
         None => 0,
     };
-    let bar = run.bar(tokens.len(), "prefill", "tok");
+    let bar = run.bar(tokens.len(), "prefill", crate::support::progress::Unit::Tokens);
     bar.set_position(resumed_at as u64);
     let feed = |session: &mut Session, from: usize, to: usize| -> Result<()> {
         let progress = |done: usize| bar.set_position((from + done) as u64);
@@ -467,7 +467,7 @@ fn extend_window(run: &Run, session: &mut Session, checkpoint: &mut Option<Check
         }
         _ => feed(session, resumed_at, tokens.len())?,
     }
-    bar.finish_and_clear();
+    drop(bar);
     Ok(resumed_at)
 }
 

@@ -19,6 +19,7 @@
 //! panics on some answers. Here every value that becomes a path is checked
 //! first (see "The cache"), and no header becomes one.
 
+use crate::support::progress::{Progress, Unit};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -202,15 +203,13 @@ impl HubRef {
 /// The model file a `MODEL` argument names: the path itself, or the file a
 /// hub reference resolves to (downloaded if need be, with a progress bar on a
 /// terminal), and where it came from.
-pub fn locate(model: &Path) -> Result<(PathBuf, Option<Origin>), HubError> {
+pub fn locate(model: &Path, progress: &dyn Progress) -> Result<(PathBuf, Option<Origin>), HubError> {
     let text = model.to_string_lossy();
     if !is_reference(&text) {
         return Ok((model.to_path_buf(), None));
     }
     let r = HubRef::parse(&text)?;
-    // A bar where indicatif would draw one: on a terminal.
-    let show = !indicatif::ProgressDrawTarget::stderr().is_hidden();
-    let done = resolve(&r, &HubEnv::from_env()?, show)?;
+    let done = resolve(&r, &HubEnv::from_env()?, progress)?;
     Ok((done.path, Some(done.origin)))
 }
 
@@ -561,8 +560,8 @@ impl Sibling {
 
 /// Resolves `r`: from the cache alone when every file is there, else (unless
 /// offline) from the hub, downloading what the cache lacks with a progress
-/// bar when `show_progress`.
-pub fn resolve(r: &HubRef, env: &HubEnv, show_progress: bool) -> Result<Resolved, HubError> {
+/// bar in `progress`.
+pub fn resolve(r: &HubRef, env: &HubEnv, progress: &dyn Progress) -> Result<Resolved, HubError> {
     let repo = RepoCache::new(&env.cache, &r.repo);
     let cache_error = |why: String| HubError::Cache { reference: r.text.clone(), cache: env.cache.display().to_string(), why };
     // Components, not the path as given: `file/` would read as absent.
@@ -602,7 +601,7 @@ pub fn resolve(r: &HubRef, env: &HubEnv, show_progress: bool) -> Result<Resolved
         let wanted = sibling.wanted().ok_or_else(|| {
             hub.unsafe_value(format!("no usable size and checksum for {} (an LFS sha256 or a git object id)", shown_name(file)))
         })?;
-        hub.fetch(&repo, &listing.sha, file, &wanted, show_progress)?;
+        hub.fetch(&repo, &listing.sha, file, &wanted, progress)?;
     }
     // A branch or tag gets its ref, for the next run to find offline.
     if !is_commit(r.revision()) {
@@ -746,7 +745,7 @@ impl<'a> Client<'a> {
     /// its size and sha256, and links it into the snapshot of `commit`. A
     /// download that stops early is kept as `BLOB.part` for the next run to
     /// resume; one that is not the listed file is removed.
-    fn fetch(&self, repo: &RepoCache, commit: &str, file: &str, wanted: &Wanted, show: bool) -> Result<(), HubError> {
+    fn fetch(&self, repo: &RepoCache, commit: &str, file: &str, wanted: &Wanted, progress: &dyn Progress) -> Result<(), HubError> {
         let download_error = |why: String| HubError::Download { reference: self.r.text.clone(), file: file.to_string(), why };
         let io = |what: &str, path: &Path, e: std::io::Error| download_error(format!("cannot {what} {}: {e}", path.display()));
         let blob = repo.blob(&wanted.blob);
@@ -756,7 +755,7 @@ impl<'a> Client<'a> {
             let mut part = blob.clone().into_os_string();
             part.push(".part");
             let part = PathBuf::from(part);
-            self.download(commit, file, wanted, &part, show)?;
+            self.download(commit, file, wanted, &part, progress)?;
             if let Some(want) = &wanted.sha256 {
                 let got =
                     crate::support::fsutil::file_sha256(&part).map_err(|e| download_error(format!("cannot read the download: {e:#}")))?;
@@ -786,7 +785,7 @@ impl<'a> Client<'a> {
 
     /// Brings `part` to the file's full size: resumes from what it holds,
     /// reads no more than the file's size, and stops at a stall.
-    fn download(&self, commit: &str, file: &str, wanted: &Wanted, part: &Path, show: bool) -> Result<(), HubError> {
+    fn download(&self, commit: &str, file: &str, wanted: &Wanted, part: &Path, progress: &dyn Progress) -> Result<(), HubError> {
         use std::io::{Read, Write};
         let download_error = |why: String| HubError::Download { reference: self.r.text.clone(), file: file.to_string(), why };
         let (org, name) = self.r.repo.split_once('/').expect("ORG/REPO");
@@ -817,7 +816,8 @@ impl<'a> Client<'a> {
             .truncate(have == 0)
             .open(part)
             .map_err(|e| download_error(format!("cannot write {}: {e}", part.display())))?;
-        let bar = progress_bar(show, file, wanted.size, have);
+        let bar = progress.bar(wanted.size, file.rsplit('/').next().unwrap_or(file), Unit::Bytes);
+        bar.set_position(have);
         // One byte more than the file can hold tells a server that sends too much.
         let mut body = response.body_mut().with_config().limit(u64::MAX).reader().take(wanted.size - have + 1);
         let mut buf = vec![0u8; 1 << 16];
@@ -841,7 +841,7 @@ impl<'a> Client<'a> {
             have += n as u64;
             bar.inc(n as u64);
         }
-        bar.finish_and_clear();
+        drop(bar);
         out.sync_all().map_err(|e| download_error(format!("cannot write {}: {e}", part.display())))?;
         if have > wanted.size {
             let _ = std::fs::remove_file(part);
@@ -877,17 +877,6 @@ fn failure(e: ureq::Error) -> Failure {
 /// Whether a read error is ureq's timeout, passed through `io::Error`.
 fn is_timeout(e: &std::io::Error) -> bool {
     e.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()).is_some_and(|u| matches!(u, ureq::Error::Timeout(_)))
-}
-
-fn progress_bar(show: bool, file: &str, size: u64, have: u64) -> indicatif::ProgressBar {
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let b = indicatif::ProgressBar::new(size);
-    b.set_style(crate::support::progress::style("{msg} [{bar:30}] {bytes}/{total_bytes}  {bytes_per_sec}  ETA {eta}"));
-    b.set_message(file.rsplit('/').next().unwrap_or(file).to_string());
-    b.set_position(have);
-    b
 }
 
 #[cfg(unix)]

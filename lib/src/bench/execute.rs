@@ -18,10 +18,9 @@ use crate::score::forced::{ContextGain, Forced, TokenReading};
 use crate::score::kld::{Kld, Reader, TopK};
 use crate::score::{self, ScoreOptions};
 use crate::settings::ContextConfig;
-use crate::support::progress::{self, ms};
+use crate::support::progress::{Bar, Progress, Unit, ms};
 use crate::targets::Target;
 use anyhow::{Context, Result, bail};
-use indicatif::MultiProgress;
 use std::time::Instant;
 
 /// The measured parts of one run.
@@ -40,11 +39,8 @@ pub struct ExecOptions<'a> {
     pub prefix_cache: Option<(&'a PrefixCache, String)>,
     /// Also ask every question with no file in the context.
     pub closed_book: bool,
-    pub show_progress: bool,
-    /// Draw the progress bars inside this display (a sweep's), not on their
-    /// own; `on_result` then runs outside them and may update the display's
-    /// bars, but must not print.
-    pub multi: Option<&'a MultiProgress>,
+    /// Where the passes' bars go.
+    pub progress: &'a dyn Progress,
     /// Keep the top K of every forced token's distribution, for a reference.
     pub save_top_k: Option<usize>,
     /// Measure the forced pass against this reference (checked with
@@ -63,8 +59,8 @@ pub(super) struct Run<'a> {
 }
 
 impl Run<'_> {
-    pub(super) fn bar(&self, len: usize, what: &str, unit: &str) -> indicatif::ProgressBar {
-        progress::bar(self.exec.show_progress, self.exec.multi, len as u64, what, unit)
+    pub(super) fn bar(&self, len: usize, what: &str, unit: Unit) -> Box<dyn Bar> {
+        self.exec.progress.bar(len as u64, what, unit)
     }
 
     /// Whether an answer so far holds enough lines to stop: twice LINES,
@@ -211,12 +207,12 @@ pub(super) fn load_or_prefill(run: &Run, session: &mut Session, timings: &mut Ti
             Lookup::Corrupt(why) => run.exec.notes.note(&format!("note: {why}")),
         }
     }
-    let bar = run.bar(prefix.len(), "prefill", "tok");
+    let bar = run.bar(prefix.len(), "prefill", Unit::Tokens);
     let t = Instant::now();
     session.prefill(prefix, |done| bar.set_position(done as u64))?;
     timings.prefill_ms = ms(t);
     timings.prefill_tokens = prefix.len();
-    bar.finish_and_clear();
+    drop(bar);
     if let Some((cache, key)) = &run.exec.prefix_cache {
         let t = Instant::now();
         // A cache that cannot be written costs the next run time, not this run.
@@ -231,7 +227,7 @@ pub(super) fn load_or_prefill(run: &Run, session: &mut Session, timings: &mut Ti
 /// Every answer at once, as parallel sequences over the shared prefix.
 fn answer_in_parallel(run: &Run, session: &mut Session, timings: &mut Timings) -> Result<Vec<Option<Generation>>> {
     let plan = run.plan;
-    let bar = run.bar(plan.targets.len(), "answers", "q");
+    let bar = run.bar(plan.targets.len(), "answers", Unit::Questions);
     let t = Instant::now();
     let mut answered = vec![None; plan.targets.len()];
     let file: Vec<i32> = plan.prefix_tokens.iter().map(|t| t.0).collect();
@@ -250,7 +246,7 @@ fn answer_in_parallel(run: &Run, session: &mut Session, timings: &mut Timings) -
     )?;
     *timings.generation_ms.get_or_insert(0.0) += ms(t);
     timings.decode_steps.get_or_insert_with(Default::default).merge(&stats);
-    bar.finish_and_clear();
+    drop(bar);
     Ok(answered)
 }
 
@@ -266,7 +262,7 @@ fn per_target(
 ) -> Result<(Vec<TargetResult>, Vec<Vec<Token>>)> {
     let (plan, decoding) = (run.plan, run.exec.decoding);
     let sequential = !decoding.parallel() && !decoding.forced_only;
-    let bar = run.bar(plan.targets.len(), "queries", "q");
+    let bar = run.bar(plan.targets.len(), "queries", Unit::Questions);
     let mut results = Vec::with_capacity(plan.targets.len());
     let mut answered_tokens = Vec::new();
     let mut sequential_ms = 0.0;
@@ -317,16 +313,11 @@ fn per_target(
         if let Some(g) = answer {
             answered_tokens.push(g.tokens);
         }
-        match run.exec.multi {
-            // A shared display: the callback updates its bars, it does not
-            // print (a suspended bar would hold the display's lock).
-            Some(_) => on_result(&r),
-            None => bar.suspend(|| on_result(&r)),
-        }
+        on_result(&r);
         bar.inc(1);
         results.push(r);
     }
-    bar.finish_and_clear();
+    drop(bar);
     if sequential {
         *timings.generation_ms.get_or_insert(0.0) += sequential_ms;
         timings.decode_steps.get_or_insert_with(Default::default).merge(&std::mem::take(&mut session.steps));
@@ -418,12 +409,12 @@ fn check_sequential<'m>(
     let mut session = Session::new(run.model, &seq_cfg)?;
     session.set_restore_mode(run.exec.decoding.restore);
     session.set_snapshot(snapshot)?;
-    let bar = run.bar(plan.targets.len(), "check", "q");
+    let bar = run.bar(plan.targets.len(), "check", Unit::Questions);
     for (((target, query), r), parallel) in plan.targets.iter().zip(&plan.queries).zip(results.iter_mut()).zip(parallel_tokens) {
         r.sequential = Some(answer_again(run, &mut session, target, query, parallel)?);
         bar.inc(1);
     }
-    bar.finish_and_clear();
+    drop(bar);
     Ok(session)
 }
 
@@ -462,7 +453,7 @@ fn answer_again(run: &Run, session: &mut Session, target: &Target, query: &[Toke
 /// records what the model recalls without the file.
 fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResult]) -> Result<()> {
     let (plan, opts) = (run.plan, run.opts);
-    let bar = run.bar(plan.targets.len(), "closed", "q");
+    let bar = run.bar(plan.targets.len(), "closed", Unit::Questions);
     for (target, r) in plan.targets.iter().zip(results.iter_mut()) {
         let prompt = plan.frame.closed_book_prompt(target, opts.lines, opts.skip_blank);
         let tokens = run.model.tokenize_prefix(&prompt);
@@ -495,7 +486,7 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
         });
         bar.inc(1);
     }
-    bar.finish_and_clear();
+    drop(bar);
     Ok(())
 }
 

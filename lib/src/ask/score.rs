@@ -92,7 +92,7 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
     Ok(RunFile {
         format: FORMAT_VERSION,
         manifest: Manifest {
-            command: "score".into(),
+            command: crate::record::run::MadeBy::Score,
             model: None,
             context: None,
             corpus: targets.corpus.clone(),
