@@ -247,7 +247,7 @@ pub struct AskArgs {
     /// Requests in flight at once (at most 256).
     #[arg(long, default_value_t = 1, value_parser = ranged(1, MAX_CONCURRENCY))]
     pub concurrency: usize,
-    /// Generation cap per answer (default: 40 tokens per expected line, as `bench`). Sent as the
+    /// Generation cap per answer (default: 20 tokens per line of the expected window, as `bench`). Sent as the
     /// request's max_tokens; posrecall's own --max-tokens caps the kept file (bench, prompt).
     #[arg(long, value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
     pub max_new_tokens: Option<usize>,

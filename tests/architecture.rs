@@ -866,3 +866,27 @@ fn every_library_error_is_worded_by_the_face_or_needs_none() {
         unworded.join("\n")
     );
 }
+
+/// `tests/suite.rs` names its modules by hand (one test binary, not one per
+/// file): a file of tests/ it does not name would never compile or run.
+#[test]
+fn every_test_file_is_a_module_of_the_suite() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let suite = std::fs::read_to_string(dir.join("suite.rs")).unwrap();
+    let named: Vec<&str> = suite.lines().filter_map(|l| l.trim().strip_prefix("mod ")?.strip_suffix(';')).collect();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs") && p.file_stem().is_some_and(|s| s != "suite"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    files.push("common".into());
+    files.sort();
+    let mut named_sorted: Vec<String> = named.iter().map(|s| s.to_string()).collect();
+    named_sorted.sort();
+    assert!(files.len() > 30, "found only {} test files", files.len());
+    let left_out: Vec<&String> = files.iter().filter(|f| !named.contains(&f.as_str())).collect();
+    let missing: Vec<&String> = named_sorted.iter().filter(|n| !files.contains(n)).collect();
+    assert!(left_out.is_empty(), "test files tests/suite.rs does not name (they never run): {left_out:?}");
+    assert!(missing.is_empty(), "modules of tests/suite.rs with no file: {missing:?}");
+}

@@ -7,7 +7,8 @@
 //!   targets are out of depth order in the file.
 //! - c.json / d.json: score runs without teacher-forced metrics; 8 flips, all
 //!   toward D.
-//! - lines6.json: b.json with `params.lines` 6; other_targets.json: b.json with
+//! - lines6.json: b.json asked 6 lines (`params.lines` 6, each score cut to 6
+//!   lines as the scorer would count them); other_targets.json: b.json with
 //!   the sixth target renamed; not_a_run.json: JSON that is not a run file.
 //!
 //! Every expected statistic below is cited from an independent source, never

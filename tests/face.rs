@@ -121,3 +121,26 @@ fn the_guide_documents_every_option_and_development_every_switch() {
         assert!(hidden.iter().any(|h| h == flag), "--{flag} is not hidden");
     }
 }
+
+/// The README's demo command is the one `scripts/demo` runs: read from the
+/// script (its `bench` line and the line it continues onto), with the
+/// script's variables as the README names them.
+#[test]
+fn the_readme_shows_the_command_the_demo_runs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::fs::read_to_string(root.join("scripts/demo")).unwrap();
+    let at = script.find("\"$posrecall\" bench ").expect("scripts/demo runs no bench");
+    let mut lines = script[at..].lines();
+    let mut command = String::new();
+    for line in lines.by_ref() {
+        command.push_str(line);
+        command.push('\n');
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    let shown = command.replace("\"$posrecall\"", "posrecall").replace("\"$model\"", "MODEL").replace(" \"$@\"", "");
+    assert!(shown.contains("--kv f16,q8_0") && shown.contains("--out-dir runs/demo"), "{shown}");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(readme.contains(&format!("```sh\n{shown}```")), "README.md does not show the demo's command as scripts/demo runs it:\n{shown}");
+}

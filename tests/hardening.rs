@@ -621,6 +621,61 @@ fn runaway_templates_and_fifos_stop_with_one_line() {
     refused(&posrecall(&["matrix", s(&sweep), "--list"]), "at most 128 characters");
 }
 
+/// Every file posrecall reads goes through one bounded reader
+/// (`fsutil::read_input`): a device that never ends (`/dev/zero`,
+/// `/dev/urandom`) or a FIFO (which nobody may write, or which may be fed
+/// without end) is refused in one line before a byte is read, by every
+/// command and every file of each; a regular file over its limit is refused
+/// by its size, with the exact byte count.
+#[test]
+fn endless_and_special_inputs_are_refused_by_every_reader() {
+    let dir = TempDir::new().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let smol = smollm2();
+    let targets = targets_json(dir.path());
+    let answers = responses(dir.path(), &targets);
+    let toml = dir.path().join("models.toml");
+    std::fs::write(
+        &toml,
+        format!("[corpus]\npath = \"/dev/zero\"\n[[model]]\nname = \"m\"\npath = \"{}\"\nkv = [\"f16\"]\n", smol.display()),
+    )
+    .unwrap();
+    let (m, f, t, r) = (s(&smol), s(&fifo), s(&targets), s(&answers));
+    let special = "not a regular file";
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["targets", "/dev/zero", "--language", "javascript"],
+        vec!["targets", f, "--language", "javascript"],
+        vec!["bench", m, "--corpus", "/dev/urandom", "--language", "javascript"],
+        vec!["bench", m, "--corpus", f, "--language", "javascript"],
+        vec!["bench", m, "--reference", "/dev/zero"],
+        vec!["score", "/dev/zero", r],
+        vec!["score", t, "/dev/zero"],
+        vec!["score", t, f],
+        vec!["report", "/dev/zero"],
+        vec!["report", f],
+        vec!["compare", "/dev/zero", f],
+        vec!["ask", "/dev/zero", "--url", "http://127.0.0.1:9"],
+        vec!["ask", t, "--url", "http://127.0.0.1:9", "--corpus", "/dev/zero"],
+        vec!["matrix", "/dev/zero", "--list"],
+        vec!["matrix", s(&toml), "--out-dir", "runs"],
+    ];
+    for args in &cases {
+        let started = std::time::Instant::now();
+        let o = Command::new(common::bin()).args(args).current_dir(dir.path()).env("NO_COLOR", "1").output().unwrap();
+        refused(&o, special);
+        assert!(started.elapsed().as_secs() < 20, "{args:?} took {:?}", started.elapsed());
+    }
+    // Regular files over their limits, refused by the size alone (sparse
+    // files: nothing is written to disk).
+    let corpus = dir.path().join("big.js");
+    std::fs::File::create(&corpus).unwrap().set_len((64 << 20) + 1).unwrap();
+    refused(&posrecall(&["targets", s(&corpus)]), "is 67108865 bytes; posrecall reads corpora of up to 67108864 bytes (64 MiB");
+    let run = dir.path().join("big.json");
+    std::fs::File::create(&run).unwrap().set_len((256 << 20) + 1).unwrap();
+    refused(&posrecall(&["report", s(&run)]), "268435457 bytes, over the limit of 268435456 bytes (256.0 MiB)");
+}
+
 /// Whether a message is clap's refusal of the command line: the forms clap
 /// words its parse errors in (an unknown subcommand or flag, a flag's value
 /// its parser refused, a missing value or required argument, flags that
@@ -852,6 +907,17 @@ fn hand_edited_run_files_are_checked_not_trusted() {
             "has no score (its `lines` … `pass` fields are missing or malformed)",
         ),
         (edit("forcedonly.json", &|v| v["manifest"]["params"]["decode_mode"] = "forced-only".into()), "of a forced-only run has a score"),
+        // Scores no scorer gives (the fixture asks 10 lines, passes at 5;
+        // its first target matched 6, missed 4, all 4 truncated).
+        (edit("fifty.json", &|v| v["targets"][0]["matched"] = 50.into()), "has 50 matched and 4 missing, where every one of its 10 lines"),
+        (edit("truncated.json", &|v| v["targets"][0]["truncated"] = 5.into()), "has 5 truncated of 4 missing"),
+        (
+            edit("hollow.json", &|v| {
+                v["targets"][0]["matched"] = 0.into();
+                v["targets"][0]["missing"] = 10.into();
+            }),
+            "has pass true with 0 matched, where a pass is 5 or more",
+        ),
         (
             edit("rungs.json", &|v| v["ladder"] = serde_json::json!({"effective_at": 0.5, "effective_length": null, "rungs": []})),
             "no lengths",

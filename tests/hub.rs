@@ -59,6 +59,10 @@ enum Hostile {
     Headers(String),
     /// The listing is never answered.
     StallListing,
+    /// The listing comes a byte every half second: no read ever waits long.
+    SlowListing,
+    /// The model file is listed as this many bytes.
+    Size(u64),
     /// A file stops after half its bytes, the connection left open.
     StallFile,
     /// Every request is redirected, to this Location (or with none).
@@ -176,6 +180,16 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
     let stall = || std::thread::sleep(std::time::Duration::from_secs(30));
     match &hostile {
         Some(Hostile::StallListing) if path.starts_with("/api/") => return stall(),
+        Some(Hostile::SlowListing) if path.starts_with("/api/") => {
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nContent-Type: application/json\r\n\r\n{");
+            for _ in 0..60 {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                if stream.write_all(b" ").and_then(|()| stream.flush()).is_err() {
+                    return;
+                }
+            }
+            return;
+        }
         Some(Hostile::Redirect(to)) => {
             let headers: Vec<(String, String)> = to.iter().map(|l| ("Location".to_string(), l.to_string())).collect();
             return reply(&mut stream, "302 Found", &headers, b"");
@@ -211,9 +225,9 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
                 format!(
                     "{{\"rfilename\":\"{}\",\"size\":{},\"lfs\":{{\"sha256\":\"{}\",\"size\":{}}}}}",
                     f.name,
-                    f.bytes.len(),
+                    listed_size(&hostile, f),
                     f.sha256,
-                    f.bytes.len()
+                    listed_size(&hostile, f)
                 )
             }))
             .collect();
@@ -284,6 +298,14 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
     }
     // Drain anything the client still sends before the close.
     let _ = reader.read(&mut [0u8; 16]);
+}
+
+/// The size the listing gives `f`.
+fn listed_size(hostile: &Option<Hostile>, f: &File) -> u64 {
+    match hostile {
+        Some(Hostile::Size(n)) => *n,
+        _ => f.bytes.len() as u64,
+    }
 }
 
 /// Runs posrecall against `hub` with `cache` as the hub cache, no token
@@ -568,6 +590,10 @@ fn a_hostile_hub_writes_nothing_outside_the_cache_and_ends_cleanly() {
         (Hostile::FileName("evil\n\u{1b}[31m.gguf"), "\"evil\\n\\u{1b}[31m.gguf\"", true),
         (Hostile::Headers(format!("\"{victim_s}\"")), &corrupt, false),
         (Hostile::StallListing, "sent nothing for 1 s while the file list", true),
+        (Hostile::SlowListing, "the file list took longer than 2 s to arrive (twice the timeout)", true),
+        // A size the disk cannot hold (and one that would wrap a count).
+        (Hostile::Size(1_000_000_000_000_000), "bytes free; free some space, or set HF_HOME", true),
+        (Hostile::Size(u64::MAX), "18446744073709551615 bytes and the cache's file system has", true),
         (Hostile::StallFile, &stalled, false),
         (Hostile::Redirect(None), "could not be asked for the file list", true),
         (Hostile::Redirect(Some("/again")), "could not be asked for the file list", true),

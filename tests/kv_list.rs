@@ -165,3 +165,55 @@ fn bad_kv_lists_are_refused_before_the_model_loads() {
         assert!(!out_dir.exists() && !x.exists() && !r.exists(), "{args:?} wrote a file");
     }
 }
+
+/// A list without the forced pass runs every item, recall only: no
+/// reference is saved or read (there is nothing to measure it by), the KLD
+/// cells are empty, and `--format json` on stdout is JSON even without -q
+/// (the per-run lines go to stderr).
+#[test]
+fn a_kv_list_without_the_forced_pass_runs_every_item() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench")
+        .arg(smollm2())
+        .args(["--corpus", s(&fixture("dense.js")), "--threads", "2"])
+        .args(SMALL)
+        .args(["--kv", "f16,q8_0", "--no-forced", "--out-dir", s(&out), "--format", "json"])
+        .env("NO_COLOR", "1")
+        .env_remove("LLAMA_ATTN_ROT_DISABLE");
+    let o = cmd.output().unwrap();
+    let stdout = ok(&o);
+    let table: Value = serde_json::from_str(&stdout).expect("--format json prints only JSON on stdout");
+    let rows = table["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{table}");
+    for r in rows {
+        assert!(r["kld_mean"].is_null(), "a KLD without a forced pass: {r}");
+    }
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("__q8_0-q8_0: ") && stderr.contains(" passed, "), "the per-run lines go to stderr: {stderr}");
+    let files: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!files.iter().any(|f| f.ends_with(".ref")), "a reference was written: {files:?}");
+    for kv in ["f16-f16", "q8_0-q8_0"] {
+        let run = read(&out.join(format!("SmolLM2-135M-Instruct.Q4_1__{kv}.json")));
+        assert!(run["targets"][0]["forced"].is_null() && run["targets"][0]["response"].is_string(), "{kv}");
+    }
+}
+
+/// With llama.cpp's variable turning rotation off, `auto` is `off`: a list
+/// of both is refused before any model work (it used to run the first item
+/// and fail on the second), read as llama.cpp reads the variable.
+#[test]
+fn auto_and_off_under_the_disabling_variable_are_refused_before_model_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    for value in ["1", "0000000000000000001"] {
+        let o = bench(&[SMALL, &["--kv", "q8_0", "--kv-rotation", "auto,off", "--out-dir", s(&out)]].concat(), Some(value));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("--kv-rotation: KV rotation auto and off are the same runs") && err.contains(value), "{err}");
+        assert!(!out.exists(), "something was written");
+    }
+}

@@ -630,3 +630,37 @@ fn a_model_reference_run_measures_its_other_kv_types() {
     let bad = matrix_cmd(&toml, &["--out-dir", o]).output().unwrap();
     assert_one_error_line(&bad, "model `smollm2`: reference: `q4_0` is not one of its kv entries");
 }
+
+/// The files a sweep names itself stay in its output folder, and another
+/// model's results there are not replaced: a symbolic link planted at a
+/// run's name is refused before any model loads (it would send the run file
+/// wherever it points), and a run file made by another model file (as two
+/// models whose files share a name would write) is refused before any run,
+/// both left as they were.
+#[test]
+fn a_sweep_never_writes_through_a_planted_link_nor_over_another_models_runs() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let toml = dir.path().join("one.toml");
+    let text = format!(
+        "[corpus]\npath = {}\ncrop = \"densest\"\n[params]\ncount = 2\nlines = 6\nmax_new_tokens = 16\nthreads = 2\n\
+         [[model]]\nname = \"smol\"\npath = {}\nkv = [\"f16\"]\nctx = 512\n",
+        toml_path(&fixture("dense.js")),
+        toml_path(&smollm2())
+    );
+    std::fs::write(&toml, text).unwrap();
+    let out = dir.path().join("runs");
+    std::fs::create_dir(&out).unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("smol__f16-f16.json")).unwrap();
+    let o = matrix_cmd(&toml, &["--out-dir", out.to_str().unwrap(), "-q"]).output().unwrap();
+    assert_one_error_line(&o, "smol__f16-f16.json is a symbolic link");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+
+    std::fs::remove_file(out.join("smol__f16-f16.json")).unwrap();
+    let theirs = fixture("compare/a.json");
+    std::fs::copy(&theirs, out.join("smol__f16-f16.json")).unwrap();
+    let o = matrix_cmd(&toml, &["--out-dir", out.to_str().unwrap(), "-q"]).output().unwrap();
+    assert_one_error_line(&o, "holds the results of another model file (fixture-1b.Q4_K_M.gguf, sha256 5de3a8420644…)");
+    assert_eq!(std::fs::read(out.join("smol__f16-f16.json")).unwrap(), std::fs::read(&theirs).unwrap());
+}

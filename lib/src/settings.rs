@@ -38,8 +38,15 @@ pub struct UnknownName {
 }
 
 /// [`UnknownName`] for `T` (the enums' `strum(parse_err_fn)`).
+/// A value longer than any name is shown cut, so that the one error line
+/// stays a line (a 200 KB value would otherwise be echoed whole).
 pub fn unknown_name<T: strum::VariantNames>(value: &str) -> UnknownName {
-    UnknownName { value: value.to_string(), expected: T::VARIANTS }
+    const SHOWN: usize = 64;
+    let value = match value.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}… ({} characters)", &value[..at], value.chars().count()),
+        None => value.to_string(),
+    };
+    UnknownName { value, expected: T::VARIANTS }
 }
 
 /// A choice a user names (a flag's value, a run or sweep file's field):
@@ -599,6 +606,16 @@ impl StepStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_name_is_shown_whole_when_short_and_cut_when_long() {
+        let e = "q9".parse::<KvType>().unwrap_err().to_string();
+        assert!(e.starts_with("unknown variant `q9`, expected one of `f32`"), "{e}");
+        let long = "x".repeat(200_000);
+        let e = long.parse::<KvType>().unwrap_err().to_string();
+        assert!(e.len() < 600, "{} bytes", e.len());
+        assert!(e.contains(&format!("`{}… (200000 characters)`", "x".repeat(64))), "{e}");
+    }
 
     #[test]
     fn rope_values_are_ranged_once() {

@@ -13,9 +13,6 @@ use posrecall::support::progress::{Progress as _, Unit};
 use serde_json::Value;
 use std::io::Write;
 
-/// Answer tokens per expected line when no cap is given.
-const TOKENS_PER_LINE: usize = 40;
-
 /// The flags as the library's options, checked before anything is asked;
 /// `lines` (the targets file's LINES) sizes the default generation cap.
 fn options(args: &AskArgs, lines: usize) -> Result<AskOptions> {
@@ -45,7 +42,7 @@ fn options(args: &AskArgs, lines: usize) -> Result<AskOptions> {
         endpoint,
         model: args.model.clone(),
         api: args.api,
-        max_tokens: args.max_new_tokens.unwrap_or(TOKENS_PER_LINE * lines).max(1),
+        max_tokens: ask::answer_budget(args.max_new_tokens, lines),
         extra,
         template_kwargs: ask::chat_template_kwargs(
             args.think,

@@ -252,6 +252,7 @@ fn options_message(o: &OptionsError) -> String {
             let flag = match setting {
                 Numeric::Threads => "--threads",
                 Numeric::MaxNewTokens => "--max-new-tokens",
+                Numeric::FixedTokens => "--fixed-tokens",
                 Numeric::ThinkBudget => "--think-budget",
                 Numeric::ReferenceTopK => "--reference-top-k",
                 Numeric::MaxPrefixTokens => "--max-prefix-tokens",

@@ -134,6 +134,7 @@ pub fn bench(a: &BenchArgs) -> Result<(BenchOptions, Vec<KvItem>)> {
         match e {
             KvListError::Lengths { a, n, b, m } => anyhow!("{} lists {n} items and {} {m}: {e}", flag(a), flag(b)),
             KvListError::Twice(part, _) => anyhow!("{}: {e}", flag(part)),
+            KvListError::OffByEnvironment { .. } => anyhow!("--kv-rotation: {e}"),
         }
     })?;
     list_flags(a, items.len())?;

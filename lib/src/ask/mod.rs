@@ -56,6 +56,23 @@ crate::settings::named_choice! {
     }
 }
 
+/// The generation cap sent with each request: the one given, else the
+/// budget `bench` gives a question of `lines` lines.
+pub fn answer_budget(given: Option<usize>, lines: usize) -> usize {
+    given.unwrap_or(crate::bench::plan::default_answer_budget(lines)).max(1)
+}
+
+/// A setting of [`AskOptions`] out of its range; the message names no flag.
+/// Needs no hint: the face refuses each on the command line first, naming
+/// the flag; this keeps a library caller to the same ranges.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the {what} {value} is out of range ({range})")]
+pub struct OutOfRange {
+    pub what: &'static str,
+    pub value: String,
+    pub range: String,
+}
+
 /// Everything a run of questions reads.
 #[derive(Debug, Clone)]
 pub struct AskOptions {
@@ -76,6 +93,29 @@ pub struct AskOptions {
     pub timeout: f64,
     /// Requests in flight at once.
     pub concurrency: usize,
+}
+
+impl AskOptions {
+    /// Every number in its range: 1 to [`MAX_CONCURRENCY`] requests at once,
+    /// 0 to [`MAX_RETRIES`] retries, a timeout above 0 and at most
+    /// [`MAX_TIMEOUT_S`] seconds, 1 to [`crate::bench::MAX_NEW_TOKENS`] answer
+    /// tokens.
+    pub fn validate(&self) -> Result<(), OutOfRange> {
+        let out = |what, value: String, range: String| Err(OutOfRange { what, value, range });
+        if !(1..=MAX_CONCURRENCY).contains(&self.concurrency) {
+            return out("concurrency", self.concurrency.to_string(), format!("1 to {MAX_CONCURRENCY}"));
+        }
+        if self.retries > MAX_RETRIES {
+            return out("retry count", self.retries.to_string(), format!("0 to {MAX_RETRIES}"));
+        }
+        if !(self.timeout > 0.0 && self.timeout <= MAX_TIMEOUT_S) {
+            return out("timeout", format!("{} s", self.timeout), format!("above 0 and at most {MAX_TIMEOUT_S} s"));
+        }
+        if !(1..=crate::bench::MAX_NEW_TOKENS).contains(&self.max_tokens) {
+            return out("answer budget", self.max_tokens.to_string(), format!("1 to {}", crate::bench::MAX_NEW_TOKENS));
+        }
+        Ok(())
+    }
 }
 
 /// A URL that is not a server's base URL.
@@ -201,7 +241,7 @@ pub fn chat_template_kwargs(think: Think, user: &serde_json::Map<String, Value>)
 /// returns whether the file needs a newline before the next line (a last line
 /// that is whole but lacks one).
 pub fn read_answered(path: &Path, file: &TargetsFile, notes: &dyn Notes) -> Result<(HashSet<String>, bool)> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::support::fsutil::read_input(path, crate::support::fsutil::MAX_TEXT_BYTES) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((HashSet::new(), false)),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
@@ -297,6 +337,7 @@ pub struct Tally {
 /// arrives. A target's own failure is printed and counted; a server failure
 /// stops the run; a failed write ends it with that error.
 pub fn ask_all(o: &AskOptions, todo: &[&(String, String)], out: &mut File, path: &Path, bar: &dyn Bar, notes: &dyn Notes) -> Result<Tally> {
+    o.validate()?;
     let asker = Asker::new(o);
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);

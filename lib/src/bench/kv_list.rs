@@ -43,12 +43,35 @@ pub enum KvListError {
     Lengths { a: KvListPart, n: usize, b: KvListPart, m: usize },
     #[error("`{1}` is listed twice")]
     Twice(KvListPart, String),
+    /// llama.cpp's variable turns rotation off, so `auto` is `off`.
+    #[error(
+        "KV rotation auto and off are the same runs while the environment sets {var}={value} (llama.cpp then rotates nothing): list one of them, or unset {var}",
+        var = crate::engine::rotation::DISABLE_VAR
+    )]
+    OffByEnvironment { value: String },
 }
 
 /// The runs, in order: item `i` of each list (a one-item list stands for
 /// every item; `kv` empty: `default`), with K from `kv_k` and V from `kv_v`
 /// where those are given, crossed with `rotation` (empty: auto).
 pub fn kv_items(
+    kv: &[KvPair],
+    kv_k: &[KvType],
+    kv_v: &[KvType],
+    rotation: &[KvRotation],
+    default: (KvType, KvType),
+) -> Result<Vec<KvItem>, KvListError> {
+    let items = paired(kv, kv_k, kv_v, rotation, default)?;
+    let both = [KvRotation::Auto, KvRotation::Off].iter().all(|m| items.iter().any(|i| i.rotation == *m));
+    if both && crate::engine::rotation::disabled_by_environment() {
+        let value = std::env::var(crate::engine::rotation::DISABLE_VAR).unwrap_or_default();
+        return Err(KvListError::OffByEnvironment { value: value.chars().take(40).collect() });
+    }
+    Ok(items)
+}
+
+/// [`kv_items`] without the environment: the lists paired and crossed.
+fn paired(
     kv: &[KvPair],
     kv_k: &[KvType],
     kv_v: &[KvType],
@@ -107,13 +130,13 @@ mod tests {
         let d = (Q8_0, Q8_0);
         let auto = KvRotation::Auto;
         let off = KvRotation::Off;
-        assert_eq!(kv(&kv_items(&[], &[], &[], &[], d).unwrap()), vec![(Q8_0, Q8_0, auto)]);
-        assert_eq!(kv(&kv_items(&pairs("f16,q8_0/q4_0"), &[], &[], &[], d).unwrap()), vec![(F16, F16, auto), (Q8_0, Q4_0, auto)]);
+        assert_eq!(kv(&paired(&[], &[], &[], &[], d).unwrap()), vec![(Q8_0, Q8_0, auto)]);
+        assert_eq!(kv(&paired(&pairs("f16,q8_0/q4_0"), &[], &[], &[], d).unwrap()), vec![(F16, F16, auto), (Q8_0, Q4_0, auto)]);
         // K and V lists of equal length pair up; a single value pairs with every item.
-        assert_eq!(kv(&kv_items(&[], &[F16, Q8_0], &[Q4_0], &[], d).unwrap()), vec![(F16, Q4_0, auto), (Q8_0, Q4_0, auto)]);
-        assert_eq!(kv(&kv_items(&[], &[F16, Q8_0], &[F16, Q4_0], &[], d).unwrap()), vec![(F16, F16, auto), (Q8_0, Q4_0, auto)]);
+        assert_eq!(kv(&paired(&[], &[F16, Q8_0], &[Q4_0], &[], d).unwrap()), vec![(F16, Q4_0, auto), (Q8_0, Q4_0, auto)]);
+        assert_eq!(kv(&paired(&[], &[F16, Q8_0], &[F16, Q4_0], &[], d).unwrap()), vec![(F16, F16, auto), (Q8_0, Q4_0, auto)]);
         assert_eq!(
-            kv(&kv_items(&pairs("f16,q4_0"), &[], &[], &[auto, off], d).unwrap()),
+            kv(&paired(&pairs("f16,q4_0"), &[], &[], &[auto, off], d).unwrap()),
             vec![(F16, F16, auto), (F16, F16, off), (Q4_0, Q4_0, auto), (Q4_0, Q4_0, off)]
         );
     }
@@ -121,11 +144,11 @@ mod tests {
     #[test]
     fn lists_that_cannot_pair_or_repeat_a_run_are_refused() {
         let d = (Q8_0, Q8_0);
-        let e = kv_items(&pairs("f16,q8_0"), &[F16, Q8_0, Q4_0], &[], &[], d).unwrap_err();
+        let e = paired(&pairs("f16,q8_0"), &[F16, Q8_0, Q4_0], &[], &[], d).unwrap_err();
         assert_eq!(e, KvListError::Lengths { a: KvListPart::Kv, n: 2, b: KvListPart::KvK, m: 3 });
-        assert_eq!(kv_items(&pairs("f16,q8_0,f16"), &[], &[], &[], d).unwrap_err(), KvListError::Twice(KvListPart::Kv, "f16".into()));
-        assert_eq!(kv_items(&[], &[F16, F16], &[Q4_0], &[], d).unwrap_err(), KvListError::Twice(KvListPart::Kv, "f16/q4_0".into()));
+        assert_eq!(paired(&pairs("f16,q8_0,f16"), &[], &[], &[], d).unwrap_err(), KvListError::Twice(KvListPart::Kv, "f16".into()));
+        assert_eq!(paired(&[], &[F16, F16], &[Q4_0], &[], d).unwrap_err(), KvListError::Twice(KvListPart::Kv, "f16/q4_0".into()));
         let twice = [KvRotation::Off, KvRotation::Off];
-        assert_eq!(kv_items(&[], &[], &[], &twice, d).unwrap_err(), KvListError::Twice(KvListPart::KvRotation, "off".into()));
+        assert_eq!(paired(&[], &[], &[], &twice, d).unwrap_err(), KvListError::Twice(KvListPart::KvRotation, "off".into()));
     }
 }

@@ -116,6 +116,8 @@ pub enum OptionsError {
 pub enum Numeric {
     Threads,
     MaxNewTokens,
+    /// The exact answer length of a throughput run.
+    FixedTokens,
     ThinkBudget,
     ReferenceTopK,
     MaxPrefixTokens,
@@ -126,7 +128,7 @@ impl Numeric {
     pub fn max(self) -> usize {
         match self {
             Numeric::Threads => super::MAX_THREADS,
-            Numeric::MaxNewTokens => super::MAX_NEW_TOKENS,
+            Numeric::MaxNewTokens | Numeric::FixedTokens => super::MAX_NEW_TOKENS,
             Numeric::ThinkBudget => crate::prompt::template::MAX_THINK_BUDGET,
             Numeric::ReferenceTopK => crate::record::reference::MAX_TOP_K,
             Numeric::MaxPrefixTokens => crate::settings::CtxSize::MAX as usize,
@@ -205,6 +207,7 @@ impl BenchOptions {
             return Err(OptionsError::EffectiveAt(self.effective_at).into());
         }
         Numeric::Threads.check(self.context.threads.map(i64::from))?;
+        Numeric::FixedTokens.check(self.decode.fixed_tokens.map(|n| n as i64))?;
         Numeric::ReferenceTopK.check(self.reference_top_k.map(|n| n as i64))?;
         if self.decode.no_forced && (self.reference.is_some() || self.save_reference.is_some()) {
             return Err(OptionsError::ReferenceWithoutForced.into());

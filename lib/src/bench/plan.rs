@@ -20,6 +20,13 @@ const FORCED_SCAFFOLD_RESERVE: usize = 16;
 /// is LINES + LINES extra lines: 800 tokens at the defaults).
 const TOKENS_PER_WINDOW_LINE: usize = 20;
 
+/// The answer budget when none is given, for questions of `lines` lines:
+/// 20 tokens per line of the expected window (LINES and as many extra
+/// lines), 800 at the defaults. `bench` and `ask` alike.
+pub fn default_answer_budget(lines: usize) -> usize {
+    TOKENS_PER_WINDOW_LINE * 2 * lines
+}
+
 /// Marks an error of fitting the file into a context whose cap is the
 /// model's trained context (`--ctx auto` without a RoPE scaling): the face
 /// adds that a scaling goes past it.
@@ -224,7 +231,7 @@ fn keep_only(
 /// The answer budget, the context cap, and the tokens left for the file.
 fn reserve(model: &Model, frame: &Frame, everywhere: &[Target], o: &PlanOptions, think_budget: usize) -> Result<Reserve> {
     let topts = o.target.options();
-    let max_new = o.max_new_tokens.unwrap_or(TOKENS_PER_WINDOW_LINE * 2 * topts.lines);
+    let max_new = o.max_new_tokens.unwrap_or(default_answer_budget(topts.lines));
     let cap = match o.ctx {
         CtxSize::Auto => o.rope.auto_cap(model.n_ctx_train) as usize,
         CtxSize::Fixed(n) => n as usize,

@@ -80,9 +80,10 @@ fn file_text(rel: &str, bytes: Vec<u8>) -> Result<String, String> {
 fn read_within_limit(root: &Path, rel: &str, so_far: usize) -> Result<Vec<u8>> {
     let size = std::fs::metadata(root.join(rel)).map(|m| m.len()).unwrap_or(0);
     if so_far as u64 + size > super::MAX_CORPUS_BYTES {
-        return Err(super::too_large(root, so_far as u64 + size));
+        return Err(super::too_large(root, &(so_far as u64 + size).to_string()));
     }
-    std::fs::read(root.join(rel)).with_context(|| format!("cannot read {}/{rel}", root.display()))
+    let room = super::MAX_CORPUS_BYTES - so_far as u64;
+    crate::support::fsutil::read_input(&root.join(rel), room).with_context(|| format!("cannot read {}/{rel}", root.display()))
 }
 
 pub(crate) fn concatenate(spec: &CorpusSpec, forced: Option<Box<dyn Language>>) -> Result<Folder> {

@@ -50,13 +50,13 @@ pub const MAX_CORPUS_BYTES: u64 = 64 << 20;
 /// one-character tokens (`x=a+a+a…;`) 135 (C) to 221 (Rust).
 pub const MEMORY_PER_BYTE: u64 = 256;
 
-/// A corpus over [`MAX_CORPUS_BYTES`]; the message names no flag.
-pub(crate) fn too_large(path: &Path, bytes: u64) -> anyhow::Error {
+/// A corpus over [`MAX_CORPUS_BYTES`]; the message names no flag. Exact
+/// byte counts: a corpus one byte over would read "64.0 MiB" in MiB.
+pub(crate) fn too_large(path: &Path, bytes: &str) -> anyhow::Error {
     anyhow::anyhow!(
-        "corpus {} is {:.1} MiB; posrecall reads corpora of up to {} MiB (more than any context holds; extracting targets \
-         takes up to {MEMORY_PER_BYTE} bytes of memory per byte of corpus)",
+        "corpus {} is {bytes} bytes; posrecall reads corpora of up to {MAX_CORPUS_BYTES} bytes ({} MiB: more than any context \
+         holds; extracting targets takes up to {MEMORY_PER_BYTE} bytes of memory per byte of corpus)",
         path.display(),
-        bytes as f64 / (1 << 20) as f64,
         MAX_CORPUS_BYTES >> 20
     )
 }
@@ -65,18 +65,20 @@ impl Corpus {
     /// Reads `path`; a missing, empty, too large or binary (NUL bytes, not
     /// UTF-8) file is an error. The size is checked before reading.
     pub fn load(path: &Path) -> Result<Corpus> {
-        let size = std::fs::metadata(path).with_context(|| format!("cannot read corpus {}", path.display()))?.len();
-        if size > MAX_CORPUS_BYTES {
-            return Err(too_large(path, size));
-        }
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read corpus {}", path.display()))?;
+        let bytes = match crate::support::fsutil::read_input(path, MAX_CORPUS_BYTES) {
+            Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                let size = std::fs::metadata(path).map(|m| m.len().to_string()).unwrap_or_default();
+                return Err(too_large(path, if size.is_empty() { "over" } else { &size }));
+            }
+            read => read.with_context(|| format!("cannot read corpus {}", path.display()))?,
+        };
         Self::from_bytes(path, bytes)
     }
 
     /// Builds a corpus from bytes already in memory (`path` is only recorded).
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Corpus> {
         if bytes.len() as u64 > MAX_CORPUS_BYTES {
-            return Err(too_large(path, bytes.len() as u64));
+            return Err(too_large(path, &bytes.len().to_string()));
         }
         if bytes.is_empty() {
             bail!("corpus {} is empty", path.display());

@@ -31,8 +31,13 @@ fn atoi(s: &str) -> i64 {
         Some(b'+') => (1, &s[1..]),
         _ => (1, s),
     };
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).take(18).collect();
-    sign * digits.parse::<i64>().unwrap_or(0)
+    // Only zero or not matters: leading zeros go, and a number too long for
+    // an i64 is still not zero (where C's atoi would overflow).
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    match digits.trim_start_matches('0') {
+        "" => 0,
+        d => sign * d.parse::<i64>().unwrap_or(i64::MAX),
+    }
 }
 
 /// Head sizes of a model's K and V rows: `Some(n)` when every layer has
@@ -141,6 +146,9 @@ mod tests {
         assert_eq!(atoi("true"), 0);
         assert_eq!(atoi(""), 0);
         assert_eq!(atoi("0"), 0);
+        assert_eq!(atoi("0000000000000000001"), 1, "18 zeros then a one is one, not zero");
+        assert_ne!(atoi("99999999999999999999999"), 0);
+        assert_eq!(atoi("000"), 0);
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub const FORMAT: u32 = 1;
 pub const DEFAULT_TOP_K: usize = 256;
 /// The most tokens kept per position (the largest vocabularies are ~260K).
 pub const MAX_TOP_K: usize = 1 << 20;
+/// The largest reference file read: it is read whole. At the default top K
+/// a forced token takes about 2 KB, so 16 questions of 20 lines take tens
+/// of MB; this is room for long ladders and large K, and a bound.
+pub const MAX_REFERENCE_BYTES: u64 = 4 << 30;
 
 /// Everything that must be the same for two runs' forced tokens to be the
 /// same tokens after the same text.
@@ -169,8 +173,9 @@ impl Reference {
     /// Reads and verifies `path` (its sidecar, its header, its size).
     pub fn load(path: &Path) -> Result<Reference> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read reference {shown}"))?;
-        let want = std::fs::read_to_string(sidecar(path)).map_err(|_| ReadError::NoSidecar(shown.clone()))?;
+        let bytes =
+            crate::support::fsutil::read_input(path, MAX_REFERENCE_BYTES).with_context(|| format!("cannot read reference {shown}"))?;
+        let want = crate::support::fsutil::read_text(&sidecar(path)).map_err(|_| ReadError::NoSidecar(shown.clone()))?;
         let sha256 = sha256_hex(&bytes);
         if want.trim() != sha256 {
             return Err(ReadError::Checksum(shown).into());

@@ -837,8 +837,9 @@ impl RunFile {
     }
 
     /// What a hand-edited or damaged run file may get wrong and reports would
-    /// trust: no targets, a target twice, a depth outside [0, 1], totals that
-    /// are not its targets' sums, a ladder with no lengths.
+    /// trust: no targets, a target twice, a depth outside [0, 1], a score the
+    /// scorer cannot give, totals that are not its targets' sums, a ladder
+    /// with no lengths.
     fn check(&self) -> std::result::Result<(), String> {
         if self.targets.is_empty() {
             return Err("it holds no target".into());
@@ -861,6 +862,23 @@ impl RunFile {
                 true => format!("target `{}` of a forced-only run has a score, though no answer was generated", t.name),
                 false => format!("target `{}` has no score (its `lines` … `pass` fields are missing or malformed)", t.name),
             });
+        }
+        // Each score as the scorer makes it: every one of the LINES expected
+        // lines matched or missing, the truncated among the missing, a pass
+        // exactly when PASS lines match.
+        let (lines, pass) = (self.manifest.params.lines, self.manifest.params.pass);
+        for t in &self.targets {
+            let Some(sc) = &t.score else { continue };
+            let why = if sc.matched + sc.missing != lines {
+                format!("{} matched and {} missing, where every one of its {lines} lines is one or the other", sc.matched, sc.missing)
+            } else if sc.truncated > sc.missing {
+                format!("{} truncated of {} missing, where the truncated are among the missing", sc.truncated, sc.missing)
+            } else if sc.pass != (sc.matched >= pass) {
+                format!("pass {} with {} matched, where a pass is {pass} or more", sc.pass, sc.matched)
+            } else {
+                continue;
+            };
+            return Err(format!("target `{}` has {why}", t.name));
         }
         let sums = Summary::of(&self.targets);
         if sums.total != self.summary.total || sums.by_quarter != self.summary.by_quarter {
@@ -890,6 +908,18 @@ impl RunFile {
     /// posrecall could not read back is refused, not written: JSON has no
     /// NaN or infinity (serde writes them as `null`, which no reader takes).
     pub fn save(&self, path: &Path) -> Result<()> {
+        crate::support::fsutil::write_atomic(path, self.checked_json(path)?.as_bytes())
+    }
+
+    /// [`RunFile::save`] onto the name itself, never through a link
+    /// ([`crate::support::fsutil::write_atomic_here`]): for run files named by
+    /// posrecall inside an output folder.
+    pub fn save_here(&self, path: &Path) -> Result<()> {
+        crate::support::fsutil::write_atomic_here(path, self.checked_json(path)?.as_bytes())
+    }
+
+    /// The file's text, refused when it would not read back.
+    fn checked_json(&self, path: &Path) -> Result<String> {
         let mut json = serde_json::to_string_pretty(self)?;
         json.push('\n');
         let back = &mut serde_json::Deserializer::from_str(&json);
@@ -902,7 +932,7 @@ impl RunFile {
                 e.inner()
             );
         }
-        crate::support::fsutil::write_atomic(path, json.as_bytes())
+        Ok(json)
     }
 }
 
@@ -946,7 +976,7 @@ mod tests {
     use super::*;
 
     fn fixture() -> RunFile {
-        RunFile::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare/a.json")).unwrap()
+        RunFile::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/compare/a.json")).unwrap()
     }
 
     #[test]

@@ -17,7 +17,24 @@ use std::path::{Path, PathBuf};
 /// and machines that share the folder (every pod of a job may be PID 1).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let target = through_links(path).with_context(|| format!("cannot write {}", path.display()))?;
+    write_to(path, &target, bytes, true)
+}
+
+/// Writes `bytes` to `path` atomically, as [`write_atomic`], but onto the
+/// name itself: whatever is there (a symbolic link, a FIFO) is replaced by
+/// the new file, never written through or into. For the files posrecall
+/// names itself inside a folder the user gave (a sweep's run files), so
+/// that nothing planted in that folder can send them anywhere else.
+pub fn write_atomic_here(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_to(path, path, bytes, false)
+}
+
+/// Writes `bytes` to `target` (the file `path` leads to), atomically; into
+/// it instead when it is a FIFO or device and `into_special`.
+fn write_to(path: &Path, target: &Path, bytes: &[u8], into_special: bool) -> Result<()> {
+    let target = target.to_path_buf();
     if let Ok(meta) = std::fs::metadata(&target)
+        && into_special
         && !meta.is_file()
         && !meta.is_dir()
     {
@@ -37,7 +54,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .tempfile_in(dir)
             .map_err(without_temporary_path)?;
         // A file replaced keeps its mode; a new one gets what the umask allows.
-        if let Ok(meta) = std::fs::metadata(&target) {
+        if let Ok(meta) = std::fs::symlink_metadata(&target)
+            && meta.is_file()
+        {
             std::fs::set_permissions(tmp.path(), meta.permissions()).map_err(without_temporary_path)?;
         }
         tmp.write_all(bytes)?;
@@ -85,10 +104,64 @@ fn through_links(path: &Path) -> std::io::Result<PathBuf> {
     Err(std::io::Error::other("too many levels of symbolic links"))
 }
 
-/// A text file, with a UTF-8 byte-order mark (which some editors write)
-/// dropped, so that JSON and TOML readers see the text itself.
+/// The most bytes read from one text input: a run file, a targets file, a
+/// responses file, a sweep file, a template. The largest run files the
+/// tests write are a few MB; a corpus, the largest text in any of them, is
+/// at most 64 MiB (the corpus reader's own limit).
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+
+/// Reads the input file `path` whole: a regular file of at most `limit`
+/// bytes. Anything else is refused before a byte is read: a FIFO, socket or
+/// device (`/dev/zero` never ends; a FIFO may never be written, or be fed
+/// without end), and a file over the limit, so that no input grows memory
+/// past a stated bound. The bytes read are held to the limit too, in case
+/// the file grows meanwhile. The errors name no path (the caller does).
+pub fn read_input(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let over = |size: String| {
+        std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!(
+                "{size} bytes, over the limit of {limit} bytes ({}) posrecall reads from one such file",
+                bytesize::ByteSize(limit).display().iec()
+            ),
+        )
+    };
+    let not_a_file =
+        || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file (a FIFO, socket or device): posrecall reads files");
+    // Opening a FIFO waits for a writer: look before opening.
+    let meta = std::fs::metadata(path)?;
+    if meta.is_dir() {
+        return Err(std::io::Error::new(std::io::ErrorKind::IsADirectory, "a folder, not a file"));
+    }
+    if !meta.is_file() {
+        return Err(not_a_file());
+    }
+    if meta.len() > limit {
+        return Err(over(meta.len().to_string()));
+    }
+    let file = std::fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(not_a_file());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(over(format!("more than {limit}")));
+    }
+    Ok(bytes)
+}
+
+/// A text input ([`read_input`], at most [`MAX_TEXT_BYTES`]), with a UTF-8
+/// byte-order mark (which some editors write) dropped, so that JSON and TOML
+/// readers see the text itself.
 pub fn read_text(path: &Path) -> std::io::Result<String> {
-    let text = std::fs::read_to_string(path)?;
+    let text = String::from_utf8(read_input(path, MAX_TEXT_BYTES)?).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+        )
+    })?;
     Ok(match text.strip_prefix('\u{feff}') {
         Some(rest) => rest.to_string(),
         None => text,
@@ -285,4 +358,36 @@ pub fn cached_sha256(path: &Path) -> Result<String> {
         let _ = write_atomic(&cache_path, json.as_bytes());
     }
     Ok(sha256)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_read_to_their_limit_and_no_further() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"12345").unwrap();
+        assert_eq!(read_input(&file, 5).unwrap(), b"12345");
+        let e = read_input(&file, 4).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::FileTooLarge);
+        assert_eq!(e.to_string(), "5 bytes, over the limit of 4 bytes (4 B) posrecall reads from one such file");
+        assert_eq!(read_input(dir.path(), 5).unwrap_err().kind(), std::io::ErrorKind::IsADirectory);
+        // A device reports a size of 0 and never ends: refused unread.
+        let e = read_input(Path::new("/dev/zero"), 5).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().starts_with("not a regular file"), "{e}");
+        assert_eq!(read_input(&dir.path().join("missing"), 5).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn text_inputs_drop_a_byte_order_mark_and_refuse_other_encodings() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t");
+        std::fs::write(&file, "\u{feff}{}").unwrap();
+        assert_eq!(read_text(&file).unwrap(), "{}");
+        std::fs::write(&file, b"ab\xff").unwrap();
+        assert_eq!(read_text(&file).unwrap_err().to_string(), "not UTF-8 text (invalid byte at offset 2)");
+    }
 }

@@ -127,8 +127,8 @@ impl HubEnv {
             cache.join("huggingface")
         });
         let token_file = var("HF_TOKEN_PATH").map(PathBuf::from).unwrap_or_else(|| home.join("token"));
-        let token =
-            var("HF_TOKEN").or_else(|| std::fs::read_to_string(token_file).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()));
+        let token = var("HF_TOKEN")
+            .or_else(|| crate::support::fsutil::read_text(&token_file).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()));
         let offline = var("HF_HUB_OFFLINE").is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"));
         let timeout = match var("HF_HUB_DOWNLOAD_TIMEOUT") {
             None => DEFAULT_TIMEOUT_S,
@@ -466,7 +466,7 @@ fn cached_commit(repo: &RepoCache, revision: &str) -> Result<Option<String>, Str
         return Ok(Some(revision.to_string()));
     }
     let path = repo.reference(revision);
-    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
+    let Ok(text) = crate::support::fsutil::read_text(&path) else { return Ok(None) };
     let commit = text.trim();
     if !is_commit(commit) {
         return Err(format!("{} holds {}, not a commit; remove it", path.display(), shown_name(commit)));
@@ -647,6 +647,8 @@ struct Client<'a> {
 enum Failure {
     Status(u16),
     Stalled,
+    /// The request's whole-answer bound passed.
+    TooLong,
     Other(String),
 }
 
@@ -677,13 +679,25 @@ impl<'a> Client<'a> {
         Ok(u)
     }
 
-    fn get(&self, url: &url::Url, range_from: u64) -> Result<ureq::http::Response<ureq::Body>, Failure> {
+    /// `url` from `range_from` on; `whole`: the most the request may take
+    /// altogether, answer included (a file list, which a server sending it a
+    /// byte at a time would otherwise stretch without end; a download has no
+    /// such bound, only one on each read).
+    fn get(
+        &self,
+        url: &url::Url,
+        range_from: u64,
+        whole: Option<std::time::Duration>,
+    ) -> Result<ureq::http::Response<ureq::Body>, Failure> {
         let mut request = self.agent.get(url.as_str());
         if let Some(t) = &self.env.token {
             request = request.header("Authorization", format!("Bearer {t}"));
         }
         if range_from > 0 {
             request = request.header("Range", format!("bytes={range_from}-"));
+        }
+        if whole.is_some() {
+            request = request.config().timeout_global(whole).build();
         }
         match request.call() {
             Ok(response) if response.status().is_success() => Ok(response),
@@ -719,14 +733,21 @@ impl<'a> Client<'a> {
         let mut url = self.url(["api", "models", org, name, "revision", self.r.revision()])?;
         url.query_pairs_mut().append_pair("blobs", "true");
         let what = || format!("repository {} at revision {}", self.r.repo, self.r.revision());
-        let mut response = match self.get(&url, 0) {
+        // A file list sent a byte at a time never stalls a read: the whole
+        // answer gets twice the timeout.
+        let whole = self.env.timeout * 2;
+        let too_long =
+            || self.listing_error(format!("the file list took longer than {} s to arrive (twice the timeout)", whole.as_secs_f64()));
+        let mut response = match self.get(&url, 0, Some(whole)) {
             Ok(r) => r,
             Err(Failure::Status(code)) => return Err(self.refused(code, what())),
             Err(Failure::Stalled) => return Err(self.stalled("the file list".into())),
+            Err(Failure::TooLong) => return Err(too_long()),
             Err(Failure::Other(why)) => return Err(self.listing_error(why)),
         };
         let listing: Listing = match response.body_mut().with_config().limit(LISTING_LIMIT).read_json() {
             Ok(l) => l,
+            Err(ureq::Error::Timeout(ureq::Timeout::Global)) => return Err(too_long()),
             Err(ureq::Error::Timeout(_)) => return Err(self.stalled("the file list".into())),
             Err(e) => return Err(self.listing_error(format!("an unreadable answer ({e})"))),
         };
@@ -795,12 +816,21 @@ impl<'a> Client<'a> {
             let _ = std::fs::remove_file(part);
             have = 0;
         }
-        let mut response = match self.get(&url, have) {
+        // A listed size the disk cannot hold is refused before a byte comes.
+        if let Some(free) = free_space(part.parent().unwrap_or(Path::new(".")))
+            && wanted.size - have > free
+        {
+            return Err(download_error(format!(
+                "it is {} bytes and the cache's file system has {free} bytes free; free some space, or set HF_HOME to a larger disk",
+                wanted.size - have
+            )));
+        }
+        let mut response = match self.get(&url, have, None) {
             Ok(r) => r,
             // The part is whole already (a run stopped before the check).
             Err(Failure::Status(416)) if have == wanted.size => return Ok(()),
             Err(Failure::Status(code)) => return Err(self.refused(code, format!("file {file}"))),
-            Err(Failure::Stalled) => return Err(self.stalled(format!("starting the download of {file}"))),
+            Err(Failure::Stalled | Failure::TooLong) => return Err(self.stalled(format!("starting the download of {file}"))),
             Err(Failure::Other(why)) => {
                 return Err(download_error(format!("the download failed ({why}); run again to resume it from where it stopped")));
             }
@@ -819,7 +849,7 @@ impl<'a> Client<'a> {
         let bar = progress.bar(wanted.size, file.rsplit('/').next().unwrap_or(file), Unit::Bytes);
         bar.set_position(have);
         // One byte more than the file can hold tells a server that sends too much.
-        let mut body = response.body_mut().with_config().limit(u64::MAX).reader().take(wanted.size - have + 1);
+        let mut body = response.body_mut().with_config().limit(u64::MAX).reader().take((wanted.size - have).saturating_add(1));
         let mut buf = vec![0u8; 1 << 16];
         loop {
             let n = match body.read(&mut buf) {
@@ -867,6 +897,7 @@ const MAX_REDIRECTS: u32 = 5;
 fn failure(e: ureq::Error) -> Failure {
     match e {
         ureq::Error::StatusCode(n) => Failure::Status(n),
+        ureq::Error::Timeout(ureq::Timeout::Global) => Failure::TooLong,
         ureq::Error::Timeout(_) => Failure::Stalled,
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => Failure::Stalled,
         ureq::Error::TooManyRedirects => Failure::Other(format!("more than {MAX_REDIRECTS} redirects")),
@@ -877,6 +908,13 @@ fn failure(e: ureq::Error) -> Failure {
 /// Whether a read error is ureq's timeout, passed through `io::Error`.
 fn is_timeout(e: &std::io::Error) -> bool {
     e.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()).is_some_and(|u| matches!(u, ureq::Error::Timeout(_)))
+}
+
+/// Bytes free to this user on the file system holding `dir`; `None` where
+/// that cannot be read.
+fn free_space(dir: &Path) -> Option<u64> {
+    let s = rustix::fs::statvfs(dir).ok()?;
+    Some(s.f_bavail.saturating_mul(s.f_frsize))
 }
 
 #[cfg(unix)]

@@ -384,9 +384,10 @@ impl Sweep {
     pub fn load(path: &Path) -> Result<Sweep> {
         let text = crate::support::fsutil::read_text(path).map_err(|e| anyhow!("cannot read sweep file {}: {e}", path.display()))?;
         let sweep = Sweep::parse(&text, path, &process_env)?;
-        let missing = |p: &Path| match p.is_dir() {
-            true => "is a folder, not a file",
-            false => "does not exist",
+        let missing = |p: &Path| match std::fs::metadata(p) {
+            Ok(m) if m.is_dir() => "is a folder, not a file",
+            Ok(_) => "is not a regular file (a FIFO, socket or device): posrecall reads files",
+            Err(_) => "does not exist",
         };
         for m in &sweep.models {
             if !m.path.is_file() && !crate::support::hub::is_reference(&m.path.to_string_lossy()) {
@@ -542,8 +543,10 @@ impl Sweep {
                 kv_rotation.push(i.rotation);
             }
         }
+        // The first item is the others' reference, unless one is given, or
+        // no item has a forced pass to measure (`--no-forced`: recall only).
         let reference_kv = match (&base.reference, items.first()) {
-            (None, Some(first)) => Some((first.k, first.v)),
+            (None, Some(first)) if !base.decode.no_forced => Some((first.k, first.v)),
             _ => None,
         };
         let entry = ModelEntry {

@@ -105,6 +105,7 @@ pub fn run_sweep(
     // The output folder first: a wrong one must not cost loading every model.
     prepare_out_dir(&ctx)?;
     let mut models = plan_every_model(&ctx, src, sink)?;
+    check_owners(&ctx, &models)?;
     sink.planned(models[0].planned.run_plan())?;
     let pending = pending_runs(&ctx, &models, src, sink)?;
     run_pending(&ctx, &mut models, src, &pending, sink)
@@ -175,6 +176,16 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
     }
     for r in ctx.mine {
         for out in [r.file(dir), r.reference_file(dir), crate::record::reference::sidecar(&r.reference_file(dir))] {
+            // Names the sweep makes itself stay in the folder: a link planted
+            // there would send a run's results anywhere the link points.
+            if std::fs::symlink_metadata(&out).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(OutDirError(format!(
+                    "{} is a symbolic link: a sweep writes the files it names itself only inside its output folder, never \
+                     through a link; remove it",
+                    out.display()
+                ))
+                .into());
+            }
             crate::support::fsutil::check_output(&out, &inputs).map_err(|e| OutDirError(format!("{e:#}")))?;
             // `--resume` reads what is there: a FIFO would block the read.
             // (Written outputs may be FIFOs or devices; read ones may not.)
@@ -203,6 +214,35 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
             if ctx.mine.iter().any(|r| name.starts_with(&format!(".{}.json.tmp-", r.id))) {
                 let _ = std::fs::remove_file(e.path());
             }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before any run, to replace another model's results: a run file
+/// or reference already at one of this shard's names that was made by
+/// another model file (another sha256), as two models whose files share a
+/// name would write into one folder. A file that does not read is left to
+/// the run (resume replaces it with a note).
+fn check_owners(ctx: &Ctx, models: &[Model1]) -> Result<()> {
+    let dir = &ctx.opts.out_dir;
+    for r in ctx.mine {
+        let Some(model) = models[r.model].model.as_ref() else { continue };
+        let (run, reference) = (r.file(dir), r.reference_file(dir));
+        let theirs = [
+            RunFile::load(&run).ok().and_then(|f| f.manifest.model.map(|m| (run.clone(), m.sha256, m.build))),
+            Reference::load(&reference).ok().map(|f| (reference.clone(), f.header.source.model_sha256, f.header.source.build)),
+        ];
+        if let Some((path, sha, build)) = theirs.into_iter().flatten().find(|(_, sha, _)| !sha.is_empty() && *sha != model.sha256) {
+            return Err(OutDirError(format!(
+                "{} holds the results of another model file ({build}, sha256 {}…) than `{}` ({}): they are not replaced; \
+                 give this model another name or write to another folder",
+                path.display(),
+                &sha[..sha.len().min(12)],
+                ctx.sweep.models[r.model].name,
+                model.path.display()
+            ))
+            .into());
         }
     }
     Ok(())
@@ -404,7 +444,7 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
             let mut counted = Counted { bar: overall.as_ref(), outer: sink };
             let run =
                 bench::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
-            run.save(&r.file(&ctx.opts.out_dir))?;
+            run.save_here(&r.file(&ctx.opts.out_dir))?;
             sink.finished(r, &run, started)?;
         }
     }
