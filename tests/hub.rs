@@ -546,6 +546,36 @@ fn a_download_that_is_not_the_listed_file_is_refused_and_fetched_again() {
     }
 }
 
+/// A cached file that changed after its download (bytes flipped at the same
+/// size, or cut short) is not trusted: offline it is refused in one line
+/// that says so; online it is fetched again, and the cache holds the listed
+/// file once more.
+#[test]
+fn a_cached_file_changed_after_its_download_is_fetched_again() {
+    let files = files();
+    let reference = format!("{REPO}/{WHOLE}");
+    for cut in [false, true] {
+        let hub = serve(files.clone());
+        let cache = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
+        let blob = std::fs::canonicalize(snapshot(cache.path()).join(WHOLE)).unwrap();
+        let mut bytes = std::fs::read(&blob).unwrap();
+        match cut {
+            false => bytes[4096..8192].iter_mut().for_each(|b| *b ^= 0xff),
+            true => bytes.truncate(bytes.len() / 2),
+        }
+        std::fs::write(&blob, &bytes).unwrap();
+        let o = with_hub(&prompt_args(&reference), "http://127.0.0.1:9", cache.path(), &[("HF_HUB_OFFLINE", "1")]);
+        assert_clean_failure(&o, out.path(), "is not the file the hub listed (its sha256 is");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("it changed after the download"));
+        let before = hub.seen.lock().unwrap().len();
+        assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
+        assert!(hub.seen.lock().unwrap().len() > before, "cut {cut}: not fetched again");
+        assert_eq!(hex(&std::fs::read(snapshot(cache.path()).join(WHOLE)).unwrap()), files[0].sha256, "cut {cut}");
+    }
+}
+
 /// Every file under `root` but the hub cache, with its bytes.
 fn outside_the_cache(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let cache = root.join("cache");

@@ -247,7 +247,7 @@ fn extraction_is_linear_in_size_and_nesting() {
     let o = posrecall(&["targets", s(&huge), "--count", "1"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!((o.status.code(), err.lines().count()), (Some(1), 1), "{err}");
-    assert!(err.contains("huge.c is 64.0 MiB; posrecall reads corpora of up to 64 MiB"), "{err}");
+    assert!(err.contains("huge.c is 67108865 bytes; posrecall reads corpora of up to 67108864 bytes (64 MiB"), "{err}");
     // A folder's files together, refused before the file that passes the limit is read.
     let folder = dir.path().join("folder");
     std::fs::create_dir(&folder).unwrap();
@@ -257,7 +257,10 @@ fn extraction_is_linear_in_size_and_nesting() {
     let o = posrecall(&["targets", "--corpus-dir", s(&folder), "--count", "1"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!((o.status.code(), err.lines().count()), (Some(1), 1), "{err}");
-    assert!(err.contains("folder is 64.0 MiB; posrecall reads corpora of up to 64 MiB"), "{err}");
+    // The two files, each after its path comment, counted to the byte.
+    let said: u64 = err.split("folder is ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(said > MAX_CORPUS_BYTES && said < 2 * half.len() as u64 + 200, "{err}");
+    assert!(err.contains(" bytes; posrecall reads corpora of up to 67108864 bytes (64 MiB"), "{err}");
 }
 
 /// A block comment that never closes makes the rest of the file comment to

@@ -461,6 +461,15 @@ fn bad_sweep_files_fail_with_one_error_line() {
     let o = run("unset.toml", &good.replace(&toml_path(&smollm2()), "\"${POSRECALL_TEST_UNSET_VARIABLE}/m.gguf\""), &[]);
     assert_one_error_line(&o, "POSRECALL_TEST_UNSET_VARIABLE");
 
+    // A variable's value is never shown: the path is shown as written.
+    let secret = [("POSRECALL_TEST_SECRET", "hf_not_to_be_shown")];
+    let o = run("secret.toml", &good.replace(&toml_path(&smollm2()), "\"${POSRECALL_TEST_SECRET}\""), &secret);
+    assert_one_error_line(&o, "model `m`: path: ${POSRECALL_TEST_SECRET} does not exist");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("hf_not_to_be_shown"), "{o:?}");
+    let o = run("secret-corpus.toml", &good.replace(&toml_path(&fixture("dense.js")), "\"${POSRECALL_TEST_SECRET}.js\""), &secret);
+    assert_one_error_line(&o, "corpus.path: ${POSRECALL_TEST_SECRET}.js does not exist");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("hf_not_to_be_shown"), "{o:?}");
+
     let o = run("kv.toml", &good.replace("[\"f16\"]", "[\"q7\"]"), &[]);
     assert_one_error_line(&o, "q7");
 

@@ -577,7 +577,14 @@ pub fn resolve(r: &HubRef, env: &HubEnv, progress: &dyn Progress) -> Result<Reso
         let snapshot = repo.snapshot(&commit);
         let files = snapshot_files(&snapshot);
         if let Ok(chosen) = choose(&r.text, &r.select, &files) {
-            return Ok(resolved(r, &snapshot, commit, chosen));
+            // A cached file is the listed one only while its bytes still hash
+            // to the name its blob was given: one changed or cut short after
+            // the download is fetched again (or, offline, refused).
+            match chosen.iter().find_map(|f| changed_since_download(&snapshot, f)) {
+                None => return Ok(resolved(r, &snapshot, commit, chosen)),
+                Some(changed) if env.offline => return Err(cache_error(changed.offline_message())),
+                Some(changed) => changed.forget(),
+            }
         }
         cached_listing = Some(files);
     }
@@ -595,7 +602,10 @@ pub fn resolve(r: &HubRef, env: &HubEnv, progress: &dyn Progress) -> Result<Reso
     let snapshot = repo.snapshot(&listing.sha);
     for file in &chosen {
         if snapshot.join(file).is_file() {
-            continue;
+            match changed_since_download(&snapshot, file) {
+                None => continue,
+                Some(changed) => changed.forget(),
+            }
         }
         let sibling = listing.siblings.iter().find(|s| &s.rfilename == file).expect("chosen from the listing");
         let wanted = sibling.wanted().ok_or_else(|| {
@@ -612,6 +622,49 @@ pub fn resolve(r: &HubRef, env: &HubEnv, progress: &dyn Progress) -> Result<Reso
             .map_err(|e| cache_error(format!("cannot write {}: {e:#}", path.display())))?;
     }
     Ok(resolved(r, &snapshot, listing.sha, chosen))
+}
+
+/// A cached file whose blob no longer hashes to its name.
+struct Changed {
+    link: PathBuf,
+    blob: PathBuf,
+    got: String,
+}
+
+impl Changed {
+    fn offline_message(&self) -> String {
+        let want = self.blob.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        format!(
+            "{} is not the file the hub listed (its sha256 is {}…, its name says {}…): it changed after the download; run online \
+             to fetch it again, or delete it",
+            self.link.display(),
+            &self.got[..self.got.len().min(12)],
+            &want[..want.len().min(12)]
+        )
+    }
+
+    /// Drops the blob and the snapshot's link to it, so that it is fetched
+    /// again.
+    fn forget(self) {
+        let _ = std::fs::remove_file(&self.blob);
+        let _ = std::fs::remove_file(&self.link);
+    }
+}
+
+/// Whether `file` of `snapshot` changed since it was downloaded: its blob is
+/// named by the listed sha256, so its bytes must hash to that name (an LFS
+/// file; a file in git is named by its git id, which is not checked). The
+/// hash is posrecall's cached one (by path, size and modification time), the
+/// one the run file records.
+fn changed_since_download(snapshot: &Path, file: &str) -> Option<Changed> {
+    let link = snapshot.join(file);
+    let blob = std::fs::canonicalize(&link).ok()?;
+    let name = blob.file_name()?.to_string_lossy().into_owned();
+    if name.len() != 64 || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let got = crate::support::fsutil::cached_sha256(&blob).ok()?;
+    (!got.eq_ignore_ascii_case(&name)).then_some(Changed { link, blob, got })
 }
 
 fn resolved(r: &HubRef, snapshot: &Path, commit: String, chosen: Vec<String>) -> Resolved {

@@ -189,6 +189,9 @@ fn chosen_crop<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CropMode>, D::E
 pub struct ModelEntry {
     pub name: String,
     pub path: PathBuf,
+    /// `path` as the file wrote it, its variables unexpanded: what messages
+    /// show (a variable's value, a token say, is never printed).
+    pub path_as_written: String,
     /// The build label; `None`: the file name (as `bench`).
     pub build: Option<String>,
     /// (K, V) per KV configuration, in the order given.
@@ -228,6 +231,8 @@ pub struct Sweep {
     pub file: PathBuf,
     /// `None`: the default corpus.
     pub corpus: Option<PathBuf>,
+    /// `corpus` as the file wrote it, for messages (as [`ModelEntry::path_as_written`]).
+    pub corpus_as_written: Option<String>,
     /// `[corpus] dir`, `include`, `exclude` and `language`: a folder as the
     /// corpus, and the language of its files (`None`: by extension).
     pub corpus_dir: Option<PathBuf>,
@@ -391,13 +396,14 @@ impl Sweep {
         };
         for m in &sweep.models {
             if !m.path.is_file() && !crate::support::hub::is_reference(&m.path.to_string_lossy()) {
-                bail!("{}: model `{}`: path: {} {}", path.display(), m.name, m.path.display(), missing(&m.path));
+                bail!("{}: model `{}`: path: {} {}", path.display(), m.name, m.path_as_written, missing(&m.path));
             }
         }
         if let Some(c) = &sweep.corpus
             && !c.is_file()
         {
-            bail!("{}: corpus.path: {} {}", path.display(), c.display(), missing(c));
+            let shown = sweep.corpus_as_written.clone().unwrap_or_else(|| c.display().to_string());
+            bail!("{}: corpus.path: {shown} {}", path.display(), missing(c));
         }
         if let Some(d) = &sweep.corpus_dir
             && !d.is_dir()
@@ -458,6 +464,7 @@ impl Sweep {
         let sweep = Sweep {
             file: path.to_path_buf(),
             corpus,
+            corpus_as_written: c.path.clone(),
             corpus_dir,
             include: c.include.clone(),
             exclude: c.exclude.clone(),
@@ -552,6 +559,7 @@ impl Sweep {
         let entry = ModelEntry {
             name: name.to_string(),
             path: model.to_path_buf(),
+            path_as_written: model.display().to_string(),
             build: base.build.clone(),
             kv,
             gpu_layers: Some(base.context.gpu_layers),
@@ -566,6 +574,7 @@ impl Sweep {
         Sweep {
             file: model.to_path_buf(),
             corpus: (!corpus.dir).then(|| corpus.path.clone()),
+            corpus_as_written: (!corpus.dir).then(|| corpus.path.display().to_string()),
             corpus_dir: corpus.dir.then(|| corpus.path.clone()),
             include: Vec::new(),
             exclude: Vec::new(),
@@ -946,6 +955,7 @@ impl Reader<'_> {
         Ok(ModelEntry {
             name: m.name.clone(),
             path,
+            path_as_written: m.path.clone(),
             build: m.build.clone(),
             kv,
             gpu_layers: m.gpu_layers,

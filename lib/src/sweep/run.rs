@@ -240,7 +240,7 @@ fn check_owners(ctx: &Ctx, models: &[Model1]) -> Result<()> {
                 path.display(),
                 &sha[..sha.len().min(12)],
                 ctx.sweep.models[r.model].name,
-                model.path.display()
+                ctx.sweep.models[r.model].path_as_written
             ))
             .into());
         }
