@@ -590,6 +590,18 @@ mod tests {
         s.lines.iter().map(|l| l.status).collect()
     }
 
+    /// Among alignments of one length, the one with the most matched lines
+    /// wins: the answer `B, A` against expected `A` (LINES 1) and extra `B`
+    /// pairs `A` (matched 1, `B` hallucinated), not `B` (extra 1, `A`
+    /// hallucinated). The mutation pass had called align's `j < lines`
+    /// harmless; `j <= lines` counts the extra line as matched and takes the
+    /// other alignment.
+    #[test]
+    fn equal_length_alignments_prefer_the_matched_lines() {
+        let s = score(&v(&["A"]), &v(&["B"]), &v(&["B", "A"]), &opts(1, Normalize::Trim));
+        assert_eq!((s.matched, s.extra, s.hallucinated, s.missing), (1, 0, 1, 0));
+    }
+
     use LineStatus::{Extra as E, Hallucinated as H, Matched as M, Missing as X};
 
     #[test]
