@@ -1,10 +1,17 @@
-//! The posrecall binary: parse the command line, run one command, and turn any
+//! The posrecall binary, the face of posrecall: the command line ([`cli`],
+//! clap's types), and one module per subcommand that turns parsed flags into
+//! the library's options, calls the library and prints, with the terminal's
+//! progress bars ([`commands`]). Everything else is the `posrecall` library,
+//! which neither parses a flag nor draws: it is handed what it shows
+//! through. Here: parse the command line, run one command, and turn any
 //! error into one line on stderr and a non-zero exit.
+
+mod cli;
+mod commands;
 
 use clap::Parser;
 
-use posrecall_cli::cli::{Cli, Command};
-use posrecall_cli::commands;
+use cli::{Cli, Command};
 
 fn main() {
     let cli = match Cli::try_parse() {

@@ -4,7 +4,13 @@
 //! (docs/GUIDE.md) or a developer (docs/DEVELOPMENT.md) looks for it.
 
 use clap::CommandFactory;
-use posrecall_cli::cli::Cli;
+use cli::Cli;
+
+/// The command line's definitions, read from the binary's own source: every
+/// option and whether it is hidden (a binary has no library to import).
+#[allow(dead_code)]
+#[path = "../src/cli.rs"]
+mod cli;
 use std::process::{Command, Output};
 
 fn run(args: &[&str]) -> Output {

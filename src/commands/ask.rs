@@ -3,7 +3,7 @@
 
 use crate::cli::AskArgs;
 use crate::commands::check_output;
-use crate::progress::Terminal;
+use crate::commands::progress::Terminal;
 use anyhow::{Context, Result, anyhow, bail};
 use posrecall::ask::client::ServerError;
 use posrecall::ask::{self, AskOptions, BadUrl};

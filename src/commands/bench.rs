@@ -14,7 +14,7 @@ use posrecall::sweep::kv_list::run_kv_list;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::progress::Terminal;
+use crate::commands::progress::Terminal;
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();

@@ -16,7 +16,7 @@ use posrecall::report::export::{self, Format, Options};
 use posrecall::sweep::{Shard, Sweep, SweepOptions, SweepRun, SweepSink, run_sweep};
 use std::time::Instant;
 
-use crate::progress::Terminal;
+use crate::commands::progress::Terminal;
 
 pub fn run(args: &MatrixArgs) -> Result<()> {
     let sweep = Sweep::load(&args.file)?;

@@ -20,6 +20,7 @@ pub mod compare;
 pub mod generate;
 pub mod matrix;
 pub mod options;
+pub mod progress;
 pub mod prompt;
 pub mod report;
 pub mod score;

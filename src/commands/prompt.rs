@@ -20,7 +20,7 @@ pub fn run(args: &PromptArgs) -> Result<()> {
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
-    let (path, _) = posrecall::support::hub::locate(&args.model, &crate::progress::Terminal::new(false))?;
+    let (path, _) = posrecall::support::hub::locate(&args.model, &crate::commands::progress::Terminal::new(false))?;
     let model = model::load_vocab(&path)?;
     let plan = bench::plan(&model, &src, &opts, &super::Stderr).map_err(|e| hint(e, Some(args.crop)))?;
     let Some(i) = plan.targets.iter().position(|t| t.name == args.target) else {

@@ -2,7 +2,7 @@
 //! above the progress bars.
 
 use crate::commands::hint;
-use crate::progress::Terminal;
+use crate::commands::progress::Terminal;
 use anyhow::Result;
 use posrecall::bench;
 use posrecall::record::run::TargetResult;

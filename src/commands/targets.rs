@@ -3,7 +3,7 @@
 use crate::cli::TargetsArgs;
 use crate::commands::{check_output, corpus_spec, hint, out};
 use anyhow::Result;
-use posrecall::corpus::{CorpusSpec, Source};
+use posrecall::corpus::Source;
 use posrecall::record::run::{CorpusInfo, Params, TARGETS_FORMAT_VERSION, TargetsFile};
 use posrecall::support::fsutil;
 use posrecall::targets::TargetSpec;
@@ -60,15 +60,6 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Reads, crops, selects: the targets file for a file or folder corpus
-/// under `opts`.
-pub fn build_spec(corpus: &CorpusSpec, opts: &TargetSpec) -> Result<(Source, TargetsFile)> {
-    opts.validate()?;
-    let src = Source::open_spec(corpus, opts.rename_seed())?;
-    let file = targets_file(&src, opts)?;
-    Ok((src, file))
 }
 
 /// Crops and selects: the targets file for a corpus already read.
