@@ -24,6 +24,13 @@ where
     names_of(<T as strum::VariantArray>::VARIANTS)
 }
 
+/// A flag's help ending with the library's default, so that the text can
+/// never state another value than the run uses (for flags whose absence
+/// means something, which therefore have no clap default to show).
+fn with_default(help: &str, default: impl std::fmt::Display) -> String {
+    format!("{help} [default: {default}]")
+}
+
 /// The method's KV types, as `--kv` shows its default.
 fn default_kv() -> KvPair {
     let (k, v) = posrecall::settings::ContextSettings::default().kv;
@@ -142,7 +149,7 @@ pub struct MatrixArgs {
     #[arg(value_name = "models.toml")]
     pub file: PathBuf,
     /// Write one run file per run here: MODEL__KVK-KVV.json.
-    #[arg(long, value_name = "DIR", default_value = "runs")]
+    #[arg(long, value_name = "DIR", default_value = posrecall::sweep::DEFAULT_OUT_DIR)]
     pub out_dir: PathBuf,
     /// Skip runs whose file in --out-dir is a finished run of the same configuration (manifest key).
     #[arg(long)]
@@ -183,10 +190,10 @@ pub struct PromptArgs {
     #[arg(long)]
     pub full: bool,
     /// As `bench --crop`.
-    #[arg(long, value_parser = names_of(&CropMode::CHOSEN), default_value_t = CropMode::Head)]
+    #[arg(long, value_parser = names_of(&CropMode::CHOSEN), default_value_t = CropMode::default())]
     pub crop: CropMode,
     /// As `bench --ctx`.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value_t = CtxSize::default())]
     pub ctx: CtxSize,
     #[command(flatten)]
     pub rope: RopeArgs,
@@ -197,7 +204,7 @@ pub struct PromptArgs {
     #[arg(long, value_name = "N")]
     pub max_new_tokens: Option<usize>,
     /// As `bench --probe`.
-    #[arg(long, value_parser = named::<Probe>(), default_value_t = Probe::Auto)]
+    #[arg(long, value_parser = named::<Probe>(), default_value_t = Probe::default())]
     pub probe: Probe,
 }
 
@@ -207,7 +214,7 @@ pub struct TemplateCmdArgs {
     #[arg(value_name = "FILE.jinja")]
     pub file: PathBuf,
     /// off: set the template's thinking switch to answer at once; on: let the model think.
-    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::Off)]
+    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::default())]
     pub think: Think,
     /// A JSON object of template variables, over those --think sets.
     #[arg(long, value_name = "JSON")]
@@ -239,23 +246,23 @@ pub struct AskArgs {
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
     /// Append the answers here, one JSON line each, as they arrive; answers already in it are not asked again.
-    #[arg(long, short, default_value = "responses.jsonl")]
+    #[arg(long, short, default_value = posrecall::ask::DEFAULT_RESPONSES)]
     pub out: PathBuf,
     /// The endpoint: chat (instruction models) or completion (base models, the completion probe's text).
-    #[arg(long, value_parser = named::<ApiKind>(), default_value_t = ApiKind::Chat)]
+    #[arg(long, value_parser = named::<ApiKind>(), default_value_t = ApiKind::default())]
     pub api: ApiKind,
     /// Requests in flight at once (at most 256).
-    #[arg(long, default_value_t = 1, value_parser = ranged(1, MAX_CONCURRENCY))]
+    #[arg(long, default_value_t = posrecall::ask::DEFAULT_CONCURRENCY, value_parser = ranged(1, MAX_CONCURRENCY))]
     pub concurrency: usize,
     /// Generation cap per answer (default: 20 tokens per line of the expected window, as `bench`). Sent as the
     /// request's max_tokens; posrecall's own --max-tokens caps the kept file (bench, prompt).
     #[arg(long, value_name = "N", value_parser = ranged(1, MAX_NEW_TOKENS))]
     pub max_new_tokens: Option<usize>,
     /// Seconds one request may take, answer included; a request still unanswered then stops the run (a rerun resumes).
-    #[arg(long, value_name = "S", default_value_t = 600.0, value_parser = seconds)]
+    #[arg(long, value_name = "S", default_value_t = posrecall::ask::DEFAULT_TIMEOUT_S, value_parser = seconds)]
     pub timeout: f64,
     /// Retries of a request after a connection error, a 5xx, a 408 or a 429, with exponential backoff from 0.5 s (a Retry-After in seconds is honoured).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=MAX_RETRIES as i64))]
+    #[arg(long, default_value_t = posrecall::ask::DEFAULT_RETRIES, value_parser = clap::value_parser!(u32).range(0..=MAX_RETRIES as i64))]
     pub retries: u32,
     /// Send the API key in this environment variable as `Authorization: Bearer` (it is never printed or written).
     #[arg(long, value_name = "NAME")]
@@ -265,7 +272,7 @@ pub struct AskArgs {
     pub corpus: Option<PathBuf>,
     /// off: ask the server to answer without reasoning (chat_template_kwargs enable_thinking false,
     /// reasoning_effort low); on: let it reason. A server's reasoning_content is recorded, not scored.
-    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::Off)]
+    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::default())]
     pub think: Think,
     /// A JSON object sent as the request's chat_template_kwargs (over those --think sets).
     #[arg(long, value_name = "JSON")]
@@ -295,7 +302,7 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "RUN.json|DIR")]
     pub inputs: Vec<PathBuf>,
     /// Output format.
-    #[arg(long, value_parser = named::<posrecall::report::export::Format>(), default_value_t = posrecall::report::export::Format::Table)]
+    #[arg(long, value_parser = named::<posrecall::report::export::Format>(), default_value_t = posrecall::report::export::Format::default())]
     pub format: posrecall::report::export::Format,
     /// Write the report here (atomically) instead of to stdout.
     #[arg(long, short, value_name = "FILE", visible_alias = "output")]
@@ -327,8 +334,10 @@ pub struct TargetArgs {
     /// memorised library no longer matches its training copy.
     #[arg(long)]
     pub rename: bool,
-    /// A target passes when at least this many lines match [default: 8, or LINES when smaller].
-    #[arg(long)]
+    #[arg(long, help = with_default(
+        "A target passes when at least this many lines match",
+        format!("{}, or LINES when smaller", TargetSpec::DEFAULT_PASS),
+    ))]
     pub pass: Option<usize>,
     /// How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one).
     #[arg(long, value_parser = named::<Normalize>(), default_value_t = TargetSpec::default().normalize)]
@@ -381,7 +390,7 @@ pub struct TargetsArgs {
     #[arg(long, value_name = "FILE")]
     pub emit_prompts: Option<PathBuf>,
     /// With --emit-prompts: off writes chat_template_kwargs that turn thinking off; on lets the model think.
-    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::Off, requires = "emit_prompts")]
+    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::default(), requires = "emit_prompts")]
     pub think: Think,
     /// With --emit-prompts: template variables written over those --think sets (a JSON object).
     #[arg(long, value_name = "JSON", requires = "emit_prompts")]
@@ -422,11 +431,13 @@ pub struct ScoreArgs {
 pub struct TemplateArgs {
     /// off: render the chat template with its switch set to answer at once (the benchmark measures
     /// recall); on: let the model reason first, within --think-budget.
-    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::Off)]
+    #[arg(long, value_parser = named::<Think>(), default_value_t = Think::default())]
     pub think: Think,
-    /// With --think on: reasoning tokens allowed on top of the answer budget; when they are spent the
-    /// reasoning is closed as the model's family closes it and the answer follows [default: 4096].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = with_default(
+        "With --think on: reasoning tokens allowed on top of the answer budget; when they are spent the \
+         reasoning is closed as the model's family closes it and the answer follows",
+        posrecall::prompt::template::DEFAULT_THINK_BUDGET,
+    ))]
     pub think_budget: Option<usize>,
     /// A JSON object of chat template variables, as llama-server's chat_template_kwargs, e.g.
     /// '{"reasoning_effort": "low"}'; they replace those --think sets.
@@ -451,7 +462,7 @@ pub struct DecodeArgs {
     /// Answer up to N questions at once, as sequences sharing the evaluated prefix in one
     /// KV cache (1: one at a time). Falls back to one at a time where the model's memory
     /// cannot share a prefix; the run file's decode_mode says which ran.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = posrecall::bench::DecodeOptions::default().parallel as u32)]
     pub parallel: u32,
     /// With --parallel: answer every question one at a time as well, and record how many
     /// answers differ and by how much (run file: summary.sequential).
@@ -468,21 +479,23 @@ pub struct DecodeArgs {
     /// How each question's changes to the prefix state are undone: lean removes the
     /// question's cells and writes back only the sliding-window and recurrent state;
     /// full writes the whole saved state back (both exact; run file: runtime.restore).
-    #[arg(long, value_name = "HOW", default_value = "lean", hide = true, value_parser = named::<posrecall::settings::RestoreMode>())]
+    #[arg(long, value_name = "HOW", default_value_t = posrecall::settings::RestoreMode::default(), hide = true, value_parser = named::<posrecall::settings::RestoreMode>())]
     pub restore: posrecall::settings::RestoreMode,
     /// The most host memory the prefix snapshot may take, e.g. 2GiB [default: 90% of the
     /// free main memory]. A run whose snapshot would not fit is refused before the prefill.
     #[arg(long, value_name = "SIZE", hide = true)]
     pub snapshot_memory: Option<bytesize::ByteSize>,
-    /// Where draft tokens come from: truth (the target's own lines, then the file), lookup
-    /// (n-grams of the answer found in the file) or none (one token per step). Drafts are
-    /// verified in one batch against the model's greedy choices, so answers stay greedy
-    /// [default: truth; in a sweep, models.toml's draft].
-    #[arg(long, value_name = "MODE", value_parser = named::<posrecall::decode::draft::DraftMode>())]
+    #[arg(long, value_name = "MODE", value_parser = named::<posrecall::decode::draft::DraftMode>(), help = with_default(
+        "Where draft tokens come from: truth (the target's own lines, then the file), lookup \
+         (n-grams of the answer found in the file) or none (one token per step). Drafts are \
+         verified in one batch against the model's greedy choices, so answers stay greedy",
+        format!("{}; in a sweep, models.toml's draft", posrecall::decode::draft::DraftMode::default()),
+    ))]
     pub draft: Option<posrecall::decode::draft::DraftMode>,
-    /// The most draft tokens verified in one step [default: 16; in a sweep, models.toml's
-    /// draft_max].
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", help = with_default(
+        "The most draft tokens verified in one step",
+        format!("{}; in a sweep, models.toml's draft_max", posrecall::decode::draft::DEFAULT_MAX),
+    ))]
     pub draft_max: Option<u32>,
     /// Answer every question again without drafts and record whether and where the
     /// answers part, and how close the call was there (run file: summary.undrafted).
@@ -539,12 +552,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub gpu_layers: Option<u32>,
     /// Context size in tokens, or `auto`: prefix + question + answer budget, capped at the trained context (times --rope-scale with a scaling).
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value_t = CtxSize::default())]
     pub ctx: CtxSize,
     #[command(flatten)]
     pub rope: RopeArgs,
     /// When the corpus does not fit: keep the first lines (head), the densest window (densest), or fail (none).
-    #[arg(long, value_parser = names_of(&CropMode::CHOSEN), default_value_t = CropMode::Head)]
+    #[arg(long, value_parser = names_of(&CropMode::CHOSEN), default_value_t = CropMode::default())]
     pub crop: CropMode,
     /// Cap the kept file (the prefix) at this many tokens.
     #[arg(long, visible_alias = "max-tokens", value_name = "N")]
@@ -553,13 +566,13 @@ pub struct BenchArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i32>,
     /// Flash attention.
-    #[arg(long, value_parser = named::<FlashAttn>(), default_value_t = FlashAttn::Auto)]
+    #[arg(long, value_parser = named::<FlashAttn>(), default_value_t = FlashAttn::default())]
     pub flash_attn: FlashAttn,
     /// Keep the whole sequence in a sliding-window model's cache (off keeps only the window, as llama-server does).
     #[arg(long, value_enum, default_value_t = OnOff::Off)]
     pub swa_full: OnOff,
     /// How the question is put to the model.
-    #[arg(long, value_parser = named::<Probe>(), default_value_t = Probe::Auto)]
+    #[arg(long, value_parser = named::<Probe>(), default_value_t = Probe::default())]
     pub probe: Probe,
     /// A label for this model build in reports (default: the file name).
     #[arg(long)]
@@ -586,8 +599,10 @@ pub struct BenchArgs {
     /// Keep this run's next-token distributions on the forced tokens in FILE (and FILE.sha256), as a reference for later runs.
     #[arg(long, value_name = "FILE")]
     pub save_reference: Option<PathBuf>,
-    /// Tokens kept per forced position by --save-reference (the rest is kept as one mass) [default: 256].
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", help = with_default(
+        "Tokens kept per forced position by --save-reference (the rest is kept as one mass)",
+        posrecall::record::reference::DEFAULT_TOP_K,
+    ))]
     pub reference_top_k: Option<usize>,
     /// Measure the forced pass against a reference file: KL divergence, same top-1, Δp per token.
     #[arg(long, value_name = "FILE")]
@@ -608,7 +623,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
     /// With a KV list: the format of its table, one row per item.
-    #[arg(long, value_parser = names_of(&posrecall::report::kv_table::FORMATS), default_value_t = posrecall::report::export::Format::Table)]
+    #[arg(long, value_parser = names_of(&posrecall::report::kv_table::FORMATS), default_value_t = posrecall::report::export::Format::default())]
     pub format: posrecall::report::export::Format,
     /// Also write the HTML report of this run here (as `posrecall report --format html`).
     #[arg(long, value_name = "FILE")]
@@ -616,23 +631,4 @@ pub struct BenchArgs {
     /// Print only the aggregate, not the per-target diffs.
     #[arg(long, short)]
     pub quiet: bool,
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::CommandFactory;
-
-    /// `--think-budget` and `--reference-top-k` have no clap default (a given
-    /// value is checked against the flag it needs), so their help states the
-    /// default by hand; it must be the constant the run uses.
-    #[test]
-    fn hand_stated_defaults_are_the_constants() {
-        let mut cmd = super::Cli::command();
-        let bench = cmd.find_subcommand_mut("bench").expect("bench").render_help().to_string();
-        let flat = bench.split_whitespace().collect::<Vec<_>>().join(" ");
-        let budget = format!("the answer follows [default: {}]", posrecall::prompt::template::DEFAULT_THINK_BUDGET);
-        let top_k = format!("as one mass) [default: {}]", posrecall::record::reference::DEFAULT_TOP_K);
-        assert!(flat.contains(&budget), "{flat}");
-        assert!(flat.contains(&top_k), "{flat}");
-    }
 }

@@ -150,3 +150,109 @@ fn the_readme_shows_the_command_the_demo_runs() {
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     assert!(readme.contains(&format!("```sh\n{shown}```")), "README.md does not show the demo's command as scripts/demo runs it:\n{shown}");
 }
+
+/// Every default `--help` states, by command and flag: what clap shows for
+/// a flag with a default value, and what the help text states for a flag
+/// whose absence means something (`[default: …]` in its text).
+fn stated_defaults() -> Vec<(String, String, String)> {
+    fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, String, String)>) {
+        for arg in cmd.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let values: Vec<String> = arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
+            let help = [arg.get_help(), arg.get_long_help()].iter().flatten().map(|h| h.to_string()).collect::<Vec<_>>().join(" ");
+            let stated = help.split_once("[default: ").and_then(|(_, rest)| rest.split_once(']')).map(|(d, _)| d.to_string());
+            let flat = |t: String| t.split_whitespace().collect::<Vec<_>>().join(" ");
+            match (values.is_empty(), stated) {
+                (false, _) => out.push((path.to_string(), long.to_string(), values.join(","))),
+                (true, Some(d)) => out.push((path.to_string(), long.to_string(), flat(d))),
+                (true, None) => {}
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Cli::command(), "posrecall", &mut out);
+    out
+}
+
+/// The library's value of each default the help states, worked out from
+/// the library's own constants and `Default`s; `None` for a flag the test
+/// does not know (a new default must be added here, with its source).
+fn library_default(flag: &str) -> Option<String> {
+    use posrecall::bench::{DecodeOptions, PlanOptions};
+    use posrecall::settings::ContextSettings;
+    use posrecall::targets::TargetSpec;
+    let target = TargetSpec::default();
+    let context = ContextSettings::default();
+    let decode = DecodeOptions::default();
+    let plan = PlanOptions::default();
+    let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
+    let kv = match context.kv {
+        (k, v) if k == v => k.to_string(),
+        (k, v) => format!("{k}/{v}"),
+    };
+    Some(match flag {
+        "count" => target.count.to_string(),
+        "lines" => target.lines.to_string(),
+        "seed" => target.seed.to_string(),
+        "pass" => format!("{}, or LINES when smaller", TargetSpec::DEFAULT_PASS),
+        "normalize" => target.normalize.to_string(),
+        "kv" => kv,
+        "kv-rotation" => context.kv_rotation.to_string(),
+        "flash-attn" => context.flash_attn.to_string(),
+        "swa-full" => on_off(context.swa_full),
+        "ctx" => plan.ctx.to_string(),
+        "crop" => plan.crop.to_string(),
+        "probe" => plan.probe.to_string(),
+        "think" => plan.template.think.to_string(),
+        "think-budget" => posrecall::prompt::template::DEFAULT_THINK_BUDGET.to_string(),
+        "parallel" => decode.parallel.to_string(),
+        "restore" => decode.restore.to_string(),
+        "draft" => format!("{}; in a sweep, models.toml's draft", decode.draft),
+        "draft-max" => format!("{}; in a sweep, models.toml's draft_max", decode.draft_max),
+        "reference-top-k" => posrecall::record::reference::DEFAULT_TOP_K.to_string(),
+        "effective-at" => posrecall::bench::ladder::DEFAULT_EFFECTIVE_AT.to_string(),
+        "format" => posrecall::report::export::Format::default().to_string(),
+        "api" => posrecall::ask::ApiKind::default().to_string(),
+        "concurrency" => posrecall::ask::DEFAULT_CONCURRENCY.to_string(),
+        "retries" => posrecall::ask::DEFAULT_RETRIES.to_string(),
+        "timeout" => posrecall::ask::DEFAULT_TIMEOUT_S.to_string(),
+        "out-dir" => posrecall::sweep::DEFAULT_OUT_DIR.to_string(),
+        "out" => posrecall::ask::DEFAULT_RESPONSES.to_string(),
+        _ => return None,
+    })
+}
+
+/// Defaults that are words, not values: what happens when the flag is
+/// left out (the model's own setting, every file, ...).
+const DESCRIBED: [(&str, &str); 11] = [
+    ("include", "every file whose extension names a language, or --language's"),
+    ("gpu-layers", "on a build with a GPU backend, as many as fit in 90% of its free memory; else none"),
+    ("rope-scaling", "the model's"),
+    ("rope-freq-base", "the model's"),
+    ("rope-freq-scale", "the model's"),
+    ("yarn-orig-ctx", "the trained context"),
+    ("content", "a file and a question, as posrecall asks them"),
+    ("kv-memory", "90% of the free memory where the cache lives"),
+    ("snapshot-memory", "90% of the free main memory"),
+    ("bos-token", ""),
+    ("eos-token", ""),
+];
+
+#[test]
+fn every_default_in_help_is_the_librarys_value() {
+    let stated = stated_defaults();
+    assert!(stated.len() > 40, "too few defaults found: {stated:?}");
+    let mut wrong = Vec::new();
+    for (cmd, flag, shown) in &stated {
+        let want = library_default(flag).or_else(|| DESCRIBED.iter().find(|(f, _)| f == flag).map(|(_, d)| d.to_string()));
+        match want {
+            Some(w) if w == *shown => {}
+            Some(w) => wrong.push(format!("{cmd} --{flag}: help says [default: {shown}], the library's is {w}")),
+            None => wrong.push(format!("{cmd} --{flag}: [default: {shown}] has no known source in the library")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -26,3 +26,47 @@ pub mod settings;
 pub mod support;
 pub mod sweep;
 pub mod targets;
+
+use settings::{Explain, Names};
+
+/// The message of `e` worded for the face whose names are `n`, when `e` (or
+/// the error it wraps) is one of the library's errors about settings: the
+/// facts, and the settings that would fix it. `crop`: how the kept range of
+/// a run was chosen (`None` for commands without a model), which decides
+/// the fix for too few targets. `None`: `e` names no setting.
+pub fn explain(e: &anyhow::Error, n: &dyn Names, crop: Option<targets::crop::CropMode>) -> Option<String> {
+    // A context capped at the model's trained one: what goes past it.
+    let past_training = || match e.downcast_ref::<bench::plan::TrainedCap>() {
+        Some(cap) => format!("; {}", cap.explain(n)),
+        None => String::new(),
+    };
+    if let Some(t) = e.downcast_ref::<targets::TooFewTargets>() {
+        return Some(t.explain_with(n, crop));
+    }
+    if let Some(c) = e.downcast_ref::<targets::crop::CropError>() {
+        return Some(match c {
+            targets::crop::CropError::PastTheEnd { .. } => c.explain(n),
+            _ => format!("{}{}", c.explain(n), past_training()),
+        });
+    }
+    if let Some(p) = e.downcast_ref::<bench::PlanError>() {
+        return Some(format!("{}{}", p.explain(n), past_training()));
+    }
+    let explained: Option<&dyn Explain> = None
+        .or_else(|| e.downcast_ref::<bench::Invalid>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<bench::OptionsError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<targets::SpecError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<settings::ConfigError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<bench::DecodeError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<settings::RopeError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<bench::kv_list::KvListError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<corpus::CorpusSpecError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<corpus::CorpusError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<bench::ReferenceMismatch>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<sweep::OutDirError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<bench::ladder::LadderError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<prompt::template::TemplateError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<sweep::ShardError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<engine::device::DeviceError>().map(|x| x as &dyn Explain));
+    explained.map(|x| x.explain(n))
+}

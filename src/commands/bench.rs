@@ -18,14 +18,14 @@ use crate::commands::progress::Terminal;
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
-    let (mut opts, items) = super::options::bench(args)?;
+    let (opts, items) = super::options::bench(args)?;
     let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
     if items.len() > 1 {
         return kv_list(args, opts, &items, &spec);
     }
     check_outputs(args, &spec)?;
     let term = Terminal::new(args.quiet);
-    let bench::Opened { model, src, reference } = bench::open(&args.model, &spec, &mut opts, &term, &term).map_err(|e| hint(e, None))?;
+    let bench::Opened { model, src, reference } = bench::open(&args.model, &spec, &opts, &term, &term).map_err(|e| hint(e, None))?;
     let planned = bench::plan_run(&model, &src, &opts, &term).map_err(|e| hint(e, Some(args.crop)))?;
     if let bench::Planned::Ladder(l) = &planned
         && let Some(note) = &l.stopped
@@ -80,7 +80,7 @@ fn check_outputs(args: &BenchArgs, corpus: &posrecall::corpus::CorpusSpec) -> Re
 }
 
 /// `--kv A,B,…`: the list's runs (the sweep's loop) and their table.
-fn kv_list(args: &BenchArgs, opts: bench::BenchOptions, items: &[KvItem], spec: &posrecall::corpus::CorpusSpec) -> Result<()> {
+fn kv_list(args: &BenchArgs, opts: bench::ValidOptions, items: &[KvItem], spec: &posrecall::corpus::CorpusSpec) -> Result<()> {
     let out_dir = args.out_dir.clone().expect("options::bench refuses a list without --out-dir");
     let term = Terminal::new(args.quiet);
     // A table's reader reads the lines too; JSON, CSV and the other exports

@@ -6,13 +6,14 @@
 //! shard, `--list`, and what is printed.
 
 use crate::cli::MatrixArgs;
-use crate::commands::hint;
+use crate::commands::sweep_hint;
 use anyhow::{Result, anyhow};
-use posrecall::bench::{OptionsError, Plan};
+use posrecall::bench::Plan;
 use posrecall::corpus::Source;
 use posrecall::record::run::RunFile;
 use posrecall::report::aggregate::LoadedRun;
 use posrecall::report::export::{self, Format, Options};
+use posrecall::settings::Explain as _;
 use posrecall::sweep::{Shard, Sweep, SweepOptions, SweepRun, SweepSink, run_sweep};
 use std::time::Instant;
 
@@ -24,14 +25,13 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
     // The sweep's file was checked as it was read; what the flags add is
     // checked here, by the same rules.
     if let Some(r) = sweep.runs().first() {
-        sweep.options(r, None, &decode, &args.out_dir).validate().map_err(|e| match e.downcast_ref::<OptionsError>() {
-            Some(OptionsError::FixedAndMaxNew) => {
-                anyhow!("{}: params.max_new_tokens is set; --fixed-tokens sets the answer length", args.file.display())
-            }
-            _ => hint(e, None),
-        })?;
+        sweep
+            .options(r, None, &decode, &args.out_dir)
+            .validate()
+            .map_err(|e| anyhow!("{}: {}", args.file.display(), e.explain(&super::SweepWords)))?;
     }
-    let shard = args.shard.map(|s| s.resolve(&|name: &str| std::env::var(name).ok())).transpose().map_err(|e| hint(e.into(), None))?;
+    let shard =
+        args.shard.map(|s| s.resolve(&|name: &str| std::env::var(name).ok())).transpose().map_err(|e| sweep_hint(e.into(), None))?;
     let (mine, shard_note) = sweep.shard_runs(shard);
     let templates = sweep.templates()?;
     if args.list {
@@ -40,7 +40,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
     if mine.is_empty() {
         return outln!("{}: {shard_note}: nothing to do", args.file.display());
     }
-    let spec = sweep.corpus_spec().map_err(|e| hint(e.into(), None))?;
+    let spec = sweep.corpus_spec().map_err(|e| sweep_hint(e.into(), None))?;
     let src = Source::open_spec(&spec, sweep.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
@@ -48,7 +48,7 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
     let opts = SweepOptions { out_dir: args.out_dir.clone(), resume: args.resume, prefix_cache: args.prefix_cache.clone(), decode };
     let term = Terminal::new(args.quiet);
     let mut shown = Shown { term: &term, args, corpus: spec.path.display().to_string(), shard_note, crop: sweep.crop };
-    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown, &term).map_err(|e| hint(e, None))?;
+    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown, &term).map_err(|e| sweep_hint(e, None))?;
     print_aggregate(args, &mine, shard)
 }
 
@@ -112,7 +112,7 @@ impl SweepSink for Shown<'_> {
     }
 
     fn explain(&self, e: anyhow::Error) -> anyhow::Error {
-        hint(e, Some(self.crop))
+        sweep_hint(e, Some(self.crop))
     }
 }
 

@@ -7,10 +7,10 @@
 
 use crate::cli::{BenchArgs, DecodeArgs, OnOff, PromptArgs, RopeArgs, TargetArgs, TemplateArgs};
 use anyhow::{Result, anyhow};
-use posrecall::bench::kv_list::{KvItem, KvListError, KvListPart, kv_items};
-use posrecall::bench::{BenchOptions, DecodeOptions, PlanOptions};
+use posrecall::bench::kv_list::{KvItem, kv_items};
+use posrecall::bench::{BenchOptions, DecodeOptions, PlanOptions, ValidOptions};
 use posrecall::prompt::template::{TemplateFile, TemplateVars};
-use posrecall::settings::{ContextSettings, Rope, RopeError, RopeInput, RopeSetting};
+use posrecall::settings::{ContextSettings, Explain, Rope, RopeInput};
 use posrecall::targets::TargetSpec;
 
 /// What picks the targets and scores the answers.
@@ -36,20 +36,7 @@ pub fn rope(a: &RopeArgs) -> Result<Rope> {
         freq_base: a.rope_freq_base,
         yarn_orig_ctx: a.yarn_orig_ctx,
     };
-    input.resolve().map_err(|e| match e {
-        RopeError::ScaleAndFreqScale => {
-            anyhow!("--rope-scale and --rope-freq-scale are both given; --rope-scale N is --rope-freq-scale 1/N, keep one")
-        }
-        e => {
-            let flag = match e.setting() {
-                RopeSetting::Scale => "--rope-scale",
-                RopeSetting::FreqScale => "--rope-freq-scale",
-                RopeSetting::FreqBase => "--rope-freq-base",
-                RopeSetting::YarnOrigCtx => "--yarn-orig-ctx",
-            };
-            anyhow!("{flag}: {e}")
-        }
-    })
+    input.resolve().map_err(|e| anyhow!("{}", e.explain(&super::Flags)))
 }
 
 /// The template variables and the template file, checked before any model
@@ -113,15 +100,15 @@ pub fn prompt(a: &PromptArgs) -> Result<PlanOptions> {
         only: Vec::new(),
         rope: rope(&a.rope)?,
     };
-    opts.target.validate().map_err(|e| super::hint(e.into(), Some(a.crop)))?;
-    posrecall::bench::check_plan(&opts).map_err(|e| super::hint(e.into(), None))?;
+    opts.target.validate().map_err(|e| anyhow!("{}", e.explain(&super::Flags)))?;
+    posrecall::bench::check_plan(&opts).map_err(|e| anyhow!("{}", e.explain(&super::Flags)))?;
     Ok(opts)
 }
 
 /// `bench`'s flags as the runs of its KV list (one run without a list):
 /// the first run's options and every run's KV types and rotation, all
 /// checked before any model work.
-pub fn bench(a: &BenchArgs) -> Result<(BenchOptions, Vec<KvItem>)> {
+pub fn bench(a: &BenchArgs) -> Result<(ValidOptions, Vec<KvItem>)> {
     let items = kv_items(
         &a.kv.0,
         a.kv_k.as_ref().map_or(&[][..], |l| &l.0),
@@ -129,21 +116,14 @@ pub fn bench(a: &BenchArgs) -> Result<(BenchOptions, Vec<KvItem>)> {
         &a.kv_rotation.0,
         ContextSettings::default().kv,
     )
-    .map_err(|e| {
-        let flag = |p: KvListPart| format!("--{}", <&str>::from(p).replace('_', "-"));
-        match e {
-            KvListError::Lengths { a, n, b, m } => anyhow!("{} lists {n} items and {} {m}: {e}", flag(a), flag(b)),
-            KvListError::Twice(part, _) => anyhow!("{}: {e}", flag(part)),
-            KvListError::OffByEnvironment { .. } => anyhow!("--kv-rotation: {e}"),
-        }
-    })?;
+    .map_err(|e| anyhow!("{}", e.explain(&super::Flags)))?;
     list_flags(a, items.len())?;
     let opts = bench_run(a, items[0])?;
     for &item in &items[1..] {
-        let mut o = opts.clone();
+        let mut o = (*opts).clone();
         o.context.kv = (item.k, item.v);
         o.context.kv_rotation = item.rotation;
-        o.validate().map_err(|e| super::hint(e, Some(a.crop)))?;
+        o.validate().map_err(|e| anyhow!("{}", e.explain(&super::Flags)))?;
     }
     Ok((opts, items))
 }
@@ -173,7 +153,7 @@ fn list_flags(a: &BenchArgs, n: usize) -> Result<()> {
 }
 
 /// One run's options: `bench`'s flags with the KV types and rotation of `item`.
-fn bench_run(a: &BenchArgs, item: KvItem) -> Result<BenchOptions> {
+fn bench_run(a: &BenchArgs, item: KvItem) -> Result<ValidOptions> {
     let (template, template_file) = template(&a.template)?;
     let opts = BenchOptions {
         plan: PlanOptions {
@@ -209,8 +189,6 @@ fn bench_run(a: &BenchArgs, item: KvItem) -> Result<BenchOptions> {
         reference: a.reference.clone(),
         save_reference: a.save_reference.clone(),
         reference_top_k: a.reference_top_k,
-        origin: None,
     };
-    opts.validate().map_err(|e| super::hint(e, Some(a.crop)))?;
-    Ok(opts)
+    opts.validate().map_err(|e| anyhow!("{}", e.explain(&super::Flags)))
 }

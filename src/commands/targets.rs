@@ -4,11 +4,8 @@ use crate::cli::TargetsArgs;
 use crate::commands::{check_output, corpus_spec, hint, out};
 use anyhow::Result;
 use posrecall::corpus::Source;
-use posrecall::record::run::{CorpusInfo, Params, TARGETS_FORMAT_VERSION, TargetsFile};
+use posrecall::record::run::TargetsFile;
 use posrecall::support::fsutil;
-use posrecall::targets::TargetSpec;
-use posrecall::targets::crop::{Crop, CropMode};
-use posrecall::{prompt, targets};
 use std::fmt::Write as _;
 
 pub fn run(args: &TargetsArgs) -> Result<()> {
@@ -26,30 +23,12 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
-    let file = targets_file(&src, &spec).map_err(|e| hint(e, None))?;
+    let file = TargetsFile::select(&src, &spec).map_err(|e| hint(e, None))?;
     if let Some(path) = &args.emit_prompts {
-        let corpus = &src.corpus;
-        let kept = corpus.slice_lines(file.corpus.crop.first_line - 1, file.corpus.crop.last_line - 1);
-        let mut jsonl = String::new();
-        for t in &file.targets {
-            let q = prompt::query(&t.name, file.params.lines, file.params.skip_blank);
-            let line = serde_json::json!({
-                "name": t.name,
-                "prompt": prompt::instruction_prompt(kept, &q),
-                "chat_template_kwargs": kwargs,
-            });
-            jsonl.push_str(&line.to_string());
-            jsonl.push('\n');
-        }
-        fsutil::write_atomic(path, jsonl.as_bytes())?;
+        fsutil::write_atomic(path, file.prompt_lines(&src, &serde_json::to_value(&kwargs)?).as_bytes())?;
     }
     if args.json {
-        let mut json = serde_json::to_value(&file)?;
-        if let Some(r) = &src.renamed {
-            // The targets file carries the whole mapping, old name → new name.
-            json["corpus"]["rename"] = serde_json::to_value(r)?;
-        }
-        outln!("{}", serde_json::to_string_pretty(&json)?)?;
+        outln!("{}", serde_json::to_string_pretty(&file.to_json(&src)?)?)?;
     } else {
         out(&table(&file))?;
         if let Some(r) = &src.renamed {
@@ -60,23 +39,6 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Crops and selects: the targets file for a corpus already read.
-fn targets_file(src: &Source, opts: &TargetSpec) -> Result<TargetsFile> {
-    let corpus = &src.corpus;
-    let (mode, (first, last)) = match opts.crop_lines {
-        Some(r) => (CropMode::Lines, r.to_zero_based(corpus.line_count())?),
-        None => (CropMode::None, (0, corpus.line_count() - 1)),
-    };
-    let selected = targets::select(corpus, &src.parsed, first, last, &opts.options())?;
-    Ok(TargetsFile {
-        format: TARGETS_FORMAT_VERSION,
-        corpus: CorpusInfo::of(src, Crop::of(corpus, mode, first, last), None),
-        params: Params::of(opts),
-        error_regions: src.parsed.error_regions,
-        targets: selected,
-    })
 }
 
 /// The human-readable listing: name, line, depth, first expected line.

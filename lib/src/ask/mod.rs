@@ -40,6 +40,16 @@ use std::sync::mpsc;
 
 /// The most requests in flight at once.
 pub const MAX_CONCURRENCY: usize = 256;
+/// Requests in flight at once when nothing is said: one, as a user's
+/// single server handles best.
+pub const DEFAULT_CONCURRENCY: usize = 1;
+/// Retries of a failed request when nothing is said.
+pub const DEFAULT_RETRIES: u32 = 4;
+/// Seconds one request may take when nothing is said: a long answer from a
+/// slow server included.
+pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
+/// Where the answers go when nothing is said.
+pub const DEFAULT_RESPONSES: &str = "responses.jsonl";
 /// The most retries of one request.
 pub const MAX_RETRIES: u32 = 20;
 /// The longest one request may take, in seconds (a day); a retry's wait is
@@ -48,8 +58,10 @@ pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 crate::settings::named_choice! {
     /// Which OpenAI-compatible endpoint is asked.
+    #[derive(Default)]
     pub enum ApiKind {
         /// `URL/v1/chat/completions`: the prompt (file, then question) as one user message.
+        #[default]
         Chat,
         /// `URL/v1/completions`, for base models: the completion probe's text (file, comment, header).
         Completion,

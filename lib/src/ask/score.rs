@@ -39,7 +39,7 @@ pub enum ScoreError {
     #[error("{0}")]
     Pass(SpecError),
     /// The targets file's own settings are out of range.
-    #[error("{path}: params.{} {source}", source.setting())]
+    #[error("{path}: {}", crate::settings::Explain::explain(source, &crate::settings::Keys))]
     TargetsParams { path: String, source: SpecError },
     #[error("{responses} answers `{name}`, which is not a target in {targets}")]
     UnknownTarget { responses: String, name: String, targets: String },
@@ -82,7 +82,7 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
     if let Err(e) = spec.validate() {
         return Err(match (e, settings.pass) {
             (SpecError::PassAboveLines { pass, lines }, Some(_)) => ScoreError::PassAboveLines { pass, lines },
-            (e, Some(_)) if e.setting() == "pass" => ScoreError::Pass(e),
+            (e, Some(_)) if e.setting() == crate::settings::Setting::Pass => ScoreError::Pass(e),
             (source, _) => ScoreError::TargetsParams { path: targets_path.display().to_string(), source },
         }
         .into());

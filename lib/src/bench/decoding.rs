@@ -5,7 +5,8 @@ use super::plan::Plan;
 use crate::decode::draft::DraftMode;
 use crate::engine::model::Model;
 use crate::record::run::DecodeMode;
-use crate::settings::{ContextConfig, KvType, RestoreMode};
+use crate::settings::Named as _;
+use crate::settings::{ContextConfig, Explain, KvType, Names, RestoreMode, Setting};
 
 /// llama.cpp's limit on sequences in one context; one holds the prefix.
 pub const MAX_SEQUENCES: usize = 256;
@@ -139,6 +140,117 @@ pub enum DecodeError {
         /// The longest prefix, in tokens, whose snapshot fits.
         largest_prefix: u64,
     },
+}
+
+/// A byte count as people read it (`1.5 GiB`).
+fn size(b: u64) -> String {
+    bytesize::ByteSize(b).display().iec().to_string()
+}
+
+fn free_text(free: u64, device: &str) -> String {
+    format!("90% of the {} free in {device}", size(free))
+}
+
+impl MemoryLimit {
+    /// The memory a check measured against: what `setting` allowed, or
+    /// the share of a device's free memory the checks use.
+    fn explain(&self, n: &dyn Names, setting: Setting) -> String {
+        match self {
+            MemoryLimit::Given(b) => format!("{} {} allows", size(*b), n.name(setting)),
+            MemoryLimit::Free(free, device) => free_text(*free, device),
+        }
+    }
+}
+
+impl Explain for DecodeError {
+    fn explain(&self, n: &dyn Names) -> String {
+        let name = |s| n.name(s);
+        let parallel_n = n.set(Setting::Parallel, "N");
+        match self {
+            DecodeError::ForcedOnlyGeneratesNothing => format!(
+                "{} generates nothing; drop {}, {}, {}, {} and {}",
+                name(Setting::ForcedOnly),
+                name(Setting::Parallel),
+                name(Setting::FixedTokens),
+                name(Setting::CheckSequential),
+                name(Setting::Draft),
+                name(Setting::DraftMax)
+            ),
+            DecodeError::DraftMaxWithoutDrafts => {
+                format!("{} with {}: {self}; drop one of them", name(Setting::DraftMax), n.set(Setting::Draft, "none"))
+            }
+            DecodeError::DraftsAtFixedLength => format!(
+                "{} with {}: {self}; drop {} and {}",
+                name(Setting::Draft),
+                name(Setting::FixedTokens),
+                name(Setting::Draft),
+                name(Setting::DraftMax)
+            ),
+            DecodeError::CheckNeedsParallel => format!(
+                "{} compares a {} run with sequential answers; add {parallel_n} (N >= 2)",
+                name(Setting::CheckSequential),
+                name(Setting::Parallel)
+            ),
+            DecodeError::KvMemoryWithoutParallel => format!(
+                "{} bounds the KV cache of {} answering; add {parallel_n} (N >= 2) or drop {}",
+                name(Setting::KvMemory),
+                name(Setting::Parallel),
+                name(Setting::KvMemory)
+            ),
+            DecodeError::TooManySequences { requested } => format!("{}: {self}", n.set(Setting::Parallel, &requested.to_string())),
+            DecodeError::ZeroParallel => format!("{}: {self}", n.set(Setting::Parallel, "0")),
+            DecodeError::DraftMax(k) => format!("{}: {self}", n.set(Setting::DraftMax, &k.to_string())),
+            DecodeError::CheckNeedsDrafts => format!(
+                "{} compares drafted answers with undrafted ones; it needs {} or lookup, and no {}, {} or {}",
+                name(Setting::CheckDraft),
+                n.set(Setting::Draft, "truth"),
+                name(Setting::Parallel),
+                name(Setting::FixedTokens),
+                name(Setting::ForcedOnly)
+            ),
+            DecodeError::KvDoesNotFit { slots, cells, bytes, kv, limit, largest } => {
+                let largest = match largest {
+                    Some(n) => format!("the largest N that fits is {n}"),
+                    None => format!("not even two sequences fit; run without {}", name(Setting::Parallel)),
+                };
+                format!(
+                    "{} needs a KV cache of {cells} cells ({} at K {} / V {}), more than the {}; {largest}",
+                    n.set(Setting::Parallel, &slots.to_string()),
+                    size(*bytes),
+                    kv.0.as_str(),
+                    kv.1.as_str(),
+                    limit.explain(n, Setting::KvMemory)
+                )
+            }
+            DecodeError::ContextDoesNotFit { cells, bytes, kv, free, device, largest } => format!(
+                "a context of {cells} cells needs a KV cache of {} on the GPU at K {} / V {}, more than the {}; \
+                 a context of at most {largest} cells fits ({}), or offload fewer layers ({}){}",
+                size(*bytes),
+                kv.0.as_str(),
+                kv.1.as_str(),
+                free_text(*free, device),
+                name(Setting::Ctx),
+                name(Setting::GpuLayers),
+                match kv.0.is_quantized() && kv.1.is_quantized() {
+                    true => String::new(),
+                    false => format!(", or use {}", n.set(Setting::Kv, "q8_0")),
+                }
+            ),
+            DecodeError::SnapshotDoesNotFit { restore, bytes, limit, lean_fits, largest_prefix } => {
+                let fits = match lean_fits {
+                    Some(lean) => format!("{} ({}) fits", n.set(Setting::Restore, "lean"), size(*lean)),
+                    None if *largest_prefix == 0 => "no prefix fits".to_string(),
+                    None => format!("a prefix of at most {largest_prefix} tokens fits ({})", name(Setting::MaxPrefixTokens)),
+                };
+                format!(
+                    "the prefix snapshot ({}) would take {}, more than the {}; {fits}",
+                    n.set(Setting::Restore, &restore.to_string()),
+                    size(*bytes),
+                    limit.explain(n, Setting::SnapshotMemory)
+                )
+            }
+        }
+    }
 }
 
 impl DecodeOptions {

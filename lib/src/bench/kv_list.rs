@@ -3,7 +3,7 @@
 //! list paired item by item with them (a one-item list pairs with every
 //! item), each item crossed with every rotation mode, in order.
 
-use crate::settings::{KvPair, KvRotation, KvType};
+use crate::settings::{Explain, KvPair, KvRotation, KvType, Names, Setting};
 
 /// One run of a KV list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,16 +23,6 @@ impl std::fmt::Display for KvItem {
     }
 }
 
-/// Which list a [`KvListError`] is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum KvListPart {
-    Kv,
-    KvK,
-    KvV,
-    KvRotation,
-}
-
 /// A KV list that cannot be paired or names a run twice. The face names
 /// each part's flag (or key).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,9 +30,9 @@ pub enum KvListError {
     #[error(
         "lists of {n} and {m} items: lists pair up item by item, so give them the same length (or one value, which pairs with every item)"
     )]
-    Lengths { a: KvListPart, n: usize, b: KvListPart, m: usize },
+    Lengths { a: Setting, n: usize, b: Setting, m: usize },
     #[error("`{1}` is listed twice")]
-    Twice(KvListPart, String),
+    Twice(Setting, String),
     /// llama.cpp's variable turns rotation off, so `auto` is `off`.
     #[error(
         "KV rotation auto and off are the same runs while the environment sets {var}={value} (llama.cpp then rotates nothing): list one of them, or unset {var}",
@@ -80,8 +70,8 @@ fn paired(
 ) -> Result<Vec<KvItem>, KvListError> {
     let default = [KvPair { k: default.0, v: default.1 }];
     let kv = if kv.is_empty() { &default[..] } else { kv };
-    let lists = [(KvListPart::Kv, kv.len()), (KvListPart::KvK, kv_k.len()), (KvListPart::KvV, kv_v.len())];
-    let mut longest: Option<(KvListPart, usize)> = None;
+    let lists = [(Setting::Kv, kv.len()), (Setting::KvK, kv_k.len()), (Setting::KvV, kv_v.len())];
+    let mut longest: Option<(Setting, usize)> = None;
     for (part, n) in lists.into_iter().filter(|&(_, n)| n > 1) {
         match longest {
             Some((a, m)) if m != n => return Err(KvListError::Lengths { a, n: m, b: part, m: n }),
@@ -92,7 +82,7 @@ fn paired(
     let at = |list_len: usize, i: usize| if list_len == 1 { 0 } else { i };
     for (i, r) in rotation.iter().enumerate() {
         if rotation[..i].contains(r) {
-            return Err(KvListError::Twice(KvListPart::KvRotation, r.to_string()));
+            return Err(KvListError::Twice(Setting::KvRotation, r.to_string()));
         }
     }
     let rotation = if rotation.is_empty() { &[KvRotation::Auto][..] } else { rotation };
@@ -104,12 +94,22 @@ fn paired(
         for &r in rotation {
             let item = KvItem { k, v, rotation: r };
             if items.contains(&item) {
-                return Err(KvListError::Twice(KvListPart::Kv, KvPair { k, v }.to_string()));
+                return Err(KvListError::Twice(Setting::Kv, KvPair { k, v }.to_string()));
             }
             items.push(item);
         }
     }
     Ok(items)
+}
+
+impl Explain for KvListError {
+    fn explain(&self, n: &dyn Names) -> String {
+        match self {
+            KvListError::Lengths { a, n: len_a, b, m } => format!("{} lists {len_a} items and {} {m}: {self}", n.name(*a), n.name(*b)),
+            KvListError::Twice(part, _) => format!("{}: {self}", n.name(*part)),
+            KvListError::OffByEnvironment { .. } => format!("{}: {self}", n.name(Setting::KvRotation)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -145,10 +145,10 @@ mod tests {
     fn lists_that_cannot_pair_or_repeat_a_run_are_refused() {
         let d = (Q8_0, Q8_0);
         let e = paired(&pairs("f16,q8_0"), &[F16, Q8_0, Q4_0], &[], &[], d).unwrap_err();
-        assert_eq!(e, KvListError::Lengths { a: KvListPart::Kv, n: 2, b: KvListPart::KvK, m: 3 });
-        assert_eq!(paired(&pairs("f16,q8_0,f16"), &[], &[], &[], d).unwrap_err(), KvListError::Twice(KvListPart::Kv, "f16".into()));
-        assert_eq!(paired(&[], &[F16, F16], &[Q4_0], &[], d).unwrap_err(), KvListError::Twice(KvListPart::Kv, "f16/q4_0".into()));
+        assert_eq!(e, KvListError::Lengths { a: Setting::Kv, n: 2, b: Setting::KvK, m: 3 });
+        assert_eq!(paired(&pairs("f16,q8_0,f16"), &[], &[], &[], d).unwrap_err(), KvListError::Twice(Setting::Kv, "f16".into()));
+        assert_eq!(paired(&[], &[F16, F16], &[Q4_0], &[], d).unwrap_err(), KvListError::Twice(Setting::Kv, "f16/q4_0".into()));
         let twice = [KvRotation::Off, KvRotation::Off];
-        assert_eq!(paired(&[], &[], &[], &twice, d).unwrap_err(), KvListError::Twice(KvListPart::KvRotation, "off".into()));
+        assert_eq!(paired(&[], &[], &[], &twice, d).unwrap_err(), KvListError::Twice(Setting::KvRotation, "off".into()));
     }
 }

@@ -22,6 +22,7 @@ use crate::engine::session::{Checkpoint, Session};
 use crate::record::run::{RungRecord, Summary, TargetResult, Timings};
 use crate::score::ScoreOptions;
 use crate::settings::ContextConfig;
+use crate::settings::{Explain, Names, Setting};
 use crate::support::progress::Notes;
 use crate::support::progress::ms;
 use crate::targets::crop::{Crop, CropMode, LineRange};
@@ -498,6 +499,22 @@ pub fn rung_summary(results: &[TargetResult]) -> RungRecord {
 /// How many tokens two prefixes share from the start.
 fn common_prefix(a: &[crate::engine::Token], b: &[crate::engine::Token]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl Explain for LadderError {
+    fn explain(&self, n: &dyn Names) -> String {
+        match self {
+            LadderError::TooShort { shortest, .. } => {
+                format!("{self}; start {} at {shortest} or more, or lower {}", n.name(Setting::Lengths), n.name(Setting::Count))
+            }
+            LadderError::TooFewAnywhere { .. } => format!(
+                "{self}; lower {}, or keep more of the corpus ({}, {})",
+                n.name(Setting::Count),
+                n.set(Setting::Crop, "densest"),
+                n.name(Setting::CropLines)
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub const MAX_THREADS: usize = 1_024;
 
 pub use decoding::{DecodeError, DecodeOptions, Decoding, MemoryLimit};
 pub use execute::{ExecOptions, Executed, check_reference, execute};
-pub use options::{BenchOptions, LadderClash, Numeric, OptionsError, TemplateSetting, check_plan};
+pub use options::{BenchOptions, Invalid, Numeric, OptionsError, ValidOptions, check_plan};
 pub use plan::{Plan, PlanError, PlanOptions, plan};
 pub use record::RunSpec;
 
@@ -87,12 +87,12 @@ pub struct Opened {
 /// Reads what a run reads, cheapest first, so that a bad reference or
 /// corpus costs no model load: the reference (read and verified), the
 /// corpus, then the model (a path, or a hub reference resolved to one), with
-/// the GPU layers the options ask for. The
-/// options then record what was offloaded, not what was asked.
+/// the GPU layers the options ask for. The model records what was
+/// offloaded and where it came from; the options stay as they were given.
 pub fn open(
     model_path: &std::path::Path,
     corpus: &crate::corpus::CorpusSpec,
-    opts: &mut BenchOptions,
+    opts: &ValidOptions,
     notes: &dyn Notes,
     progress: &dyn Progress,
 ) -> Result<Opened> {
@@ -102,12 +102,11 @@ pub fn open(
         notes.note(&note);
     }
     let (model_path, origin) = crate::support::hub::locate(model_path, progress)?;
-    opts.origin = origin;
-    let model = crate::engine::model::load(&model_path, opts.context.gpu_layers)?;
+    let mut model = crate::engine::model::load(&model_path, opts.context.gpu_layers)?;
+    model.origin = origin;
     if let Some(note) = offload_note(opts.context.gpu_layers, model.gpu_layers) {
         notes.note(&format!("note: {note}"));
     }
-    opts.context.gpu_layers = model.gpu_layers;
     Ok(Opened { model, src, reference })
 }
 
@@ -122,7 +121,7 @@ fn offload_note(asked: u32, offloaded: u32) -> Option<String> {
 }
 
 /// Plans a run of `model` on `src`: a ladder when lengths are given.
-pub fn plan_run(model: &Model, src: &Source, opts: &BenchOptions, notes: &dyn Notes) -> Result<Planned> {
+pub fn plan_run(model: &Model, src: &Source, opts: &ValidOptions, notes: &dyn Notes) -> Result<Planned> {
     let o = opts.planning();
     Ok(match &opts.lengths {
         Some(lengths) => Planned::Ladder(ladder::plan_ladder(model, src, &o, lengths, notes)?),
@@ -175,12 +174,13 @@ pub fn run(
     model: &Model,
     src: &Source,
     planned: &Planned,
-    opts: &BenchOptions,
+    opts: &ValidOptions,
     reference: Option<&Reference>,
     env: &Env,
     sink: &mut dyn Sink,
 ) -> Result<RunFile> {
-    let (cfg, decoding) = decide(model, planned.run_plan(), &opts.context, &opts.decode, true).map_err(|e| sink.explain(e))?;
+    let (cfg, decoding) =
+        decide(model, planned.run_plan(), &opts.context, &opts.decode, model.gpu_layers, true).map_err(|e| sink.explain(e))?;
     decoding.notes.iter().for_each(|n| env.notes.note(n));
     let spec = RunSpec {
         model,
@@ -188,7 +188,7 @@ pub fn run(
         plan: planned.run_plan(),
         cfg: &cfg,
         build: opts.build.as_deref(),
-        origin: opts.origin.as_ref(),
+        origin: model.origin.as_ref(),
         target: &opts.plan.target,
         decoding: &decoding,
         reference,
@@ -240,16 +240,22 @@ pub fn run(
 }
 
 /// How a planned run decodes for these context settings, and its context.
-/// `to_run`: see [`DecodeOptions::decide`].
+/// `gpu_layers`: what the run's load offloads (the model's own when it is
+/// loaded for the run; a resume check on the planning load gives what the
+/// run's load will offload). `to_run`: see [`DecodeOptions::decide`].
 pub fn decide(
     model: &Model,
     plan: &Plan,
     context: &ContextSettings,
     decode: &DecodeOptions,
+    gpu_layers: u32,
     to_run: bool,
 ) -> Result<(ContextConfig, Decoding)> {
-    let sequential =
-        ContextConfig { kv_rotation: Some(model.rotation(context.kv_rotation, context.kv.0, context.kv.1)), ..context.config(plan.n_ctx) };
+    let sequential = ContextConfig {
+        kv_rotation: Some(model.rotation(context.kv_rotation, context.kv.0, context.kv.1)),
+        gpu_layers,
+        ..context.config(plan.n_ctx)
+    };
     let decoding = decode.decide(model, plan, &sequential, to_run)?;
     Ok((decoding.context(sequential, plan), decoding))
 }
@@ -285,6 +291,12 @@ fn reference_notes(source: &crate::record::reference::Origin, model: &Model, env
             theirs.join(" "),
             ours.join(" ")
         ));
+    }
+}
+
+impl crate::settings::Explain for ReferenceMismatch {
+    fn explain(&self, n: &dyn crate::settings::Names) -> String {
+        format!("{}: {}", n.set(crate::settings::Setting::Reference, &self.path.display().to_string()), self.mismatch)
     }
 }
 

@@ -10,8 +10,7 @@
 use super::decoding::DecodeOptions;
 use super::ladder::Lengths;
 use super::plan::PlanOptions;
-use crate::settings::ContextSettings;
-use anyhow::Result;
+use crate::settings::{ContextSettings, Explain, Names, Setting};
 use std::path::PathBuf;
 
 /// Everything one benchmark run reads besides the model and the corpus.
@@ -38,9 +37,6 @@ pub struct BenchOptions {
     /// keeps; `None`: [`crate::record::reference::DEFAULT_TOP_K`]. Given, it needs a
     /// reference to save.
     pub reference_top_k: Option<usize>,
-    /// The hub reference the model was resolved from, when it was (set by
-    /// `bench::open`, recorded in the manifest).
-    pub origin: Option<crate::support::hub::Origin>,
 }
 
 impl Default for BenchOptions {
@@ -58,28 +54,12 @@ impl Default for BenchOptions {
             reference: None,
             save_reference: None,
             reference_top_k: None,
-            origin: None,
         }
     }
 }
 
-/// What a ladder of windows does not combine with: each replaces or compares
-/// the one growing prefix a ladder measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LadderClash {
-    /// Recall without the file does not depend on its length.
-    ClosedBook,
-    CheckSequential,
-    Reference,
-    SaveReference,
-    /// Each length samples its own targets.
-    Only,
-    /// A window's pass rate needs answers.
-    ForcedOnly,
-}
-
 /// A set of options that cannot run. The messages name settings; the
-/// command (or the sweep reader) adds the flag or key that set each one.
+/// command (or the sweep reader) says each in its own words ([`Explain`]).
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum OptionsError {
     #[error("a fixed answer length and an answer budget are both given")]
@@ -90,11 +70,13 @@ pub enum OptionsError {
     /// A number out of its range: the one check of each, for the command
     /// line and the sweep file alike.
     #[error("must be between 1 and {max}")]
-    OutOfRange { setting: Numeric, value: i64, max: usize },
+    OutOfRange { setting: Setting, value: i64, max: usize },
     #[error("a reference is read and written by the teacher-forced pass, which is off")]
     ReferenceWithoutForced,
+    /// A ladder of windows with a setting that replaces or compares the one
+    /// growing prefix a ladder measures.
     #[error("a ladder of windows does not combine with {0:?}")]
-    Ladder(LadderClash),
+    Ladder(Setting),
     #[error("one of the target names to keep is empty")]
     EmptyOnly,
     #[error("the target `{0}` is named twice among those to keep")]
@@ -103,15 +85,64 @@ pub enum OptionsError {
     // user who gives one expects it to matter.
     #[error("a reasoning budget is given, but thinking is off")]
     BudgetWithoutThinking,
-    #[error("the completion probe renders no chat template, so {0} would change nothing")]
-    TemplateWithCompletion(TemplateSetting),
+    /// A chat-template setting (a template file, template variables, or
+    /// thinking on) with the completion probe.
+    #[error("the completion probe renders no chat template, so {0:?} would change nothing")]
+    TemplateWithCompletion(Setting),
     #[error("a reference's kept tokens are given, but no reference is saved")]
     TopKWithoutSave,
 }
 
-/// A chat-template setting, named in [`OptionsError::TemplateWithCompletion`].
-/// A numeric setting of a run, for [`OptionsError::OutOfRange`]; the face
-/// words it as its flag or key.
+impl Explain for OptionsError {
+    fn explain(&self, n: &dyn Names) -> String {
+        let name = |s| n.name(s);
+        match self {
+            OptionsError::FixedAndMaxNew => {
+                format!("{} sets the answer length; drop {}", name(Setting::FixedTokens), name(Setting::MaxNewTokens))
+            }
+            OptionsError::EffectiveAt(rate) => format!("{}: {self}", n.set(Setting::EffectiveAt, &rate.to_string())),
+            OptionsError::OutOfRange { setting, value, .. } => format!("{}: {self}", n.set(*setting, &value.to_string())),
+            OptionsError::ReferenceWithoutForced => format!(
+                "{} and {} work on the teacher-forced pass; drop {}",
+                name(Setting::Reference),
+                name(Setting::SaveReference),
+                name(Setting::NoForced)
+            ),
+            OptionsError::Ladder(with) => {
+                let why = match with {
+                    Setting::ClosedBook => " (recall without the file does not depend on its length)",
+                    Setting::Only => " (each length samples its own targets)",
+                    Setting::ForcedOnly => " (a window's pass rate needs answers)",
+                    _ => "",
+                };
+                format!("{} runs a ladder of windows; it does not combine with {}{why}", name(Setting::Lengths), name(*with))
+            }
+            OptionsError::EmptyOnly => format!("{} takes function names separated by commas; one of them is empty", name(Setting::Only)),
+            OptionsError::DuplicateOnly(target) => format!("{} names `{target}` twice", name(Setting::Only)),
+            OptionsError::BudgetWithoutThinking => {
+                let (budget, on) = (name(Setting::ThinkBudget), n.set(Setting::Think, "on"));
+                format!("{budget} is spent only with {on}; add {on} or drop {budget}")
+            }
+            OptionsError::TemplateWithCompletion(setting) => {
+                let given = match setting {
+                    Setting::Think => n.set(Setting::Think, "on"),
+                    s => name(*s),
+                };
+                format!(
+                    "{given} sets the chat template, and {} renders none; drop {given} or use {}",
+                    n.set(Setting::Probe, "completion"),
+                    n.set(Setting::Probe, "chat")
+                )
+            }
+            OptionsError::TopKWithoutSave => {
+                let (top_k, save) = (name(Setting::ReferenceTopK), name(Setting::SaveReference));
+                format!("{top_k} sets what {save} keeps; add {} or drop {top_k}", n.set(Setting::SaveReference, "FILE"))
+            }
+        }
+    }
+}
+
+/// A numeric setting of a run with a range, for [`OptionsError::OutOfRange`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Numeric {
     Threads,
@@ -135,42 +166,36 @@ impl Numeric {
         }
     }
 
+    /// The setting this range is of.
+    pub fn setting(self) -> Setting {
+        match self {
+            Numeric::Threads => Setting::Threads,
+            Numeric::MaxNewTokens => Setting::MaxNewTokens,
+            Numeric::FixedTokens => Setting::FixedTokens,
+            Numeric::ThinkBudget => Setting::ThinkBudget,
+            Numeric::ReferenceTopK => Setting::ReferenceTopK,
+            Numeric::MaxPrefixTokens => Setting::MaxPrefixTokens,
+        }
+    }
+
     /// `Ok` when `value` is in range.
     pub fn check(self, value: Option<i64>) -> Result<(), OptionsError> {
         match value {
-            Some(v) if !(1..=self.max() as i64).contains(&v) => Err(OptionsError::OutOfRange { setting: self, value: v, max: self.max() }),
+            Some(v) if !(1..=self.max() as i64).contains(&v) => {
+                Err(OptionsError::OutOfRange { setting: self.setting(), value: v, max: self.max() })
+            }
             _ => Ok(()),
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TemplateSetting {
-    /// A template file that replaces the GGUF's.
-    File,
-    /// Template variables given by the user.
-    Kwargs,
-    /// Thinking switched on.
-    ThinkOn,
-}
-
-impl std::fmt::Display for TemplateSetting {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            TemplateSetting::File => "a template file",
-            TemplateSetting::Kwargs => "template variables",
-            TemplateSetting::ThinkOn => "thinking on",
-        })
-    }
-}
-
 /// The first chat-template setting `p` gives beyond the defaults: what a
 /// completion probe, which renders no template, cannot honour.
-fn template_setting(p: &PlanOptions) -> Option<TemplateSetting> {
+fn template_setting(p: &PlanOptions) -> Option<Setting> {
     [
-        (p.template_file.is_some(), TemplateSetting::File),
-        (!p.template.kwargs.is_empty(), TemplateSetting::Kwargs),
-        (p.template.think == crate::prompt::template::Think::On, TemplateSetting::ThinkOn),
+        (p.template_file.is_some(), Setting::ChatTemplate),
+        (!p.template.kwargs.is_empty(), Setting::TemplateKwargs),
+        (p.template.think == crate::prompt::template::Think::On, Setting::Think),
     ]
     .into_iter()
     .find_map(|(given, s)| given.then_some(s))
@@ -195,10 +220,58 @@ pub fn check_plan(p: &PlanOptions) -> Result<(), OptionsError> {
     Ok(())
 }
 
+/// Why a set of options cannot run: the one error of
+/// [`BenchOptions::validate`], whichever part's rule refused them.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    #[error(transparent)]
+    Target(#[from] crate::targets::SpecError),
+    #[error(transparent)]
+    Context(#[from] crate::settings::ConfigError),
+    #[error(transparent)]
+    Decode(#[from] super::decoding::DecodeError),
+}
+
+impl Explain for Invalid {
+    fn explain(&self, n: &dyn Names) -> String {
+        match self {
+            Invalid::Options(e) => e.explain(n),
+            Invalid::Target(e) => e.explain(n),
+            Invalid::Context(e) => e.explain(n),
+            Invalid::Decode(e) => e.explain(n),
+        }
+    }
+}
+
+/// Options [`BenchOptions::validate`] accepted: the only options a run
+/// takes. What a run resolves as it goes (the layers a load offloaded, the
+/// hub reference a model came from) is recorded in the run, never written
+/// back here.
+#[derive(Debug, Clone)]
+pub struct ValidOptions(BenchOptions);
+
+impl std::ops::Deref for ValidOptions {
+    type Target = BenchOptions;
+
+    fn deref(&self) -> &BenchOptions {
+        &self.0
+    }
+}
+
+impl ValidOptions {
+    /// The options, to change and check again.
+    pub fn into_inner(self) -> BenchOptions {
+        self.0
+    }
+}
+
 impl BenchOptions {
     /// Refuses settings that cannot run, before any model is loaded: every
-    /// rule, in the order a user meets them.
-    pub fn validate(&self) -> Result<()> {
+    /// rule, in the order a user meets them. Running takes only what this
+    /// returns.
+    pub fn validate(self) -> Result<ValidOptions, Invalid> {
         let p = &self.plan;
         if self.decode.fixed_tokens.is_some() && p.max_new_tokens.is_some() {
             return Err(OptionsError::FixedAndMaxNew.into());
@@ -214,12 +287,12 @@ impl BenchOptions {
         }
         if self.lengths.is_some() {
             let clash = [
-                (self.closed_book, LadderClash::ClosedBook),
-                (self.decode.check_sequential, LadderClash::CheckSequential),
-                (self.reference.is_some(), LadderClash::Reference),
-                (self.save_reference.is_some(), LadderClash::SaveReference),
-                (!p.only.is_empty(), LadderClash::Only),
-                (self.decode.forced_only, LadderClash::ForcedOnly),
+                (self.closed_book, Setting::ClosedBook),
+                (self.decode.check_sequential, Setting::CheckSequential),
+                (self.reference.is_some(), Setting::Reference),
+                (self.save_reference.is_some(), Setting::SaveReference),
+                (!p.only.is_empty(), Setting::Only),
+                (self.decode.forced_only, Setting::ForcedOnly),
             ];
             if let Some((_, c)) = clash.iter().find(|(on, _)| *on) {
                 return Err(OptionsError::Ladder(*c).into());
@@ -238,7 +311,7 @@ impl BenchOptions {
         p.target.validate()?;
         self.context.config(crate::settings::CtxSize::MIN).validate()?;
         self.decode.validate()?;
-        Ok(())
+        Ok(ValidOptions(self))
     }
 
     /// Tokens kept per forced position by a saved reference.

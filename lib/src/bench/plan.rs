@@ -7,6 +7,7 @@ use crate::engine::model::Model;
 use crate::prompt::template::{TemplateError, TemplateFile, TemplateRecord, TemplateVars, Think};
 use crate::prompt::{self, Frame, Probe, SpecialTokens};
 use crate::settings::CtxSize;
+use crate::settings::{Explain, Names, Setting};
 use crate::support::progress::Notes;
 use crate::targets::crop::{self, Crop, CropMode, LineRange};
 use crate::targets::{self, Target, TargetSpec};
@@ -473,3 +474,41 @@ pub fn plan_shared(models: &[&Model], names: &[&str], src: &Source, options: &[P
 #[derive(Debug, thiserror::Error)]
 #[error("no one range of lines fits every model of the sweep: {0}")]
 pub struct NoSharedRange(pub String);
+
+impl Explain for TrainedCap {
+    /// What goes past the cap: a RoPE scaling.
+    fn explain(&self, n: &dyn Names) -> String {
+        format!(
+            "past the model's trained context ({} tokens), set a RoPE scaling, e.g. {} {}",
+            self.0,
+            n.set(Setting::RopeScaling, "yarn"),
+            n.set(Setting::RopeScale, "4")
+        )
+    }
+}
+
+impl Explain for PlanError {
+    fn explain(&self, n: &dyn Names) -> String {
+        let (ctx, max_new) = (n.name(Setting::Ctx), n.name(Setting::MaxNewTokens));
+        let fix = match self {
+            PlanError::NoRoomForTheFile { .. } | PlanError::ContextTooSmall { .. } => format!("use a larger {ctx} or a smaller {max_new}"),
+            PlanError::RangeDoesNotFit { .. } => format!(
+                "use {} or {}, a shorter {} range, or a larger {ctx}",
+                n.set(Setting::Crop, "head"),
+                n.set(Setting::Crop, "densest"),
+                n.name(Setting::CropLines)
+            ),
+            PlanError::NoChatTemplate(_) => format!("use {} (or auto)", n.set(Setting::Probe, "completion")),
+            PlanError::NotSampled { .. } => {
+                format!(
+                    "{} names sampled targets; raise {} or change {}",
+                    n.name(Setting::Only),
+                    n.name(Setting::Count),
+                    n.name(Setting::Seed)
+                )
+            }
+            PlanError::UnknownTarget { .. } => format!("{} names sampled targets (`posrecall targets` lists them)", n.name(Setting::Only)),
+        };
+        format!("{self}; {fix}")
+    }
+}

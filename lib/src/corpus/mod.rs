@@ -25,6 +25,7 @@ pub use python::Python;
 pub use rust::Rust;
 pub use typescript::{Tsx, TypeScript};
 
+use crate::settings::{Explain, Names, Setting};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 
@@ -507,6 +508,54 @@ impl Source {
 pub fn language_for(path: &Path) -> Result<Box<dyn Language>> {
     language_of_extension(path)
         .ok_or_else(|| CorpusError::UnknownExtension { path: path.display().to_string(), known: known_extensions() }.into())
+}
+
+impl Explain for CorpusSpecError {
+    fn explain(&self, n: &dyn Names) -> String {
+        let corpus = n.name(Setting::Corpus);
+        match self {
+            CorpusSpecError::NoDefault(l) => {
+                format!(
+                    "no {corpus} given and {l} has no default corpus; give {} or {}",
+                    n.set(Setting::Corpus, "FILE"),
+                    n.set(Setting::CorpusDir, "DIR")
+                )
+            }
+            CorpusSpecError::DefaultMissing { language: Some(l), path } => format!(
+                "no {corpus} given and the default {l} corpus is not at {}; run scripts/fetch-corpus --language {l} first",
+                path.display()
+            ),
+            CorpusSpecError::DefaultMissing { language: None, path } => {
+                format!("no {corpus} given and the default corpus is not at {}; run scripts/fetch-corpus first", path.display())
+            }
+            CorpusSpecError::GlobsOnFile(path) => format!(
+                "{} and {} choose files in a folder, but {} is one file; give the folder with {}",
+                n.name(Setting::Include),
+                n.name(Setting::Exclude),
+                path.display(),
+                n.set(Setting::CorpusDir, "DIR")
+            ),
+        }
+    }
+}
+
+impl Explain for CorpusError {
+    fn explain(&self, n: &dyn Names) -> String {
+        let fix = match self {
+            CorpusError::UnknownExtension { .. } => format!("give {}", n.set(Setting::Language, "NAME")),
+            CorpusError::UnknownLanguage(_) => format!("give one of them to {}", n.name(Setting::Language)),
+            CorpusError::NoMatchingFile { .. } => format!(
+                "check {}, {}, {} and {}",
+                n.name(Setting::CorpusDir),
+                n.name(Setting::Include),
+                n.name(Setting::Exclude),
+                n.name(Setting::Language)
+            ),
+            CorpusError::BadGlob { .. } => format!("fix {} or {}", n.name(Setting::Include), n.name(Setting::Exclude)),
+            CorpusError::Unparsable { .. } => format!("check the file, or give its language with {}", n.set(Setting::Language, "NAME")),
+        };
+        format!("{self}; {fix}")
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! fit is refused with the number of layers that would, instead of failing
 //! inside llama.cpp.
 
+use crate::settings::{Explain, Names, Setting};
 use anyhow::{Context, Result};
 use llama_cpp_2::{LlamaBackendDeviceType, list_llama_ggml_backend_devices};
 use std::path::Path;
@@ -280,6 +281,20 @@ fn mem_available() -> Option<u64> {
         }
     }
     devices().into_iter().find(|d| d.name == "CPU").map(|d| d.free).filter(|&b| b > 0)
+}
+
+impl Explain for DeviceError {
+    fn explain(&self, n: &dyn Names) -> String {
+        let DeviceError::ModelDoesNotFit { fit, .. } = self;
+        match fit {
+            0 => format!("{self}; run with {}", n.set(Setting::GpuLayers, "0")),
+            fit => format!(
+                "{self}; run with {}, or leave {} out to offload what fits",
+                n.set(Setting::GpuLayers, &fit.to_string()),
+                n.name(Setting::GpuLayers)
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

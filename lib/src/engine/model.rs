@@ -46,6 +46,10 @@ pub struct Model {
     /// Milliseconds llama.cpp spent loading the weights (the run file's
     /// `load_ms` is this plus [`Model::hash_ms`]).
     pub weights_ms: f64,
+    /// The hub reference the file was resolved from (`None`: a path was
+    /// given). Set by whoever resolved it, before the model is used: the
+    /// run's manifest records it.
+    pub origin: Option<crate::support::hub::Origin>,
 }
 
 /// Loads `path` with `gpu_layers` layers offloaded ([`GPU_LAYERS_AUTO`]:
@@ -136,6 +140,7 @@ fn load_with(path: &Path, gpu_layers: u32, vocab_only: bool) -> Result<Model> {
         hash_ms,
         weights_ms,
         model,
+        origin: None,
     })
 }
 

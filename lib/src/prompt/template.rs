@@ -465,6 +465,13 @@ pub fn render(template: &str, content: &str, special: &SpecialTokens, vars: &Map
     String::from_utf8(out.out).map_err(|_| TemplateError::DoesNotRender("its output is not UTF-8".into()))
 }
 
+impl crate::settings::Explain for TemplateError {
+    fn explain(&self, n: &dyn crate::settings::Names) -> String {
+        use crate::settings::Setting;
+        format!("{self}; give a working template with {}, or fix {}", n.set(Setting::ChatTemplate, "FILE"), n.name(Setting::TemplateKwargs))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -949,6 +949,56 @@ pub struct TargetsFile {
 }
 
 impl TargetsFile {
+    /// The targets `spec` picks in `src` (its crop lines, else the whole
+    /// file): what `posrecall targets --json` writes.
+    pub fn select(src: &crate::corpus::Source, spec: &crate::targets::TargetSpec) -> Result<TargetsFile> {
+        use crate::targets::crop::CropMode;
+        let corpus = &src.corpus;
+        let (mode, (first, last)) = match spec.crop_lines {
+            Some(r) => (CropMode::Lines, r.to_zero_based(corpus.line_count())?),
+            None => (CropMode::None, (0, corpus.line_count() - 1)),
+        };
+        let selected = crate::targets::select(corpus, &src.parsed, first, last, &spec.options())?;
+        Ok(TargetsFile {
+            format: TARGETS_FORMAT_VERSION,
+            corpus: CorpusInfo::of(src, Crop::of(corpus, mode, first, last), None),
+            params: Params::of(spec),
+            error_regions: src.parsed.error_regions,
+            targets: selected,
+        })
+    }
+
+    /// The file as JSON, with the whole renaming (old name → new name) of
+    /// `src` when its names were renamed: a run file keeps only the seed,
+    /// the targets file carries the mapping.
+    pub fn to_json(&self, src: &crate::corpus::Source) -> Result<serde_json::Value> {
+        let mut json = serde_json::to_value(self)?;
+        if let Some(r) = &src.renamed {
+            json["corpus"]["rename"] = serde_json::to_value(r)?;
+        }
+        Ok(json)
+    }
+
+    /// The questions as a served model is asked them (`targets
+    /// --emit-prompts`): one JSON object per line, with the target's
+    /// `name`, the whole `prompt` (the kept file, then the question) and the
+    /// `chat_template_kwargs` to send with it.
+    pub fn prompt_lines(&self, src: &crate::corpus::Source, kwargs: &serde_json::Value) -> String {
+        let kept = src.corpus.slice_lines(self.corpus.crop.first_line - 1, self.corpus.crop.last_line - 1);
+        let mut jsonl = String::new();
+        for t in &self.targets {
+            let q = crate::prompt::query(&t.name, self.params.lines, self.params.skip_blank);
+            let line = serde_json::json!({
+                "name": t.name,
+                "prompt": crate::prompt::instruction_prompt(kept, &q),
+                "chat_template_kwargs": kwargs,
+            });
+            jsonl.push_str(&line.to_string());
+            jsonl.push('\n');
+        }
+        jsonl
+    }
+
     pub fn load(path: &Path) -> Result<TargetsFile> {
         let text = crate::support::fsutil::read_text(path).with_context(|| format!("cannot read targets file {}", path.display()))?;
         let file: TargetsFile = serde_json::from_str(&text)

@@ -182,6 +182,38 @@ pub enum OutputError {
     NotWritable { path: PathBuf, why: String },
     #[error("{out} is also an input ({input}); writing it would destroy that input")]
     IsAnInput { out: PathBuf, input: PathBuf },
+    #[error("{} is inside the {folder_label} folder {}; writing it would change that input", .out.display(), .folder.display())]
+    InsideInputFolder { out: PathBuf, folder_label: String, folder: PathBuf },
+    #[error("{} is also the {other} output; one would overwrite the other", .out.display())]
+    AlsoAnOutput { out: PathBuf, other: String },
+}
+
+/// The one check of where a command writes, before any work: every output
+/// by [`check_output`] against every input, then against every input folder
+/// (an output inside one would join or replace what is read) and every
+/// earlier output. `outputs` are (label, path) in the order they are
+/// written, the label being how the caller's user names each (a flag, a
+/// run); an error comes with the label of the output at fault.
+pub fn check_outputs<'a>(
+    outputs: &[(&'a str, &Path)],
+    inputs: &[&Path],
+    input_folders: &[(&str, &Path)],
+) -> Result<(), (&'a str, OutputError)> {
+    for (i, &(label, out)) in outputs.iter().enumerate() {
+        check_output(out, inputs).map_err(|e| (label, e))?;
+        if let Some((folder_label, folder)) = input_folders.iter().find(|(_, f)| is_inside(out, f)) {
+            let e = OutputError::InsideInputFolder {
+                out: out.to_path_buf(),
+                folder_label: folder_label.to_string(),
+                folder: folder.to_path_buf(),
+            };
+            return Err((label, e));
+        }
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, o)| same_path(o, out)) {
+            return Err((label, OutputError::AlsoAnOutput { out: out.to_path_buf(), other: other.to_string() }));
+        }
+    }
+    Ok(())
 }
 
 /// Checks, before any work, that `out` can be written and is none of

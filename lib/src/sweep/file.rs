@@ -8,8 +8,8 @@ use super::shard::Shard;
 use crate::prompt::Probe;
 use crate::prompt::template::{TemplateFile, TemplateVars, Think};
 use crate::score::Normalize;
-use crate::settings::Named;
 use crate::settings::{CtxSize, FlashAttn, KvRotation, KvType, RopeScaling};
+use crate::settings::{Explain as _, Keys, Named};
 use crate::targets::TargetSpec;
 use crate::targets::crop::{CropMode, LineRange};
 use anyhow::{Result, anyhow, bail};
@@ -436,16 +436,15 @@ impl Sweep {
         let flash_attn = p.flash_attn.unwrap_or(FlashAttn::Auto);
         // The run's ranges, by the rule `bench`'s flags go through.
         use crate::bench::Numeric;
-        Numeric::Threads.check(p.threads.map(i64::from)).map_err(|e| anyhow::anyhow!("{file}: params.threads: {e}"))?;
-        Numeric::MaxNewTokens
-            .check(p.max_new_tokens.map(|n| n as i64))
-            .map_err(|e| anyhow::anyhow!("{file}: params.max_new_tokens: {e}"))?;
-        Numeric::MaxPrefixTokens.check(c.max_tokens.map(|n| n as i64)).map_err(|e| anyhow::anyhow!("{file}: corpus.max_tokens: {e}"))?;
+        let range = |n: Numeric, v: Option<i64>| n.check(v).map_err(|e| anyhow!("{file}: {}", e.explain(&Keys)));
+        range(Numeric::Threads, p.threads.map(i64::from))?;
+        range(Numeric::MaxNewTokens, p.max_new_tokens.map(|n| n as i64))?;
+        range(Numeric::MaxPrefixTokens, c.max_tokens.map(|n| n as i64))?;
         if raw.model.is_empty() {
             bail!("{file}: no [[model]] entries");
         }
         let think_budget = p.think_budget.unwrap_or(crate::prompt::template::DEFAULT_THINK_BUDGET);
-        Numeric::ThinkBudget.check(Some(think_budget as i64)).map_err(|e| anyhow::anyhow!("{file}: params.think_budget: {e}"))?;
+        range(Numeric::ThinkBudget, Some(think_budget as i64))?;
         let defaults =
             TemplateVars { think: p.think.unwrap_or_default(), kwargs: r.kwargs(p.template_kwargs.as_ref(), "params.template_kwargs")? };
         let mut models: Vec<ModelEntry> = Vec::new();
@@ -490,39 +489,15 @@ impl Sweep {
     }
 
     /// Every run's options through [`crate::bench::BenchOptions::validate`],
-    /// the rules `bench` checks too; an error names the file and the key.
+    /// the rules `bench` checks too; an error names the file, the model and
+    /// the keys.
     fn validate(&self) -> Result<()> {
-        use crate::bench::{LadderClash, OptionsError};
         let file = self.file.display();
         for run in self.runs() {
             let decode = crate::bench::DecodeOptions::default().drafting(self.draft, self.draft_max);
-            let opts = self.options(&run, None, &decode, Path::new(""));
-            let Err(e) = opts.validate() else { continue };
-            let m = &self.models[run.model];
-            if let Some(crate::bench::DecodeError::DraftMax(_)) = e.downcast_ref() {
-                bail!("{file}: params.draft_max: {e}");
+            if let Err(e) = self.options(&run, None, &decode, Path::new("")).validate() {
+                bail!("{file}: model `{}`: {}", self.models[run.model].name, e.explain(&Keys));
             }
-            if let Some(OptionsError::EffectiveAt(_)) = e.downcast_ref::<OptionsError>() {
-                bail!("{file}: params.effective_at: {e}");
-            }
-            if let Some(OptionsError::Ladder(clash)) = e.downcast_ref::<OptionsError>() {
-                let with = match clash {
-                    LadderClash::ClosedBook => "params.closed_book".to_string(),
-                    _ => format!("model `{}`'s reference", m.name),
-                };
-                bail!("{file}: params.lengths runs a ladder of windows; it does not combine with {with}");
-            }
-            if let Some(crate::settings::ConfigError::QuantizedVNeedsFlashAttn(_)) = e.downcast_ref() {
-                let kv = match run.kv_k == run.kv_v {
-                    true => run.kv_k.to_string(),
-                    false => format!("{}/{}", run.kv_k, run.kv_v),
-                };
-                bail!(
-                    "{file}: model `{}`: kv: `{kv}` has a quantised V cache, which needs flash attention (params.flash_attn is off)",
-                    m.name
-                );
-            }
-            bail!("{file}: model `{}`: {e}", m.name);
         }
         Ok(())
     }
@@ -675,7 +650,7 @@ impl Sweep {
                 flash_attn: self.flash_attn,
                 swa_full: self.swa_full,
                 threads: self.threads,
-                gpu_layers: m.gpu_layers.unwrap_or(0),
+                gpu_layers: m.gpu_layers.unwrap_or_else(crate::bench::default_gpu_layers),
                 rope: m.rope,
                 kv_rotation: run.rotation,
             },
@@ -688,7 +663,6 @@ impl Sweep {
             reference,
             save_reference,
             reference_top_k: None,
-            origin: None,
         }
     }
 
@@ -892,7 +866,7 @@ impl Reader<'_> {
             pass: p.pass,
             normalize: p.normalize.unwrap_or(defaults.normalize),
         };
-        target.validate().map_err(|e| anyhow!("{}: [params]: {} {e}", self.file, e.setting()))?;
+        target.validate().map_err(|e| anyhow!("{}: {}", self.file, e.explain(&Keys)))?;
         Ok(target)
     }
 
@@ -1012,7 +986,7 @@ impl Reader<'_> {
     /// A model's context extension, checked by the rule `bench`'s flags go
     /// through ([`crate::settings::RopeInput::resolve`]), worded as keys.
     fn rope(&self, m: &RawModel, who: &str) -> Result<crate::settings::Rope> {
-        use crate::settings::{RopeError, RopeInput, RopeSetting};
+        use crate::settings::{Explain, RopeInput};
         let input = RopeInput {
             scaling: m.rope_scaling,
             scale: m.rope_scale.map(|x| x as f32),
@@ -1021,22 +995,7 @@ impl Reader<'_> {
             yarn_orig_ctx: m.yarn_orig_ctx.map(|n| n as usize),
         };
         let file = self.file;
-        input.resolve().map_err(|e| match e {
-            RopeError::ScaleAndFreqScale => {
-                anyhow::anyhow!(
-                    "{file}: {who}: rope_scale and rope_freq_scale are both given; rope_scale N is rope_freq_scale 1/N, keep one"
-                )
-            }
-            e => {
-                let key = match e.setting() {
-                    RopeSetting::Scale => "rope_scale",
-                    RopeSetting::FreqScale => "rope_freq_scale",
-                    RopeSetting::FreqBase => "rope_freq_base",
-                    RopeSetting::YarnOrigCtx => "yarn_orig_ctx",
-                };
-                anyhow::anyhow!("{file}: {who}: {key}: {e}")
-            }
-        })
+        input.resolve().map_err(|e| anyhow::anyhow!("{file}: {who}: {}", e.explain(&Keys)))
     }
 }
 
@@ -1069,6 +1028,24 @@ kv = ["q4_0"]
 probe = "completion"
 gpu_layers = 0
 "#;
+
+    /// The sweep's name of each setting it reads is a key of the file: a
+    /// message never points at a key `models.toml` does not have.
+    #[test]
+    fn every_setting_a_sweep_reads_is_named_by_a_key_of_the_file() {
+        use crate::settings::Setting;
+        use strum::VariantArray;
+        for &s in Setting::VARIANTS {
+            let Some(key) = Keys::key(s) else { continue };
+            // A value no key takes: serde names an unknown key as such first.
+            let text = match key.split_once('.') {
+                Some((table, k)) => GOOD.replace(&format!("[{table}]\n"), &format!("[{table}]\n{k} = [[]]\n")),
+                None => GOOD.replace("gpu_layers = 0\n", &format!("gpu_layers = 0\n{key} = [[]]\n")),
+            };
+            let e = Sweep::parse(&text, Path::new("m.toml"), &env_of(&[("CACHE", "/c")])).unwrap_err().to_string();
+            assert!(!e.contains("unknown field"), "{s:?} is named `{key}`, which models.toml does not have: {e}");
+        }
+    }
 
     #[test]
     fn parses_a_sweep() {

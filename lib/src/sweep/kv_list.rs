@@ -4,7 +4,7 @@
 //! the output folder), and its table ([`crate::report::kv_table`]).
 
 use super::{Sweep, SweepOptions, SweepSink, run_sweep};
-use crate::bench::BenchOptions;
+use crate::bench::ValidOptions;
 use crate::bench::kv_list::KvItem;
 use crate::corpus::{CorpusSpec, Source};
 use crate::record::run::RunFile;
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 /// `out_dir`; returns the table's rows, in the order of `items`.
 pub fn run_kv_list(
     model: &Path,
-    opts: BenchOptions,
+    opts: ValidOptions,
     items: &[KvItem],
     spec: &CorpusSpec,
     out_dir: PathBuf,
@@ -32,7 +32,7 @@ pub fn run_kv_list(
         show.note(&note);
     }
     let sweep_opts = SweepOptions { out_dir, resume: false, prefix_cache: opts.prefix_cache.clone(), decode: opts.decode.clone() };
-    let sweep = Sweep::of_bench(model, &name, opts, items, spec);
+    let sweep = Sweep::of_bench(model, &name, opts.into_inner(), items, spec);
     let runs = sweep.runs();
     run_sweep(&sweep, vec![None], &runs, &src, &sweep_opts, sink, show)?;
     let mut loaded = Vec::with_capacity(items.len());

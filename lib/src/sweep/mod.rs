@@ -13,3 +13,6 @@ pub mod shard;
 pub use file::{ModelEntry, ReferenceRole, Sweep, SweepRun, expand_vars, process_env};
 pub use run::{OutDirError, SweepOptions, SweepSink, is_finished, run_sweep};
 pub use shard::{Shard, ShardArg, ShardError};
+
+/// Where a sweep's run files go when nothing is said.
+pub const DEFAULT_OUT_DIR: &str = "runs";

@@ -8,13 +8,14 @@
 
 use super::file::{ReferenceRole, Sweep, SweepRun};
 use crate::bench::plan::{NoSharedRange, plan_shared};
-use crate::bench::{self, BenchOptions, DecodeOptions, Env, Plan, PlanOptions, Planned, RunSpec};
+use crate::bench::{self, DecodeOptions, Env, Plan, PlanOptions, Planned, RunSpec, ValidOptions};
 use crate::corpus::Source;
 use crate::engine::model::{self, Model};
 use crate::prompt::template::TemplateFile;
 use crate::record::reference::Reference;
 use crate::record::run::{Manifest, RunFile, TargetResult};
 use crate::settings::Named;
+use crate::settings::{Explain as _, Keys};
 use crate::support::progress::{Notes, Progress, Show, Unit};
 use anyhow::{Context, Result, anyhow, bail};
 use std::path::{Path, PathBuf};
@@ -80,13 +81,12 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// A run's options, with what its model's load offloads.
-    fn options(&self, r: &SweepRun, m: &Model1) -> BenchOptions {
+    /// A run's options, checked (the sweep's were checked when it was
+    /// read; this is the one check running needs).
+    fn options(&self, r: &SweepRun) -> Result<ValidOptions> {
         let mut o = self.sweep.options(r, self.templates[r.model].as_ref(), &self.opts.decode, &self.opts.out_dir);
-        o.context.gpu_layers = m.gpu_layers;
         o.prefix_cache = self.opts.prefix_cache.clone();
-        o.origin = m.origin.clone();
-        o
+        o.validate().map_err(|e| anyhow!("{}", e.explain(&Keys)))
     }
 }
 
@@ -174,6 +174,7 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
         inputs.push(&m.path);
         inputs.extend(m.chat_template.as_deref());
     }
+    let folders: Vec<(&str, &Path)> = sweep.corpus_dir.iter().map(|d| ("corpus", d.as_path())).collect();
     for r in ctx.mine {
         for out in [r.file(dir), r.reference_file(dir), crate::record::reference::sidecar(&r.reference_file(dir))] {
             // Names the sweep makes itself stay in the folder: a link planted
@@ -186,23 +187,13 @@ fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
                 ))
                 .into());
             }
-            crate::support::fsutil::check_output(&out, &inputs).map_err(|e| OutDirError(format!("{e:#}")))?;
+            crate::support::fsutil::check_outputs(&[("", &out)], &inputs, &folders).map_err(|(_, e)| OutDirError(e.to_string()))?;
             // `--resume` reads what is there: a FIFO would block the read.
             // (Written outputs may be FIFOs or devices; read ones may not.)
             if ctx.opts.resume && std::fs::metadata(&out).is_ok_and(|m| !m.is_file()) {
                 return Err(OutDirError(format!(
                     "{} exists and is not a regular file (a FIFO, socket or device): resuming would read it back; remove it",
                     out.display()
-                ))
-                .into());
-            }
-            if let Some(folder) = &sweep.corpus_dir
-                && crate::support::fsutil::is_inside(&out, folder)
-            {
-                return Err(OutDirError(format!(
-                    "{} is inside the corpus folder {}; write the runs elsewhere",
-                    out.display(),
-                    folder.display()
                 ))
                 .into());
             }
@@ -257,15 +248,16 @@ fn pending_runs<'r>(ctx: &Ctx<'r>, models: &[Model1], src: &Source, sink: &mut d
         if ctx.opts.resume && out.exists() {
             let m = &models[r.model];
             let model = m.model.as_ref().ok_or_else(|| anyhow!("model not loaded"))?;
-            let o = ctx.options(r, m);
-            let (cfg, decoding) = bench::decide(model, m.planned.run_plan(), &o.context, &o.decode, false).map_err(|e| sink.explain(e))?;
+            let o = ctx.options(r)?;
+            let (cfg, decoding) =
+                bench::decide(model, m.planned.run_plan(), &o.context, &o.decode, m.gpu_layers, false).map_err(|e| sink.explain(e))?;
             let spec = RunSpec {
                 model,
                 src,
                 plan: m.planned.run_plan(),
                 cfg: &cfg,
                 build: o.build.as_deref(),
-                origin: o.origin.as_ref(),
+                origin: m.origin.as_ref(),
                 target: &o.plan.target,
                 decoding: &decoding,
                 reference: None,
@@ -423,8 +415,9 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
                 model::load(&m.path, m.gpu_layers).map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?
             }
         };
+        let model = Model { origin: m.origin.clone(), ..model };
         for Pending { run: r, kept_if_reference } in &runs {
-            let o = ctx.options(r, m);
+            let o = ctx.options(r)?;
             if let (Some(sha), Some(path)) = (kept_if_reference, o.reference.as_deref()) {
                 if crate::support::fsutil::file_sha256(path).is_ok_and(|now| now == *sha) {
                     overall.inc(m.planned.targets().len() as u64);
@@ -477,4 +470,10 @@ pub fn is_finished(existing: &crate::record::run::RunFile, manifest: &Manifest, 
         && existing.targets.iter().zip(targets).all(|(t, (name, line))| &t.name == name && t.line == *line)
         && existing.summary.total.count == targets.len()
         && existing.timings.is_some()
+}
+
+impl crate::settings::Explain for OutDirError {
+    fn explain(&self, n: &dyn crate::settings::Names) -> String {
+        format!("{}: {}", n.name(crate::settings::Setting::OutDir), self.0)
+    }
 }

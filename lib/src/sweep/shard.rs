@@ -2,6 +2,8 @@
 //! `N` or `auto` and the job array's environment (Slurm, Kubernetes Indexed
 //! Jobs).
 
+use crate::settings::{Explain, Names, Setting};
+
 /// This process's slice of the runs: shard `k` (1-based) of `n`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
@@ -126,6 +128,26 @@ impl ShardArg {
                 (None, Some((k, _))) => Ok(Shard { k, n }),
                 (None, None) => Err(ShardError::NoScheduler { n }),
             },
+        }
+    }
+}
+
+impl Explain for ShardError {
+    fn explain(&self, n: &dyn Names) -> String {
+        use ShardError as S;
+        match self {
+            S::NoSlurmArray => format!(
+                "{}: {self}; for a Kubernetes Indexed Job give the number of shards: {}",
+                n.set(Setting::Shard, "auto"),
+                n.set(Setting::Shard, "N")
+            ),
+            S::NoScheduler { n: count } | S::BothSchedulers { n: count } => {
+                format!("{}: {self}; give {}", n.set(Setting::Shard, &count.to_string()), n.set(Setting::Shard, &format!("K/{count}")))
+            }
+            S::IndexOutOfRange { n: count, .. } | S::ArraySize { n: count, .. } => {
+                format!("{}: {self}", n.set(Setting::Shard, &count.to_string()))
+            }
+            _ => format!("{}: {self}", n.name(Setting::Shard)),
         }
     }
 }

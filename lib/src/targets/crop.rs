@@ -6,6 +6,7 @@
 //! [`choose_range`]. Targets come only from the kept range, and depth is measured
 //! within it.
 
+use crate::settings::{Explain, Names, Setting};
 use serde::{Deserialize, Serialize};
 
 /// A range that cannot be kept. The messages name no command-line flag: the
@@ -160,6 +161,23 @@ pub fn choose_range(mode: CropMode, cost: &[usize], budget: usize, spans: &[(usi
                 Some((_, f, l)) => Ok((f, l)),
                 None => Err(CropError::NoLineFits { budget }),
             }
+        }
+    }
+}
+
+impl Explain for CropError {
+    fn explain(&self, n: &dyn Names) -> String {
+        match self {
+            CropError::PastTheEnd { first, last, line_count } => {
+                format!("{} goes past the end of the corpus ({line_count} lines)", n.set(Setting::CropLines, &format!("{first}:{last}")))
+            }
+            _ => format!(
+                "{self}; use {} or {}, {}, or a larger {}",
+                n.set(Setting::Crop, "head"),
+                n.set(Setting::Crop, "densest"),
+                n.set(Setting::CropLines, "A:B"),
+                n.name(Setting::Ctx)
+            ),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod crop;
 
 use crate::corpus::{Corpus, Parsed};
 use crate::score::{Normalize, ScoreOptions};
+use crate::settings::{Explain, Names, Setting};
 use crate::targets::crop::LineRange;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -58,19 +59,32 @@ impl Default for TargetSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     #[error("must be at least 1")]
-    Zero(&'static str),
+    Zero(Setting),
     #[error("{value} is more than the largest, {max}")]
-    TooLarge { setting: &'static str, value: usize, max: usize },
+    TooLarge { setting: Setting, value: usize, max: usize },
     #[error("{pass} is more than the {lines} lines per answer: nothing could pass")]
     PassAboveLines { pass: usize, lines: usize },
 }
 
 impl SpecError {
-    /// The setting at fault: `count`, `lines` or `pass`.
-    pub fn setting(&self) -> &'static str {
+    /// The setting at fault.
+    pub fn setting(&self) -> Setting {
         match self {
-            SpecError::Zero(s) | SpecError::TooLarge { setting: s, .. } => s,
-            SpecError::PassAboveLines { .. } => "pass",
+            SpecError::Zero(s) | SpecError::TooLarge { setting: s, .. } => *s,
+            SpecError::PassAboveLines { .. } => Setting::Pass,
+        }
+    }
+}
+
+impl Explain for SpecError {
+    fn explain(&self, n: &dyn Names) -> String {
+        match self {
+            SpecError::Zero(s) | SpecError::TooLarge { setting: s, .. } => format!("{} {self}", n.name(*s)),
+            SpecError::PassAboveLines { pass, lines } => format!(
+                "{} is more than {}: nothing could pass",
+                n.set(Setting::Pass, &pass.to_string()),
+                n.set(Setting::Lines, &lines.to_string())
+            ),
         }
     }
 }
@@ -105,7 +119,7 @@ impl TargetSpec {
 
     /// Checks the numbers make sense together.
     pub fn validate(&self) -> Result<(), SpecError> {
-        for (setting, value, max) in [("count", self.count, Self::MAX_COUNT), ("lines", self.lines, Self::MAX_LINES)] {
+        for (setting, value, max) in [(Setting::Count, self.count, Self::MAX_COUNT), (Setting::Lines, self.lines, Self::MAX_LINES)] {
             if value == 0 {
                 return Err(SpecError::Zero(setting));
             }
@@ -114,7 +128,7 @@ impl TargetSpec {
             }
         }
         if self.pass == Some(0) {
-            return Err(SpecError::Zero("pass"));
+            return Err(SpecError::Zero(Setting::Pass));
         }
         if self.pass() > self.lines {
             return Err(SpecError::PassAboveLines { pass: self.pass(), lines: self.lines });
@@ -321,6 +335,31 @@ pub fn select(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts:
     Ok(sample(candidates, opts))
 }
 
+impl TooFewTargets {
+    /// The error and what would fix it, by how the kept range was chosen
+    /// (`crop`; `None` where the range is the whole file or one given by
+    /// hand, as for `targets` and `score`).
+    pub fn explain_with(&self, n: &dyn Names, crop: Option<crate::targets::crop::CropMode>) -> String {
+        use crate::targets::crop::CropMode;
+        let name = |s| n.name(s);
+        let (count, lines) = (name(Setting::Count), name(Setting::Lines));
+        let fix = match crop {
+            None => format!("lower {count} or {lines}, or choose a {} range that holds more functions", name(Setting::CropLines)),
+            Some(CropMode::Densest) => format!(
+                "use a longer-context model (or a larger {}), {} around another region, or a smaller {count} or {lines}",
+                name(Setting::Ctx),
+                n.set(Setting::CropLines, "A:B")
+            ),
+            Some(_) => format!(
+                "use a longer-context model (or a larger {}), {} (the window with the most functions), or a smaller {count} or {lines}",
+                name(Setting::Ctx),
+                n.set(Setting::Crop, "densest")
+            ),
+        };
+        format!("{}, but {} is {}; {fix}", self.what_was_found(), count, self.wanted)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,24 +372,28 @@ mod tests {
     /// (the command turns it into the flag or key).
     #[test]
     fn validate_refuses_each_setting_at_its_edge() {
-        let cases: [(TargetSpec, Result<(), SpecError>, &str); 11] = [
-            (spec(1, 1, None), Ok(()), ""),
-            (spec(10_000, 1_000, Some(1_000)), Ok(()), ""),
-            (spec(0, 20, None), Err(SpecError::Zero("count")), "count"),
-            (spec(10_001, 20, None), Err(SpecError::TooLarge { setting: "count", value: 10_001, max: 10_000 }), "count"),
-            (spec(16, 0, None), Err(SpecError::Zero("lines")), "lines"),
-            (spec(16, 1_001, None), Err(SpecError::TooLarge { setting: "lines", value: 1_001, max: 1_000 }), "lines"),
-            (spec(16, 20, Some(0)), Err(SpecError::Zero("pass")), "pass"),
-            (spec(16, 20, Some(21)), Err(SpecError::PassAboveLines { pass: 21, lines: 20 }), "pass"),
-            (spec(16, 20, Some(20)), Ok(()), ""),
+        let cases: [(TargetSpec, Result<(), SpecError>, Option<Setting>); 11] = [
+            (spec(1, 1, None), Ok(()), None),
+            (spec(10_000, 1_000, Some(1_000)), Ok(()), None),
+            (spec(0, 20, None), Err(SpecError::Zero(Setting::Count)), Some(Setting::Count)),
+            (
+                spec(10_001, 20, None),
+                Err(SpecError::TooLarge { setting: Setting::Count, value: 10_001, max: 10_000 }),
+                Some(Setting::Count),
+            ),
+            (spec(16, 0, None), Err(SpecError::Zero(Setting::Lines)), Some(Setting::Lines)),
+            (spec(16, 1_001, None), Err(SpecError::TooLarge { setting: Setting::Lines, value: 1_001, max: 1_000 }), Some(Setting::Lines)),
+            (spec(16, 20, Some(0)), Err(SpecError::Zero(Setting::Pass)), Some(Setting::Pass)),
+            (spec(16, 20, Some(21)), Err(SpecError::PassAboveLines { pass: 21, lines: 20 }), Some(Setting::Pass)),
+            (spec(16, 20, Some(20)), Ok(()), None),
             // No pass given: 8, capped at the lines, so never above them.
-            (spec(16, 5, None), Ok(()), ""),
-            (spec(0, 0, Some(0)), Err(SpecError::Zero("count")), "count"),
+            (spec(16, 5, None), Ok(()), None),
+            (spec(0, 0, Some(0)), Err(SpecError::Zero(Setting::Count)), Some(Setting::Count)),
         ];
         for (s, want, setting) in cases {
             let got = s.validate();
             assert_eq!(got, want, "{s:?}");
-            assert_eq!(got.err().map_or("", |e| e.setting()), setting, "{s:?}");
+            assert_eq!(got.err().map(|e| e.setting()), setting, "{s:?}");
         }
     }
 

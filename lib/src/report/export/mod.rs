@@ -21,8 +21,10 @@ pub trait Exporter {
 
 crate::settings::named_choice! {
     /// The format of a report (or of a KV list's table).
+    #[derive(Default)]
     pub enum Format {
         /// Aligned plain text for the terminal.
+        #[default]
         Table,
         /// GitHub-flavoured Markdown (pastes into an issue).
         Md,

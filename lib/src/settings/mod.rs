@@ -8,7 +8,10 @@
 //! the manifest's `context`, the prefix cache key and a sweep's resume key are
 //! all made from it.
 
+pub mod setting;
+
 use serde::{Deserialize, Serialize};
+pub use setting::{Explain, Keys, Names, Setting};
 
 /// The names users type for the settings that are a choice (KV types,
 /// modes, formats) are the variants' own, in snake case (`Q8_0` is `q8_0`,
@@ -252,6 +255,16 @@ impl CtxSize {
     pub const MAX: u32 = 1 << 24;
 }
 
+impl std::fmt::Display for CtxSize {
+    /// As it is typed: `auto` or the token count.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CtxSize::Auto => f.write_str("auto"),
+            CtxSize::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 impl std::str::FromStr for CtxSize {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -336,22 +349,13 @@ pub struct RopeInput {
     pub yarn_orig_ctx: Option<usize>,
 }
 
-/// A RoPE value a user can give; the face words it as its flag or key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RopeSetting {
-    Scale,
-    FreqScale,
-    FreqBase,
-    YarnOrigCtx,
-}
-
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum RopeError {
     #[error("{value} is not from {min} to {max}")]
-    OutOfRange { setting: RopeSetting, value: f32, min: &'static str, max: f32 },
+    OutOfRange { setting: Setting, value: f32, min: &'static str, max: f32 },
     /// A scale with `--rope-scaling none`: llama.cpp then ignores it.
     #[error("{value} with RoPE scaling none changes nothing (llama.cpp ignores the scale then); choose linear or yarn")]
-    ScaleWithoutScaling { setting: RopeSetting, value: f32 },
+    ScaleWithoutScaling { setting: Setting, value: f32 },
     #[error("{value} is not a token count from 1 to {max}", max = CtxSize::MAX)]
     YarnOrigCtx { value: usize },
     /// Both the scale and the frequency scale: one is the other's inverse.
@@ -360,17 +364,29 @@ pub enum RopeError {
     /// YaRN with positions compressed instead of stretched: its corrections
     /// are defined for extending a context only.
     #[error("{value} would shrink the context, which YaRN does not do: a scale is 1 or more, a frequency scale 1 or less")]
-    YarnShrinks { setting: RopeSetting, value: f32 },
+    YarnShrinks { setting: Setting, value: f32 },
 }
 
 impl RopeError {
     /// The value at fault (both, for the exclusion: the scale is named).
-    pub fn setting(&self) -> RopeSetting {
+    pub fn setting(&self) -> Setting {
         match self {
             RopeError::OutOfRange { setting, .. } => *setting,
-            RopeError::YarnOrigCtx { .. } => RopeSetting::YarnOrigCtx,
-            RopeError::ScaleAndFreqScale => RopeSetting::Scale,
+            RopeError::YarnOrigCtx { .. } => Setting::YarnOrigCtx,
+            RopeError::ScaleAndFreqScale => Setting::RopeScale,
             RopeError::YarnShrinks { setting, .. } | RopeError::ScaleWithoutScaling { setting, .. } => *setting,
+        }
+    }
+}
+
+impl Explain for RopeError {
+    fn explain(&self, n: &dyn Names) -> String {
+        match self {
+            RopeError::ScaleAndFreqScale => {
+                let (scale, freq) = (n.name(Setting::RopeScale), n.name(Setting::RopeFreqScale));
+                format!("{scale} and {freq} are both given; {scale} N is {freq} 1/N, keep one")
+            }
+            e => format!("{}: {e}", n.name(e.setting())),
         }
     }
 }
@@ -390,22 +406,22 @@ impl RopeInput {
 
     /// The settings llama.cpp is given, once every value is in range.
     pub fn resolve(self) -> Result<Rope, RopeError> {
-        let check = |v: Option<f32>, setting: RopeSetting, (min, min_text): (f32, &'static str), max: f32| match v {
+        let check = |v: Option<f32>, setting: Setting, (min, min_text): (f32, &'static str), max: f32| match v {
             Some(value) if !(value.is_finite() && value >= min && value <= max) => {
                 Err(RopeError::OutOfRange { setting, value, min: min_text, max })
             }
             v => Ok(v),
         };
-        let scale = check(self.scale, RopeSetting::Scale, Self::MIN_SCALE, Self::MAX_SCALE)?;
-        let freq_scale = check(self.freq_scale, RopeSetting::FreqScale, Self::MIN_SCALE, Self::MAX_SCALE)?;
-        let freq_base = check(self.freq_base, RopeSetting::FreqBase, Self::MIN_FREQ_BASE, Self::MAX_FREQ_BASE)?;
+        let scale = check(self.scale, Setting::RopeScale, Self::MIN_SCALE, Self::MAX_SCALE)?;
+        let freq_scale = check(self.freq_scale, Setting::RopeFreqScale, Self::MIN_SCALE, Self::MAX_SCALE)?;
+        let freq_base = check(self.freq_base, Setting::RopeFreqBase, Self::MIN_FREQ_BASE, Self::MAX_FREQ_BASE)?;
         if scale.is_some() && freq_scale.is_some() {
             return Err(RopeError::ScaleAndFreqScale);
         }
         if self.scaling == Some(RopeScaling::None) {
             match (scale, freq_scale) {
-                (Some(value), _) => return Err(RopeError::ScaleWithoutScaling { setting: RopeSetting::Scale, value }),
-                (_, Some(value)) => return Err(RopeError::ScaleWithoutScaling { setting: RopeSetting::FreqScale, value }),
+                (Some(value), _) => return Err(RopeError::ScaleWithoutScaling { setting: Setting::RopeScale, value }),
+                (_, Some(value)) => return Err(RopeError::ScaleWithoutScaling { setting: Setting::RopeFreqScale, value }),
                 _ => {}
             }
         }
@@ -414,8 +430,8 @@ impl RopeInput {
         }
         if self.scaling == Some(RopeScaling::Yarn) {
             match (scale, freq_scale) {
-                (Some(value), _) if value < 1.0 => return Err(RopeError::YarnShrinks { setting: RopeSetting::Scale, value }),
-                (_, Some(value)) if value > 1.0 => return Err(RopeError::YarnShrinks { setting: RopeSetting::FreqScale, value }),
+                (Some(value), _) if value < 1.0 => return Err(RopeError::YarnShrinks { setting: Setting::RopeScale, value }),
+                (_, Some(value)) if value > 1.0 => return Err(RopeError::YarnShrinks { setting: Setting::RopeFreqScale, value }),
                 _ => {}
             }
         }
@@ -433,6 +449,18 @@ impl RopeInput {
 pub enum ConfigError {
     #[error("a quantised V cache ({0}) needs flash attention")]
     QuantizedVNeedsFlashAttn(&'static str),
+}
+
+impl Explain for ConfigError {
+    fn explain(&self, n: &dyn Names) -> String {
+        let ConfigError::QuantizedVNeedsFlashAttn(t) = self;
+        format!(
+            "a quantised V cache ({}) needs flash attention; drop {} or use {}",
+            n.set(Setting::KvV, t),
+            n.set(Setting::FlashAttn, "off"),
+            n.set(Setting::KvV, "f16")
+        )
+    }
 }
 
 /// Every parameter of a context that a run records (`manifest.context`).
@@ -622,19 +650,19 @@ mod tests {
         let ok = RopeInput { scale: Some(4.0), freq_base: Some(1e6), yarn_orig_ctx: Some(8192), ..RopeInput::default() };
         assert_eq!(ok.resolve(), Ok(Rope { scaling: None, freq_base: Some(1e6), freq_scale: Some(0.25), yarn_orig_ctx: Some(8192) }));
         let out = |i: RopeInput| i.resolve().unwrap_err().setting();
-        assert_eq!(out(RopeInput { scale: Some(0.0), ..RopeInput::default() }), RopeSetting::Scale);
-        assert_eq!(out(RopeInput { scale: Some(1024.5), ..RopeInput::default() }), RopeSetting::Scale);
-        assert_eq!(out(RopeInput { freq_scale: Some(f32::NAN), ..RopeInput::default() }), RopeSetting::FreqScale);
-        assert_eq!(out(RopeInput { freq_base: Some(2e12), ..RopeInput::default() }), RopeSetting::FreqBase);
-        assert_eq!(out(RopeInput { yarn_orig_ctx: Some(0), ..RopeInput::default() }), RopeSetting::YarnOrigCtx);
-        assert_eq!(out(RopeInput { yarn_orig_ctx: Some((1 << 24) + 1), ..RopeInput::default() }), RopeSetting::YarnOrigCtx);
+        assert_eq!(out(RopeInput { scale: Some(0.0), ..RopeInput::default() }), Setting::RopeScale);
+        assert_eq!(out(RopeInput { scale: Some(1024.5), ..RopeInput::default() }), Setting::RopeScale);
+        assert_eq!(out(RopeInput { freq_scale: Some(f32::NAN), ..RopeInput::default() }), Setting::RopeFreqScale);
+        assert_eq!(out(RopeInput { freq_base: Some(2e12), ..RopeInput::default() }), Setting::RopeFreqBase);
+        assert_eq!(out(RopeInput { yarn_orig_ctx: Some(0), ..RopeInput::default() }), Setting::YarnOrigCtx);
+        assert_eq!(out(RopeInput { yarn_orig_ctx: Some((1 << 24) + 1), ..RopeInput::default() }), Setting::YarnOrigCtx);
         let both = RopeInput { scale: Some(2.0), freq_scale: Some(0.5), ..RopeInput::default() };
         assert_eq!(both.resolve(), Err(RopeError::ScaleAndFreqScale));
         // YaRN only stretches: a scale under 1 (a frequency scale over 1) is
         // refused with it, and accepted with linear scaling.
         let yarn = |scale, freq_scale| RopeInput { scaling: Some(RopeScaling::Yarn), scale, freq_scale, ..RopeInput::default() };
-        assert_eq!(yarn(Some(0.5), None).resolve(), Err(RopeError::YarnShrinks { setting: RopeSetting::Scale, value: 0.5 }));
-        assert_eq!(yarn(None, Some(2.0)).resolve(), Err(RopeError::YarnShrinks { setting: RopeSetting::FreqScale, value: 2.0 }));
+        assert_eq!(yarn(Some(0.5), None).resolve(), Err(RopeError::YarnShrinks { setting: Setting::RopeScale, value: 0.5 }));
+        assert_eq!(yarn(None, Some(2.0)).resolve(), Err(RopeError::YarnShrinks { setting: Setting::RopeFreqScale, value: 2.0 }));
         assert!(yarn(Some(1.0), None).resolve().is_ok() && yarn(None, Some(1.0)).resolve().is_ok());
         let linear = RopeInput { scaling: Some(RopeScaling::Linear), scale: Some(0.5), ..RopeInput::default() };
         assert!(linear.resolve().is_ok());
