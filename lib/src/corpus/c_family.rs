@@ -8,8 +8,8 @@
 //! are never targets. A function whose header is split by `#ifdef`
 //! branches does not parse as one definition and is skipped.
 
-use super::Parsed;
 use super::walk::{self, Decl, Grammar, braced, field_text, text_of};
+use super::{Parsed, joined};
 use tree_sitter::Node;
 
 /// The text with every conditional directive line (`#if`, `#ifdef`,
@@ -226,6 +226,8 @@ impl Grammar for Cpp {
     }
 }
 
+/// C's keywords and the names a rename must not take (`NULL`, `main`);
+/// C++'s words start with these.
 const C_WORDS: &[&str] = &[
     "auto",
     "break",
@@ -277,101 +279,57 @@ const C_WORDS: &[&str] = &[
 
 c_language!(C, "c", C_WORDS);
 
-c_language!(
-    Cpp,
-    "cpp",
-    &[
-        "auto",
-        "break",
-        "case",
-        "char",
-        "const",
-        "continue",
-        "default",
-        "do",
-        "double",
-        "else",
-        "enum",
-        "extern",
-        "float",
-        "for",
-        "goto",
-        "if",
-        "inline",
-        "int",
-        "long",
-        "register",
-        "restrict",
-        "return",
-        "short",
-        "signed",
-        "sizeof",
-        "static",
-        "struct",
-        "switch",
-        "typedef",
-        "union",
-        "unsigned",
-        "void",
-        "volatile",
-        "while",
-        "bool",
-        "true",
-        "false",
-        "NULL",
-        "main",
-        "alignas",
-        "alignof",
-        "nullptr",
-        "static_assert",
-        "thread_local",
-        "typeof",
-        "constexpr",
-        "and",
-        "asm",
-        "catch",
-        "class",
-        "concept",
-        "consteval",
-        "constinit",
-        "co_await",
-        "co_return",
-        "co_yield",
-        "decltype",
-        "delete",
-        "dynamic_cast",
-        "explicit",
-        "export",
-        "friend",
-        "mutable",
-        "namespace",
-        "new",
-        "noexcept",
-        "not",
-        "operator",
-        "or",
-        "private",
-        "protected",
-        "public",
-        "reinterpret_cast",
-        "requires",
-        "const_cast",
-        "static_cast",
-        "template",
-        "this",
-        "throw",
-        "try",
-        "typeid",
-        "typename",
-        "using",
-        "virtual",
-        "wchar_t",
-        "xor",
-        "final",
-        "override",
-        "std",
-    ]
-);
+/// C++'s own keywords and the names a rename must not take, beyond C's.
+const CPP_OWN_WORDS: &[&str] = &[
+    "and",
+    "asm",
+    "catch",
+    "class",
+    "concept",
+    "consteval",
+    "constinit",
+    "co_await",
+    "co_return",
+    "co_yield",
+    "decltype",
+    "delete",
+    "dynamic_cast",
+    "explicit",
+    "export",
+    "friend",
+    "mutable",
+    "namespace",
+    "new",
+    "noexcept",
+    "not",
+    "operator",
+    "or",
+    "private",
+    "protected",
+    "public",
+    "reinterpret_cast",
+    "requires",
+    "const_cast",
+    "static_cast",
+    "template",
+    "this",
+    "throw",
+    "try",
+    "typeid",
+    "typename",
+    "using",
+    "virtual",
+    "wchar_t",
+    "xor",
+    "final",
+    "override",
+    "std",
+];
+
+/// C++ keeps C's keywords: they come first, then C++'s own.
+const CPP_WORDS: &[&str] = &joined::<{ C_WORDS.len() + CPP_OWN_WORDS.len() }>(C_WORDS, CPP_OWN_WORDS);
+
+c_language!(Cpp, "cpp", CPP_WORDS);
 
 #[cfg(test)]
 mod tests {
