@@ -67,7 +67,7 @@ fn first_branches(text: &str) -> (String, Vec<(usize, usize)>) {
 /// header split between `#ifdef` branches), it is parsed again with only the
 /// first branch of every conditional; if that has fewer errors it is used,
 /// and a function that spans a left-out branch is never a target.
-fn c_functions(g: &dyn Grammar, text: &str) -> anyhow::Result<Parsed> {
+fn c_functions<G: Grammar>(g: &G, text: &str) -> anyhow::Result<Parsed> {
     let parsed = walk::functions(g, text)?;
     if parsed.error_regions == 0 {
         return Ok(parsed);
@@ -168,11 +168,12 @@ fn definition(node: Node, text: &str) -> Option<Decl> {
 }
 
 impl Grammar for C {
+    const TITLE: &'static str = "C";
+    const SEPARATOR: &'static str = "::";
+    const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier", "field_identifier"];
+    const RULE: &'static str = "a function definition whose name is unique";
     fn grammar(&self) -> tree_sitter::Language {
         tree_sitter_c::LANGUAGE.into()
-    }
-    fn title(&self) -> &'static str {
-        "C"
     }
     fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
         definition(node, text)
@@ -180,23 +181,15 @@ impl Grammar for C {
     fn scope(&self, _node: Node, _text: &str) -> Option<String> {
         None
     }
-    fn separator(&self) -> &'static str {
-        "::"
-    }
-    fn identifier_kinds(&self) -> &'static [&'static str] {
-        &["identifier", "field_identifier"]
-    }
-    fn rule(&self) -> &'static str {
-        "a function definition whose name is unique"
-    }
 }
 
 impl Grammar for Cpp {
+    const TITLE: &'static str = "C++";
+    const SEPARATOR: &'static str = "::";
+    const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier", "field_identifier"];
+    const RULE: &'static str = "a function definition whose name (or Class::name) is unique";
     fn grammar(&self) -> tree_sitter::Language {
         tree_sitter_cpp::LANGUAGE.into()
-    }
-    fn title(&self) -> &'static str {
-        "C++"
     }
     fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
         definition(node, text)
@@ -214,15 +207,6 @@ impl Grammar for Cpp {
             _ => None,
         }
         .map(|s| s.split_whitespace().collect())
-    }
-    fn separator(&self) -> &'static str {
-        "::"
-    }
-    fn identifier_kinds(&self) -> &'static [&'static str] {
-        &["identifier", "field_identifier"]
-    }
-    fn rule(&self) -> &'static str {
-        "a function definition whose name (or Class::name) is unique"
     }
 }
 

@@ -75,26 +75,18 @@ const TS_WORDS: &[&str] = &joined::<{ JS_WORDS.len() + TS_OWN_WORDS.len() }>(JS_
 macro_rules! ts_grammar {
     ($ty:ty, $lang:expr, $title:literal) => {
         impl Grammar for $ty {
+            const TITLE: &'static str = $title;
+            const SEPARATOR: &'static str = ".";
+            const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier", "property_identifier"];
+            const RULE: &'static str = "a named `function` declaration or class method whose name (or Class.name) is unique";
             fn grammar(&self) -> tree_sitter::Language {
                 $lang.into()
-            }
-            fn title(&self) -> &'static str {
-                $title
             }
             fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
                 declaration(node, text)
             }
             fn scope(&self, node: Node, text: &str) -> Option<String> {
                 scope(node, text)
-            }
-            fn separator(&self) -> &'static str {
-                "."
-            }
-            fn identifier_kinds(&self) -> &'static [&'static str] {
-                &["identifier", "property_identifier"]
-            }
-            fn rule(&self) -> &'static str {
-                "a named `function` declaration or class method whose name (or Class.name) is unique"
             }
         }
     };
