@@ -8,8 +8,8 @@
 //! are never targets. A function whose header is split by `#ifdef`
 //! branches does not parse as one definition and is skipped.
 
-use super::Parsed;
 use super::walk::{self, Decl, Grammar, braced, field_text, text_of};
+use super::{Parsed, joined};
 use tree_sitter::Node;
 
 /// The text with every conditional directive line (`#if`, `#ifdef`,
@@ -67,7 +67,7 @@ fn first_branches(text: &str) -> (String, Vec<(usize, usize)>) {
 /// header split between `#ifdef` branches), it is parsed again with only the
 /// first branch of every conditional; if that has fewer errors it is used,
 /// and a function that spans a left-out branch is never a target.
-fn c_functions(g: &dyn Grammar, text: &str) -> anyhow::Result<Parsed> {
+fn c_functions<G: Grammar>(g: &G, text: &str) -> anyhow::Result<Parsed> {
     let parsed = walk::functions(g, text)?;
     if parsed.error_regions == 0 {
         return Ok(parsed);
@@ -168,11 +168,12 @@ fn definition(node: Node, text: &str) -> Option<Decl> {
 }
 
 impl Grammar for C {
+    const TITLE: &'static str = "C";
+    const SEPARATOR: &'static str = "::";
+    const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier", "field_identifier"];
+    const RULE: &'static str = "a function definition whose name is unique";
     fn grammar(&self) -> tree_sitter::Language {
         tree_sitter_c::LANGUAGE.into()
-    }
-    fn title(&self) -> &'static str {
-        "C"
     }
     fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
         definition(node, text)
@@ -180,23 +181,15 @@ impl Grammar for C {
     fn scope(&self, _node: Node, _text: &str) -> Option<String> {
         None
     }
-    fn separator(&self) -> &'static str {
-        "::"
-    }
-    fn identifier_kinds(&self) -> &'static [&'static str] {
-        &["identifier", "field_identifier"]
-    }
-    fn rule(&self) -> &'static str {
-        "a function definition whose name is unique"
-    }
 }
 
 impl Grammar for Cpp {
+    const TITLE: &'static str = "C++";
+    const SEPARATOR: &'static str = "::";
+    const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier", "field_identifier"];
+    const RULE: &'static str = "a function definition whose name (or Class::name) is unique";
     fn grammar(&self) -> tree_sitter::Language {
         tree_sitter_cpp::LANGUAGE.into()
-    }
-    fn title(&self) -> &'static str {
-        "C++"
     }
     fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
         definition(node, text)
@@ -215,17 +208,10 @@ impl Grammar for Cpp {
         }
         .map(|s| s.split_whitespace().collect())
     }
-    fn separator(&self) -> &'static str {
-        "::"
-    }
-    fn identifier_kinds(&self) -> &'static [&'static str] {
-        &["identifier", "field_identifier"]
-    }
-    fn rule(&self) -> &'static str {
-        "a function definition whose name (or Class::name) is unique"
-    }
 }
 
+/// C's keywords and the names a rename must not take (`NULL`, `main`);
+/// C++'s words start with these.
 const C_WORDS: &[&str] = &[
     "auto",
     "break",
@@ -277,101 +263,57 @@ const C_WORDS: &[&str] = &[
 
 c_language!(C, "c", C_WORDS);
 
-c_language!(
-    Cpp,
-    "cpp",
-    &[
-        "auto",
-        "break",
-        "case",
-        "char",
-        "const",
-        "continue",
-        "default",
-        "do",
-        "double",
-        "else",
-        "enum",
-        "extern",
-        "float",
-        "for",
-        "goto",
-        "if",
-        "inline",
-        "int",
-        "long",
-        "register",
-        "restrict",
-        "return",
-        "short",
-        "signed",
-        "sizeof",
-        "static",
-        "struct",
-        "switch",
-        "typedef",
-        "union",
-        "unsigned",
-        "void",
-        "volatile",
-        "while",
-        "bool",
-        "true",
-        "false",
-        "NULL",
-        "main",
-        "alignas",
-        "alignof",
-        "nullptr",
-        "static_assert",
-        "thread_local",
-        "typeof",
-        "constexpr",
-        "and",
-        "asm",
-        "catch",
-        "class",
-        "concept",
-        "consteval",
-        "constinit",
-        "co_await",
-        "co_return",
-        "co_yield",
-        "decltype",
-        "delete",
-        "dynamic_cast",
-        "explicit",
-        "export",
-        "friend",
-        "mutable",
-        "namespace",
-        "new",
-        "noexcept",
-        "not",
-        "operator",
-        "or",
-        "private",
-        "protected",
-        "public",
-        "reinterpret_cast",
-        "requires",
-        "const_cast",
-        "static_cast",
-        "template",
-        "this",
-        "throw",
-        "try",
-        "typeid",
-        "typename",
-        "using",
-        "virtual",
-        "wchar_t",
-        "xor",
-        "final",
-        "override",
-        "std",
-    ]
-);
+/// C++'s own keywords and the names a rename must not take, beyond C's.
+const CPP_OWN_WORDS: &[&str] = &[
+    "and",
+    "asm",
+    "catch",
+    "class",
+    "concept",
+    "consteval",
+    "constinit",
+    "co_await",
+    "co_return",
+    "co_yield",
+    "decltype",
+    "delete",
+    "dynamic_cast",
+    "explicit",
+    "export",
+    "friend",
+    "mutable",
+    "namespace",
+    "new",
+    "noexcept",
+    "not",
+    "operator",
+    "or",
+    "private",
+    "protected",
+    "public",
+    "reinterpret_cast",
+    "requires",
+    "const_cast",
+    "static_cast",
+    "template",
+    "this",
+    "throw",
+    "try",
+    "typeid",
+    "typename",
+    "using",
+    "virtual",
+    "wchar_t",
+    "xor",
+    "final",
+    "override",
+    "std",
+];
+
+/// C++ keeps C's keywords: they come first, then C++'s own.
+const CPP_WORDS: &[&str] = &joined::<{ C_WORDS.len() + CPP_OWN_WORDS.len() }>(C_WORDS, CPP_OWN_WORDS);
+
+c_language!(Cpp, "cpp", CPP_WORDS);
 
 #[cfg(test)]
 mod tests {

@@ -24,11 +24,12 @@ fn receiver_type(receiver: Node, text: &str) -> Option<String> {
 }
 
 impl Grammar for Go {
+    const TITLE: &'static str = "Go";
+    const SEPARATOR: &'static str = ".";
+    const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier", "field_identifier"];
+    const RULE: &'static str = "a `func` with a body whose name (or Recv.Name) is unique";
     fn grammar(&self) -> tree_sitter::Language {
         tree_sitter_go::LANGUAGE.into()
-    }
-    fn title(&self) -> &'static str {
-        "Go"
     }
     fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
         let method = match node.kind() {
@@ -46,15 +47,6 @@ impl Grammar for Go {
     }
     fn scope(&self, _node: Node, _text: &str) -> Option<String> {
         None
-    }
-    fn separator(&self) -> &'static str {
-        "."
-    }
-    fn identifier_kinds(&self) -> &'static [&'static str] {
-        &["identifier", "field_identifier"]
-    }
-    fn rule(&self) -> &'static str {
-        "a `func` with a body whose name (or Recv.Name) is unique"
     }
 }
 

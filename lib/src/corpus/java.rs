@@ -11,11 +11,12 @@ use tree_sitter::Node;
 pub struct Java;
 
 impl Grammar for Java {
+    const TITLE: &'static str = "Java";
+    const SEPARATOR: &'static str = ".";
+    const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier"];
+    const RULE: &'static str = "a method with a body whose name (or Class.name) is unique";
     fn grammar(&self) -> tree_sitter::Language {
         tree_sitter_java::LANGUAGE.into()
-    }
-    fn title(&self) -> &'static str {
-        "Java"
     }
     fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
         if !matches!(node.kind(), "method_declaration" | "constructor_declaration") {
@@ -30,15 +31,6 @@ impl Grammar for Java {
             "class_declaration" | "interface_declaration" | "enum_declaration" | "record_declaration" => field_text(node, "name", text),
             _ => None,
         }
-    }
-    fn separator(&self) -> &'static str {
-        "."
-    }
-    fn identifier_kinds(&self) -> &'static [&'static str] {
-        &["identifier"]
-    }
-    fn rule(&self) -> &'static str {
-        "a method with a body whose name (or Class.name) is unique"
     }
 }
 

@@ -199,6 +199,26 @@ pub(crate) fn line_start_of(node: tree_sitter::Node) -> usize {
     node.start_byte() - node.start_position().column
 }
 
+/// `first` followed by `then`, as one array at compile time: a language whose
+/// reserved words are another's plus its own (TypeScript's are
+/// JavaScript's, C++'s are C's) writes each word once and still gives
+/// [`Language::reserved_words`] one `'static` slice. `N` must be the two
+/// lengths' sum; any other length fails the build.
+pub(crate) const fn joined<const N: usize>(first: &[&'static str], then: &[&'static str]) -> [&'static str; N] {
+    assert!(first.len() + then.len() == N, "N is not the sum of the two lengths");
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < first.len() {
+        out[i] = first[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = then[i - first.len()];
+        i += 1;
+    }
+    out
+}
+
 /// Byte offset just past the line that holds `byte` (its `\n` included).
 pub(crate) fn line_end_after(text: &str, byte: usize) -> usize {
     text[byte..].find('\n').map_or(text.len(), |i| byte + i + 1)
@@ -578,6 +598,20 @@ mod tests {
     fn final_newline_is_not_a_line() {
         let c = Corpus::from_bytes(Path::new("a.js"), b"a\nb\n".to_vec()).unwrap();
         assert_eq!(c.line_count(), 2);
+    }
+
+    #[test]
+    fn reserved_words_extend_the_language_they_build_on_each_written_once() {
+        let words = |name: &str| language_named(name).unwrap().reserved_words();
+        for (base, extended) in [("javascript", "typescript"), ("javascript", "tsx"), ("c", "cpp")] {
+            assert!(words(extended).starts_with(words(base)), "{extended} does not start with {base}'s words");
+        }
+        for name in language_names() {
+            let mut seen = std::collections::HashSet::new();
+            let twice: Vec<&str> = words(name).iter().copied().filter(|w| !seen.insert(*w)).collect();
+            assert!(twice.is_empty(), "{name} lists {twice:?} twice");
+        }
+        assert_eq!(joined::<3>(&["a"], &["b", "c"]), ["a", "b", "c"]);
     }
 
     #[test]

@@ -13,11 +13,14 @@ use tree_sitter::Node;
 pub struct Python;
 
 impl Grammar for Python {
+    const TITLE: &'static str = "Python";
+    const SEPARATOR: &'static str = ".";
+    const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier"];
+    const BLOCK_COMMENTS: bool = false;
+    const AFTER: &'static str = "the line ending its header";
+    const RULE: &'static str = "a `def` whose name (or Class.name) is unique";
     fn grammar(&self) -> tree_sitter::Language {
         tree_sitter_python::LANGUAGE.into()
-    }
-    fn title(&self) -> &'static str {
-        "Python"
     }
     fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
         if node.kind() != "function_definition" {
@@ -40,21 +43,6 @@ impl Grammar for Python {
     }
     fn scope(&self, node: Node, text: &str) -> Option<String> {
         (node.kind() == "class_definition").then(|| field_text(node, "name", text)).flatten()
-    }
-    fn separator(&self) -> &'static str {
-        "."
-    }
-    fn identifier_kinds(&self) -> &'static [&'static str] {
-        &["identifier"]
-    }
-    fn block_comments(&self) -> bool {
-        false
-    }
-    fn after(&self) -> &'static str {
-        "the line ending its header"
-    }
-    fn rule(&self) -> &'static str {
-        "a `def` whose name (or Class.name) is unique"
     }
 }
 

@@ -24,11 +24,12 @@ fn base_type(mut node: Node, text: &str) -> Option<String> {
 }
 
 impl Grammar for Rust {
+    const TITLE: &'static str = "Rust";
+    const SEPARATOR: &'static str = "::";
+    const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier", "field_identifier"];
+    const RULE: &'static str = "a `fn` with a body whose name (or Type::name) is unique";
     fn grammar(&self) -> tree_sitter::Language {
         tree_sitter_rust::LANGUAGE.into()
-    }
-    fn title(&self) -> &'static str {
-        "Rust"
     }
     fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
         if node.kind() != "function_item" {
@@ -44,15 +45,6 @@ impl Grammar for Rust {
             "trait_item" | "mod_item" => field_text(node, "name", text),
             _ => None,
         }
-    }
-    fn separator(&self) -> &'static str {
-        "::"
-    }
-    fn identifier_kinds(&self) -> &'static [&'static str] {
-        &["identifier", "field_identifier"]
-    }
-    fn rule(&self) -> &'static str {
-        "a `fn` with a body whose name (or Type::name) is unique"
     }
 }
 

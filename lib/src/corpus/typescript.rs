@@ -5,6 +5,8 @@
 //! when its bare name repeats. Overload signatures and abstract methods have
 //! no body and are not functions here.
 
+use super::javascript::JS_WORDS;
+use super::joined;
 use super::walk::{Decl, Grammar, braced, field_text, grammar_language};
 use tree_sitter::Node;
 
@@ -37,64 +39,8 @@ fn scope(node: Node, text: &str) -> Option<String> {
     }
 }
 
-const TS_WORDS: &[&str] = &[
-    "arguments",
-    "as",
-    "async",
-    "await",
-    "break",
-    "case",
-    "catch",
-    "class",
-    "const",
-    "continue",
-    "debugger",
-    "default",
-    "delete",
-    "do",
-    "else",
-    "enum",
-    "eval",
-    "export",
-    "extends",
-    "false",
-    "finally",
-    "for",
-    "from",
-    "function",
-    "get",
-    "if",
-    "implements",
-    "import",
-    "in",
-    "instanceof",
-    "interface",
-    "let",
-    "new",
-    "null",
-    "of",
-    "package",
-    "private",
-    "protected",
-    "public",
-    "return",
-    "set",
-    "static",
-    "super",
-    "switch",
-    "this",
-    "throw",
-    "true",
-    "try",
-    "typeof",
-    "undefined",
-    "var",
-    "void",
-    "while",
-    "with",
-    "yield",
-    "NaN",
-    "Infinity",
+/// TypeScript's own reserved and contextual words, beyond JavaScript's.
+const TS_OWN_WORDS: &[&str] = &[
     "abstract",
     "any",
     "asserts",
@@ -122,29 +68,25 @@ const TS_WORDS: &[&str] = &[
     "constructor",
 ];
 
+/// A TypeScript file holds JavaScript, so JavaScript's words are reserved
+/// too: they come first, then TypeScript's own.
+const TS_WORDS: &[&str] = &joined::<{ JS_WORDS.len() + TS_OWN_WORDS.len() }>(JS_WORDS, TS_OWN_WORDS);
+
 macro_rules! ts_grammar {
     ($ty:ty, $lang:expr, $title:literal) => {
         impl Grammar for $ty {
+            const TITLE: &'static str = $title;
+            const SEPARATOR: &'static str = ".";
+            const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier", "property_identifier"];
+            const RULE: &'static str = "a named `function` declaration or class method whose name (or Class.name) is unique";
             fn grammar(&self) -> tree_sitter::Language {
                 $lang.into()
-            }
-            fn title(&self) -> &'static str {
-                $title
             }
             fn declaration(&self, node: Node, text: &str) -> Option<Decl> {
                 declaration(node, text)
             }
             fn scope(&self, node: Node, text: &str) -> Option<String> {
                 scope(node, text)
-            }
-            fn separator(&self) -> &'static str {
-                "."
-            }
-            fn identifier_kinds(&self) -> &'static [&'static str] {
-                &["identifier", "property_identifier"]
-            }
-            fn rule(&self) -> &'static str {
-                "a named `function` declaration or class method whose name (or Class.name) is unique"
             }
         }
     };

@@ -22,31 +22,30 @@ pub(crate) struct Decl {
     pub body_end: usize,
 }
 
-/// What one language says about its syntax tree.
+/// What one language says about its syntax tree. What is fixed per
+/// language is an associated const, so that no implementor can make it
+/// depend on a node or on state; the walk takes the grammar as a type
+/// parameter (a trait with consts cannot be used as `dyn`).
 pub(crate) trait Grammar {
-    fn grammar(&self) -> tree_sitter::Language;
     /// The language's name in messages: `Python`.
-    fn title(&self) -> &'static str;
+    const TITLE: &'static str;
+    /// What joins the parts of a qualified name: `.` or `::`.
+    const SEPARATOR: &'static str;
+    /// Node kinds of plain identifiers and of member names (`x.name`) that
+    /// renaming rewrites when their text is a declared function's name.
+    const IDENTIFIER_KINDS: &'static [&'static str];
+    /// The eligibility rule in a few words, for messages.
+    const RULE: &'static str;
+    /// What the lines asked for follow, for messages.
+    const AFTER: &'static str = "its opening brace";
+    /// Whether `/* … */` is a comment (every language here but Python).
+    const BLOCK_COMMENTS: bool = true;
+    fn grammar(&self) -> tree_sitter::Language;
     /// The function `node` is, when it is a named function with a body.
     fn declaration(&self, node: Node, text: &str) -> Option<Decl>;
     /// The name `node` gives the functions inside it, when it is a class,
     /// an `impl`, a namespace or a module.
     fn scope(&self, node: Node, text: &str) -> Option<String>;
-    /// What joins the parts of a qualified name: `.` or `::`.
-    fn separator(&self) -> &'static str;
-    /// Node kinds of plain identifiers and of member names (`x.name`) that
-    /// renaming rewrites when their text is a declared function's name.
-    fn identifier_kinds(&self) -> &'static [&'static str];
-    /// The eligibility rule in a few words, for messages.
-    fn rule(&self) -> &'static str;
-    /// What the lines asked for follow, for messages.
-    fn after(&self) -> &'static str {
-        "its opening brace"
-    }
-    /// Whether `/* … */` is a comment (every language here but Python).
-    fn block_comments(&self) -> bool {
-        true
-    }
 }
 
 /// Where a block comment opens that never closes, if one does: a token
@@ -86,19 +85,19 @@ pub(crate) fn drop_after_unclosed_comment(parsed: &mut Parsed, root: Node, text:
     }
 }
 
-pub(crate) fn parse(g: &dyn Grammar, text: &str) -> Result<Tree> {
+pub(crate) fn parse<G: Grammar>(g: &G, text: &str) -> Result<Tree> {
     let mut parser = Parser::new();
-    parser.set_language(&g.grammar()).with_context(|| format!("cannot load the tree-sitter {} grammar", g.title()))?;
+    parser.set_language(&g.grammar()).with_context(|| format!("cannot load the tree-sitter {} grammar", G::TITLE))?;
     parser.parse(text, None).context("tree-sitter gave up parsing the corpus")
 }
 
 /// Every named function with a body, at any depth, in file order, with its
 /// qualified name: the names of the enclosing scopes and functions, outermost
 /// first, joined by the language's separator.
-pub(crate) fn functions(g: &dyn Grammar, text: &str) -> Result<Parsed> {
+pub(crate) fn functions<G: Grammar>(g: &G, text: &str) -> Result<Parsed> {
     let tree = parse(g, text)?;
-    let mut out = Parsed { rule: g.rule(), after: g.after(), ..Parsed::default() };
-    let sep = g.separator();
+    let mut out = Parsed { rule: G::RULE, after: G::AFTER, ..Parsed::default() };
+    let sep = G::SEPARATOR;
     // A scope's qualified name, `None` once it is longer than any question
     // uses (and so are all names inside it): memory linear in the depth.
     let join = |scope: &Option<Rc<str>>, name: &str| -> Option<Rc<str>> {
@@ -143,15 +142,15 @@ pub(crate) fn functions(g: &dyn Grammar, text: &str) -> Result<Parsed> {
     }
     out.functions.sort_by_key(|f| f.start_byte);
     out.error_lines.sort_unstable();
-    if g.block_comments() {
+    if G::BLOCK_COMMENTS {
         drop_after_unclosed_comment(&mut out, tree.root_node(), text);
     }
     Ok(out)
 }
 
 /// Byte spans of the identifiers `wanted` accepts, in order.
-pub(crate) fn identifier_spans(g: &dyn Grammar, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
-    Ok(spans_of_kinds(&parse(g, text)?, text, g.identifier_kinds(), wanted))
+pub(crate) fn identifier_spans<G: Grammar>(g: &G, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
+    Ok(spans_of_kinds(&parse(g, text)?, text, G::IDENTIFIER_KINDS, wanted))
 }
 
 /// Byte spans of the nodes of `tree` (parsed from `text`) whose kind is one
