@@ -497,3 +497,17 @@ fn serde_name<T: serde::Serialize>(v: &T) -> String {
         Err(_) => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Strings are escaped for text and quoted attributes whatever the
+    /// template's name, `/` is left as it is, and numbers and what the
+    /// template marks safe are written unchanged.
+    #[test]
+    fn the_environment_escapes_every_string_not_marked_safe() {
+        let env = super::environment();
+        let ctx = minijinja::context! { s => "<a href='x'>\"6/8\" & </script>", n => 3, svg => "<svg></svg>" };
+        let out = env.render_str("{{ s }}|{{ n }}|{{ svg|safe }}", ctx).unwrap();
+        assert_eq!(out, "&lt;a href=&#x27;x&#x27;&gt;&quot;6/8&quot; &amp; &lt;/script&gt;|3|<svg></svg>");
+    }
+}
