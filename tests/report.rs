@@ -965,6 +965,51 @@ fn runs_with_different_targets_get_no_grid_but_the_rest() {
     assert!(!table.contains("Per target, by depth"), "{table}");
 }
 
+/// Text from a run file is text on the page, whatever it holds: a target
+/// name, an answer line, a corpus path, a model path and a label (the run
+/// file's stem) that are markup, `</script>` among them, show escaped where
+/// the page shows them, and add no element to it.
+#[test]
+fn html_shows_markup_from_a_run_file_as_text() {
+    const NAME: &str = "<script>alert(1)</script>";
+    const ANSWER: &str = "</script><script>alert(\"x\")</script> & 'q'";
+    const CORPUS: &str = "corpus/</style><script>alert(2)</script>.js";
+    const MODEL: &str = "<img src=x onerror=alert(3)>";
+    const STEM: &str = "<b onmouseover=alert(4)>run";
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("run.json");
+    std::fs::copy(fixture("compare/a.json"), &plain).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plain).unwrap()).unwrap();
+    v["targets"][0]["name"] = NAME.into();
+    v["targets"][0]["lines"][0]["text"] = ANSWER.into();
+    v["manifest"]["corpus"]["path"] = CORPUS.into();
+    v["manifest"]["model"]["path"] = MODEL.into();
+    let hostile = dir.path().join(format!("{STEM}.json"));
+    std::fs::write(&hostile, serde_json::to_string(&v).unwrap()).unwrap();
+
+    let html = html_of(std::slice::from_ref(&hostile));
+    let lower = html.to_ascii_lowercase();
+    for tag in ["<script", "</script", "<img", "<b "] {
+        assert!(!lower.contains(tag), "{tag} reached the page as markup");
+    }
+    assert_eq!(lower.matches("</style").count(), 1, "a second </style>");
+    // The same page, tag for tag, as that of the run file before the edit.
+    let tags = |page: &str| page.matches('<').count();
+    assert_eq!(tags(&html), tags(&html_of(&[plain])), "the edited strings added or removed markup");
+    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#x27;");
+    for shown in [
+        format!("<summary><strong>{}</strong> · line ", esc(NAME)),
+        format!("<pre class=\"diff\" data-run=\"0\" data-target=\"{}\">", esc(NAME)),
+        format!("<span class=\"m\">=</span>{}</span>", esc(ANSWER)),
+        format!("<td>{}</td>", esc(STEM)),
+        format!("<td>{} (llama,", esc(MODEL)),
+        format!("<td>{} lines 1–1000", esc(CORPUS)),
+        format!("<title>posrecall report: {}</title>", esc(STEM)),
+    ] {
+        assert!(html.contains(&shown), "{shown} is not on the page");
+    }
+}
+
 #[test]
 fn bad_input_is_one_line_and_writes_nothing() {
     let r = runs();

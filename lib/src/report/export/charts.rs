@@ -1,14 +1,14 @@
-//! The charts of the HTML page: inline SVG, drawn with plotters or by hand
-//! (the depth × length heat map), and the series colour of each run.
+//! The charts of the HTML page: inline SVG drawn with plotters, the layout
+//! of the depth × length heat map (its markup is in the page's template),
+//! and the series colour of each run.
 
 use crate::record::run::TargetResult;
 use crate::report::aggregate::LoadedRun;
 use anyhow::Result;
-use html_escape::encode_text as text;
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use std::fmt::Write as _;
+use serde::Serialize;
 use std::ops::Range;
 
 /// Series colours of the chart (Tableau 10), by run position.
@@ -178,83 +178,120 @@ pub(super) fn depth_chart(runs: &[LoadedRun], value: impl Fn(&TargetResult) -> O
     })
 }
 
+/// The heat map's cell size, and the room left of and above the cells for
+/// the headings.
+const CW: usize = 92;
+const CH: usize = 40;
+const LEFT: usize = 86;
+const TOP: usize = 44;
+
+/// One run's depth × length heat map: where the template draws each
+/// column heading, row heading and cell of its SVG, and what they say.
+#[derive(Serialize)]
+pub(super) struct HeatMap {
+    label: String,
+    width: usize,
+    height: usize,
+    cell_width: usize,
+    cell_height: usize,
+    columns: Vec<HeatColumn>,
+    rows: Vec<HeatRow>,
+}
+
+/// A length's heading: its label and the prefix tokens of its window.
+#[derive(Serialize)]
+struct HeatColumn {
+    x: usize,
+    length: String,
+    tokens: usize,
+}
+
+/// A depth quarter: its heading and its cell at each length.
+#[derive(Serialize)]
+struct HeatRow {
+    y: usize,
+    quarter: String,
+    cells: Vec<HeatCell>,
+}
+
+/// A cell: its box, fill and ink, the text in it and its hover title.
+#[derive(Serialize)]
+struct HeatCell {
+    x: usize,
+    y: usize,
+    fill: String,
+    ink: &'static str,
+    text_x: usize,
+    text_y: usize,
+    body: String,
+    hover: String,
+}
+
 /// One run's depth × length heat map, as an SVG table of cells.
-pub(super) fn heat_map(run: usize, label: &str, l: &crate::record::run::LadderRecord, lines: usize) -> String {
-    const CW: usize = 92;
-    const CH: usize = 40;
-    const LEFT: usize = 86;
-    const TOP: usize = 44;
-    let (w, h) = (LEFT + CW * l.rungs.len() + 8, TOP + CH * 4 + 8);
+pub(super) fn heat_map(run: usize, label: &str, l: &crate::record::run::LadderRecord, lines: usize) -> HeatMap {
+    let columns = l
+        .rungs
+        .iter()
+        .enumerate()
+        .map(|(c, r)| HeatColumn { x: LEFT + c * CW + CW / 2, length: crate::record::run::length_label(r.length), tokens: r.prefix_tokens })
+        .collect();
+    let rows = (0..4)
+        .map(|q| {
+            let y = TOP + q * CH;
+            let cells = l.rungs.iter().enumerate().map(|(c, r)| heat_cell(run, q, r, lines, LEFT + c * CW, y)).collect();
+            HeatRow { y: y + CH / 2 + 4, quarter: crate::report::aggregate::quarter_label(q), cells }
+        })
+        .collect();
+    HeatMap {
+        label: label.to_string(),
+        width: LEFT + CW * l.rungs.len() + 8,
+        height: TOP + CH * 4 + 8,
+        cell_width: CW - 2,
+        cell_height: CH - 2,
+        columns,
+        rows,
+    }
+}
+
+/// The cell of depth quarter `q` at rung `r`, its corner at `(x, y)`, in the
+/// colour of run `run`.
+fn heat_cell(run: usize, q: usize, r: &crate::record::run::RungRecord, lines: usize, x: usize, y: usize) -> HeatCell {
     let (cr, cg, cb) = series_color(run);
-    let mut out = format!(
-        "<figure class=\"heatmap\"><figcaption>{}</figcaption>\n<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">\n",
-        text(label)
-    );
-    let _ = writeln!(out, "<text x=\"4\" y=\"16\" font-size=\"12\">depth \\ length</text>");
-    for (c, r) in l.rungs.iter().enumerate() {
-        let x = LEFT + c * CW + CW / 2;
-        let _ = writeln!(
-            out,
-            "<text x=\"{x}\" y=\"30\" font-size=\"13\" text-anchor=\"middle\">{} <tspan font-size=\"10\">({})</tspan></text>",
-            crate::record::run::length_label(r.length),
-            r.prefix_tokens
-        );
-    }
-    for q in 0..4 {
-        let y = TOP + q * CH;
-        let _ =
-            writeln!(out, "<text x=\"4\" y=\"{}\" font-size=\"12\">{}</text>", y + CH / 2 + 4, crate::report::aggregate::quarter_label(q));
-        for (c, r) in l.rungs.iter().enumerate() {
-            let t = &r.summary.by_quarter[q];
-            let x = LEFT + c * CW;
-            // A ladder always measures recall (`RunFile::check`); a cell
-            // without it is drawn as one without targets.
-            let recall = t.recall.clone().unwrap_or_default();
-            let share = match (t.count, &t.recall) {
-                (0, _) | (_, None) => None,
-                (n, Some(r)) => Some(r.matched as f64 / (n * lines.max(1)) as f64),
-            };
-            let fill = match share {
-                None => "#f6f8fa".to_string(),
-                Some(s) => {
-                    let mix = |v: u8| (255.0 - (255.0 - v as f64) * s).round() as u8;
-                    format!("rgb({},{},{})", mix(cr), mix(cg), mix(cb))
-                }
-            };
-            let ink = if share.is_some_and(|s| s > 0.55) { "#fff" } else { "#1f2328" };
-            let (body, hover) = match share {
-                None => ("·".to_string(), "no target".to_string()),
-                Some(s) => (
-                    format!("{}/{} · {}", recall.passes, t.count, recall.matched),
-                    format!(
-                        "{} at depth {}: {} of {} passed, {} matched lines ({:.0}% of {}), {} missing, {} hallucinated",
-                        crate::record::run::length_label(r.length),
-                        crate::report::aggregate::quarter_label(q),
-                        recall.passes,
-                        t.count,
-                        recall.matched,
-                        100.0 * s,
-                        t.count * lines,
-                        recall.missing,
-                        recall.hallucinated
-                    ),
-                ),
-            };
-            let _ = writeln!(
-                out,
-                "<g><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"#fff\"/>\
-                 <text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" fill=\"{ink}\">{}</text></g>",
-                text(&hover),
-                CW - 2,
-                CH - 2,
-                x + CW / 2,
-                y + CH / 2 + 4,
-                text(&body)
-            );
+    let t = &r.summary.by_quarter[q];
+    // A ladder always measures recall (`RunFile::check`); a cell
+    // without it is drawn as one without targets.
+    let recall = t.recall.clone().unwrap_or_default();
+    let share = match (t.count, &t.recall) {
+        (0, _) | (_, None) => None,
+        (n, Some(r)) => Some(r.matched as f64 / (n * lines.max(1)) as f64),
+    };
+    let fill = match share {
+        None => "#f6f8fa".to_string(),
+        Some(s) => {
+            let mix = |v: u8| (255.0 - (255.0 - v as f64) * s).round() as u8;
+            format!("rgb({},{},{})", mix(cr), mix(cg), mix(cb))
         }
-    }
-    out.push_str("</svg></figure>\n");
-    out
+    };
+    let ink = if share.is_some_and(|s| s > 0.55) { "#fff" } else { "#1f2328" };
+    let (body, hover) = match share {
+        None => ("·".to_string(), "no target".to_string()),
+        Some(s) => (
+            format!("{}/{} · {}", recall.passes, t.count, recall.matched),
+            format!(
+                "{} at depth {}: {} of {} passed, {} matched lines ({:.0}% of {}), {} missing, {} hallucinated",
+                crate::record::run::length_label(r.length),
+                crate::report::aggregate::quarter_label(q),
+                recall.passes,
+                t.count,
+                recall.matched,
+                100.0 * s,
+                t.count * lines,
+                recall.missing,
+                recall.hallucinated
+            ),
+        ),
+    };
+    HeatCell { x, y, fill, ink, text_x: x + CW / 2, text_y: y + CH / 2 + 4, body, hover }
 }
 
 /// Pass rate (y) against length (x, log scale), one series per ladder run,
