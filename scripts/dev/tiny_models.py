@@ -1,6 +1,6 @@
 """Writes small random-weight GGUF models of the hybrid architectures.
 
-Used by scripts/make-tiny-models; run with the Python that has the pinned
+Used by scripts/dev/make-tiny-models; run with the Python that has the pinned
 `gguf` package. Usage: tiny_models.py TOKENIZER_GGUF NAME OUT
 
 The models are test fixtures for the engine (snapshot, restore, sequence

@@ -1,6 +1,6 @@
 // llama.cpp's own cost of the shapes posrecall runs, measured with the
 // libraries posrecall links and nothing of posrecall in between: the
-// baseline that posrecall's timings are divided by (scripts/gpu-check), and
+// baseline that posrecall's timings are divided by (scripts/gpu/gpu-check), and
 // the price of a decode step of K tokens against a step of one (what a
 // drafted position costs when drafts are verified).
 //
@@ -17,8 +17,8 @@
 // after the other (generation at depth D). Every timed call ends with llama_synchronize, so a GPU's queue is
 // drained inside the timing. One JSON object a line on stdout.
 //
-// Built by scripts/gpu-pack (against the CUDA build's libllama.so) and by
-// scripts/gpu-check --dry-run (against the CPU build's static libraries).
+// Built by scripts/gpu/gpu-pack (against the CUDA build's libllama.so) and by
+// scripts/gpu/gpu-check --dry-run (against the CPU build's static libraries).
 #include "llama.h"
 
 #include <algorithm>

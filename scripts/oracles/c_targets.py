@@ -18,10 +18,10 @@ Prints one JSON object per target: {"name", "line", "expected"} (line:
 1-based line where the definition starts, after any `template <...>`;
 expected: the LINES lines after the `{` line, verbatim).
 
-    scripts/c-targets FILE [LINES] [CLANG_ARG...]
+    scripts/oracles/c-targets FILE [LINES] [CLANG_ARG...]
 
 CLANG_ARGs (say, -I folders) are passed to clang as they are. libclang comes
-from the pinned PyPI wheel that scripts/python-env installs.
+from the pinned PyPI wheel that scripts/env/python-env installs.
 """
 import ctypes
 import json
@@ -111,7 +111,7 @@ def skipped_names(tu, path, text, args):
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: scripts/c-targets FILE [LINES] [CLANG_ARG...]")
+        sys.exit("usage: scripts/oracles/c-targets FILE [LINES] [CLANG_ARG...]")
     path = sys.argv[1]
     want = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     language = ["-x", "c"] if path.endswith((".c", ".h")) else ["-x", "c++", "-std=c++17"]

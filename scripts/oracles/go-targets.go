@@ -11,7 +11,7 @@
 // Prints one JSON object per target: {"name", "line", "expected"} (line:
 // 1-based line of `func`; expected: the LINES lines after the `{` line).
 //
-//	scripts/go-targets FILE [LINES]     (runs this file with `go run`)
+//	scripts/oracles/go-targets FILE [LINES]     (runs this file with `go run`)
 package main
 
 import (
@@ -50,7 +50,7 @@ func receiver(e ast.Expr) string {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: scripts/go-targets FILE [LINES]")
+		fmt.Fprintln(os.Stderr, "usage: scripts/oracles/go-targets FILE [LINES]")
 		os.Exit(2)
 	}
 	want := 20

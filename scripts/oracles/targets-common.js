@@ -1,5 +1,5 @@
-// What scripts/js-targets, ts-targets and java-targets share: their command
-// line, the parsers' folder from scripts/node-env, and posrecall's naming and
+// What scripts/oracles/js-targets, ts-targets and java-targets share: their command
+// line, the parsers' folder from scripts/env/node-env, and posrecall's naming and
 // eligibility rules (docs/METHOD.md section 2) applied to the functions a
 // parser found. Each script only walks its own parser's tree.
 "use strict";
@@ -16,15 +16,15 @@ function parseArgs(script) {
     [want, files] = [Number(args[1] || 20), args.slice(0, 1)];
   }
   if (files.length === 0 || !(want >= 1)) {
-    console.error(`usage: scripts/${script} FILE [LINES] | --each LINES FILE...`);
+    console.error(`usage: scripts/oracles/${script} FILE [LINES] | --each LINES FILE...`);
     process.exit(2);
   }
   return { want, files, each };
 }
 
-// The node_modules folder scripts/node-env keeps the pinned parsers in.
+// The node_modules folder scripts/env/node-env keeps the pinned parsers in.
 function modules() {
-  return execFileSync(path.join(__dirname, "node-env"), { encoding: "utf8" }).trim();
+  return execFileSync(path.join(__dirname, "..", "env", "node-env"), { encoding: "utf8" }).trim();
 }
 
 // Prints the targets among `found` ({name, qualified, start, open, close}:

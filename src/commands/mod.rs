@@ -206,11 +206,11 @@ fn corpus_or_options_hint(e: &anyhow::Error) -> Option<anyhow::Error> {
                 anyhow!("no --corpus given and {l} has no default corpus; give --corpus FILE or --corpus-dir DIR")
             }
             CorpusSpecError::DefaultMissing { language: Some(l), path } => anyhow!(
-                "no --corpus given and the default {l} corpus is not at {}; run scripts/fetch-corpus --language {l} first",
+                "no --corpus given and the default {l} corpus is not at {}; run scripts/env/fetch-corpus --language {l} first",
                 path.display()
             ),
             CorpusSpecError::DefaultMissing { language: None, path } => {
-                anyhow!("no --corpus given and the default corpus is not at {}; run scripts/fetch-corpus first", path.display())
+                anyhow!("no --corpus given and the default corpus is not at {}; run scripts/env/fetch-corpus first", path.display())
             }
             CorpusSpecError::GlobsOnFile(path) => anyhow!(
                 "--include and --exclude choose files in a folder, but {} is one file; give the folder with --corpus-dir DIR",
