@@ -174,7 +174,7 @@ pub struct MatrixArgs {
 pub struct PromptArgs {
     /// The model file (GGUF): its chat template and tokenizer.
     pub model: PathBuf,
-    /// The source file (default: the corpus `scripts/fetch-corpus` fetched).
+    /// The source file (default: the corpus `scripts/env/fetch-corpus` fetched).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
     #[command(flatten)]
@@ -529,7 +529,7 @@ pub struct RopeArgs {
 pub struct BenchArgs {
     /// The model file (GGUF).
     pub model: PathBuf,
-    /// The source file to recall from (default: the corpus `scripts/fetch-corpus` fetched).
+    /// The source file to recall from (default: the corpus `scripts/env/fetch-corpus` fetched).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
     #[command(flatten)]

@@ -5,7 +5,9 @@
 //! resolved (`super::`, `self::`, nested `use` groups, paths inside macro
 //! calls); strings are the literals' values (escaped quotes, strings over
 //! several lines, `#[error(...)]` messages); unit tests are the items under
-//! `#[cfg(test)]`, wherever they stand in the file.
+//! `#[cfg(test)]`, wherever they stand in the file. The tree's indexes are
+//! checked too: `tests/suite.rs` names every test file, and the READMEs of
+//! `scripts/` every script.
 
 use proc_macro2::{TokenStream, TokenTree};
 use std::path::{Path, PathBuf};
@@ -898,4 +900,55 @@ fn every_test_file_is_a_module_of_the_suite() {
     let missing: Vec<&String> = named_sorted.iter().filter(|n| !files.contains(n)).collect();
     assert!(left_out.is_empty(), "test files tests/suite.rs does not name (they never run): {left_out:?}");
     assert!(missing.is_empty(), "modules of tests/suite.rs with no file: {missing:?}");
+}
+
+/// `scripts/` is navigated through its READMEs: scripts/README.md names
+/// the entry points at the top and every folder, and each folder's README
+/// names every file in it, on a line that begins "- `NAME". A script nobody
+/// lists is one nobody finds, and a listed one that was moved or removed
+/// sends the reader nowhere.
+#[test]
+fn every_script_is_listed_in_its_folders_readme() {
+    let scripts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts");
+    // The names a README lists: the first word of each "- `NAME ..." line.
+    let listed = |dir: &Path| -> Vec<String> {
+        let readme = std::fs::read_to_string(dir.join("README.md")).unwrap_or_else(|e| panic!("{}/README.md: {e}", dir.display()));
+        readme.lines().filter_map(|l| l.strip_prefix("- `")).map(|l| l[..l.find([' ', '`']).unwrap_or(l.len())].to_string()).collect()
+    };
+    // What a folder holds, folders with a trailing `/`; Python's byte-code
+    // caches (ignored by git) are no one's to list.
+    let held = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name() != "README.md" && e.file_name() != "__pycache__")
+            .map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if e.file_type().unwrap().is_dir() { format!("{name}/") } else { name }
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let mut unlisted = Vec::new();
+    let mut missing = Vec::new();
+    let mut count = 0;
+    let top = held(&scripts);
+    let mut dirs = vec![(scripts.clone(), top.clone())];
+    for folder in top.iter().filter(|n| n.ends_with('/')) {
+        let dir = scripts.join(folder.trim_end_matches('/'));
+        dirs.push((dir.clone(), held(&dir)));
+    }
+    for (dir, names) in &dirs {
+        let shown = dir.strip_prefix(scripts.parent().unwrap()).unwrap().display().to_string();
+        let readme = listed(dir);
+        count += names.len();
+        unlisted.extend(names.iter().filter(|n| !readme.contains(n)).map(|n| format!("{shown}/{n}")));
+        missing.extend(readme.iter().filter(|n| !names.contains(n)).map(|n| format!("{shown}/{n}")));
+    }
+    assert!(count > 50, "found only {count} scripts and folders under scripts/");
+    assert!(
+        unlisted.is_empty() && missing.is_empty(),
+        "in scripts/ but not listed in their folder's README.md: {unlisted:?}\nlisted in a scripts/ README.md but not there: {missing:?}"
+    );
 }

@@ -5,7 +5,7 @@
 //! alone, independently of `lib/src/score/mod.rs`.
 //!
 //! Two corpora: the default corpus (lodash 4.17.21's `lodash.js`, fetched by
-//! `scripts/fetch-corpus`; every eligible function at LINES 20 is tried) and
+//! `scripts/env/fetch-corpus`; every eligible function at LINES 20 is tried) and
 //! `tests/fixtures/blank/blank.js` (LINES 6), which adds a body that starts
 //! with a blank line: no eligible lodash body does. A case that finds no
 //! target with the blank lines it needs fails; nothing is skipped.
@@ -51,7 +51,7 @@ impl Counts {
 
 fn lodash() -> PathBuf {
     let path = default_corpus_path();
-    assert!(path.is_file(), "the default corpus is missing ({}): run scripts/fetch-corpus first", path.display());
+    assert!(path.is_file(), "the default corpus is missing ({}): run scripts/env/fetch-corpus first", path.display());
     path
 }
 

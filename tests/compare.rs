@@ -12,7 +12,7 @@
 //!   the sixth target renamed; not_a_run.json: JSON that is not a run file.
 //!
 //! Every expected statistic below is cited from an independent source, never
-//! from this crate: `scripts/stats-reference` (Python 3, standard library only)
+//! from this crate: `scripts/oracles/stats-reference` (Python 3, standard library only)
 //! recomputes each one exactly from its definition, reading the same fixture
 //! files: McNemar as Fraction(2·Σ_{j≤min(b,c)} math.comb(b+c, j), 2^(b+c));
 //! Wilson by its closed form in 50-digit decimals with z = 1.959963984540054;
@@ -95,7 +95,7 @@ struct Signed {
 }
 
 /// The paired statistics of one fixture pair, each cited from
-/// `scripts/stats-reference` (section "tests/compare.rs, A against B") and
+/// `scripts/oracles/stats-reference` (section "tests/compare.rs, A against B") and
 /// recomputed by [`reference`] in `cited_values_match_an_independent_enumeration`.
 struct Cited {
     a: &'static str,
@@ -206,7 +206,7 @@ fn check_cited(c: &posrecall::report::compare::Comparison, cited: &Cited) {
 fn a_against_b_numbers() {
     let c = compare_pair(&A_B);
     check_cited(&c, &A_B);
-    // Means of the fixtures' top1_share: 919/1600 and 5/8 (scripts/stats-reference).
+    // Means of the fixtures' top1_share: 919/1600 and 5/8 (scripts/oracles/stats-reference).
     close(c.a.top1_share_mean.unwrap(), 0.574375);
     close(c.b.top1_share_mean.unwrap(), 0.625);
     // Rows by depth: baseRange (0.68) comes before toNumber (0.70), unlike the files.
@@ -256,7 +256,7 @@ fn text_output() {
     let text = String::from_utf8(o.stdout).unwrap();
     let has = |s: &str| assert!(text.contains(s), "missing {s:?} in\n{text}");
     // The numbers are A_B's cited values as printed (3 significant digits); 18
-    // more lines is Σ(matched B − matched A) over the fixtures (scripts/stats-reference).
+    // more lines is Σ(matched B − matched A) over the fixtures (scripts/oracles/stats-reference).
     has("A: Fixture LM 1B, fixture-1b.Q4_K_M.gguf, KV f16");
     has("B: Fixture LM 1B, fixture-1b.Q4_K_M.gguf, KV q4_0");
     has("16 shared targets, 10 lines each, pass at 5 matched");
@@ -492,7 +492,7 @@ fn runs_scored_under_the_old_blank_line_rule_are_refused() {
 /// brute force, sharing no code with lib/src/score/stats.rs (which uses log-space
 /// binomials, a rank-sum dynamic programme and a memoised power search): the
 /// independent source the cited constants are checked against in CI.
-/// `scripts/stats-reference` does the same in exact Python arithmetic.
+/// `scripts/oracles/stats-reference` does the same in exact Python arithmetic.
 mod reference {
     use std::sync::OnceLock;
 
@@ -636,7 +636,7 @@ fn cited_values_match_an_independent_enumeration() {
     }
     // The power figures and sample sizes cited in lib/src/score/stats.rs's own tests
     // (power_matches_brute_force, sample_size_search); those at N = 300, 301
-    // and the cap of 500 are past MAX_N and come from scripts/stats-reference only.
+    // and the cap of 500 are past MAX_N and come from scripts/oracles/stats-reference only.
     let power = |n, p10, p01, want: f64| {
         let got = reference::power(n, p10, p01);
         assert!((got - want).abs() <= 1e-10, "power({n}, {p10}, {p01}) = {got}, cited {want}");

@@ -72,7 +72,7 @@ fn renaming_is_deterministic_structure_preserving_and_complete() {
 #[test]
 fn renaming_the_real_corpus_keeps_the_same_targets() {
     let lodash = posrecall::support::fsutil::default_corpus_path();
-    assert!(lodash.exists(), "run scripts/fetch-corpus first");
+    assert!(lodash.exists(), "run scripts/env/fetch-corpus first");
     check_rename(&lodash);
     let targets = |rename: bool| -> Value {
         let mut cmd = Command::new(bin());

@@ -22,7 +22,7 @@ const NEAR_TIE: f64 = 1.0;
 
 fn lodash() -> std::path::PathBuf {
     let p = posrecall::support::fsutil::default_corpus_path();
-    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus", p.display());
+    assert!(p.exists(), "{} is missing: run scripts/env/fetch-corpus", p.display());
     p
 }
 

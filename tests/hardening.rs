@@ -16,7 +16,7 @@ use tempfile::TempDir;
 
 fn lodash() -> PathBuf {
     let p = posrecall::support::fsutil::default_corpus_path();
-    assert!(p.is_file(), "{} is missing: run scripts/fetch-corpus", p.display());
+    assert!(p.is_file(), "{} is missing: run scripts/env/fetch-corpus", p.display());
     p
 }
 

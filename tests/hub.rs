@@ -119,7 +119,7 @@ fn files() -> Arc<Vec<File>> {
 }
 
 fn split_first_part() -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gguf-split");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/env/gguf-split");
     let target = Path::new(bin()).parent().and_then(Path::parent).unwrap();
     let o = std::process::Command::new(&script).arg("--test-model").env("CARGO_TARGET_DIR", target).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

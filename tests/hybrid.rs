@@ -1,7 +1,7 @@
 //! The engine on hybrid recurrent models: llama.cpp's `qwen35` (gated
 //! DeltaNet layers with full attention every 2nd layer) and `qwen35moe` (the
 //! same with a mixture of experts), as tiny random-weight models that
-//! `scripts/make-tiny-models` builds. Their memory is llama.cpp's hybrid
+//! `scripts/dev/make-tiny-models` builds. Their memory is llama.cpp's hybrid
 //! memory: a KV cache for the attention layers and a recurrent state (conv
 //! and SSM rows) for the others, which cannot be rolled back position by
 //! position. Every answer is forced to a fixed length (random weights end
@@ -162,7 +162,7 @@ fn a_snapshot_too_large_for_memory_is_refused_early() {
     };
     // The full snapshot (~1.3 MiB here) does not fit in 100 KiB; the lean one
     // (the recurrent state alone) does. Its size, from the tiny models'
-    // dimensions (scripts/tiny_models.py): two Gated DeltaNet layers (0 and
+    // dimensions (scripts/dev/tiny_models.py): two Gated DeltaNet layers (0 and
     // 2 of 4), each keeping f32 conv rows, (kernel 4 - 1) x (2 key dims of
     // 2 heads x 16 + 4 value heads x 16), and a 16 x 16 state per value head.
     let (kernel, k_heads, v_heads, head) = (4, 2, 4, 16);

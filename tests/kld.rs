@@ -194,7 +194,7 @@ fn a_reference_for_other_settings_or_damaged_is_refused() {
     refuse(&m, &["--count", "4", "--lines", "8", "--only", "formatDuration", "--no-forced"], "drop --no-forced");
 
     // Another build of the same model is accepted: llama-quantize's Q8_0 of
-    // the Q4_1 file (scripts/quantize) has the same vocabulary and other
+    // the Q4_1 file (scripts/env/quantize) has the same vocabulary and other
     // weights, so it is measured against the Q4_1 run's reference, with a
     // note that the divergence measures the two builds too.
     let requantised = tool_test_model("quantize").unwrap_or_else(|e| panic!("{e}"));

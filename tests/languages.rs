@@ -489,7 +489,7 @@ fn guide_language_table() -> Vec<(String, usize)> {
 
 /// The default corpora: each holds the eligible functions of 20 lines that
 /// the language table of docs/GUIDE.md states ("Languages"; at least 16, a full default run;
-/// `scripts/fetch-corpus --language L` fetches them). The counts are read
+/// `scripts/env/fetch-corpus --language L` fetches them). The counts are read
 /// from the table: a change to the extractor that moves one fails here until
 /// docs/GUIDE.md says so too.
 #[test]
@@ -520,11 +520,11 @@ fn default_corpora_hold_enough_targets() {
 /// expected lines).
 type Listed = (String, usize, Vec<String>);
 
-/// The JSON lines an oracle script prints (scripts/python-targets,
+/// The JSON lines an oracle script prints (scripts/oracles/python-targets,
 /// js-targets, ts-targets, go-targets: one object per target) when it runs
 /// `program script args`.
 fn script_lines(program: &str, script: &str, args: &[&std::ffi::OsStr]) -> Vec<serde_json::Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts").join(script);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracles").join(script);
     let o = std::process::Command::new(program).arg(&script).args(args).output().unwrap();
     assert!(o.status.success(), "{}: {}", script.display(), String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -544,7 +544,7 @@ fn script_targets(program: &str, script: &str, path: &Path, lines: usize) -> Vec
 /// The fetched default corpus of `language`.
 fn fetched(language: &str) -> PathBuf {
     let p = posrecall::support::fsutil::default_corpus_for(language).unwrap();
-    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", p.display());
+    assert!(p.exists(), "{} is missing: run scripts/env/fetch-corpus --language {language}", p.display());
     p
 }
 
@@ -557,7 +557,7 @@ fn our_targets(path: &Path, lines: usize) -> Vec<Listed> {
 }
 
 /// posrecall's Python targets on the default Python corpus are exactly those
-/// Python's own `ast` gives (scripts/python-targets): names, lines and
+/// Python's own `ast` gives (scripts/oracles/python-targets): names, lines and
 /// expected lines.
 #[test]
 fn python_targets_agree_with_pythons_ast() {
@@ -568,7 +568,7 @@ fn python_targets_agree_with_pythons_ast() {
 
 /// posrecall's JavaScript targets on lodash (the default corpus), the
 /// dense fixture and the extraction fixtures are exactly those acorn's tree
-/// gives (scripts/js-targets).
+/// gives (scripts/oracles/js-targets).
 #[test]
 fn javascript_targets_agree_with_acorn() {
     let mut files = vec![(fetched("javascript"), 20), (common::fixture("dense.js"), 10), (common::fixture("distinct.js"), 4)];
@@ -581,7 +581,7 @@ fn javascript_targets_agree_with_acorn() {
 }
 
 /// posrecall's TypeScript targets are exactly those the TypeScript
-/// compiler's own parser gives (scripts/ts-targets): every file of the
+/// compiler's own parser gives (scripts/oracles/ts-targets): every file of the
 /// default corpus (mobx's sources) read as a corpus of its own, and the
 /// TypeScript and TSX fixtures.
 #[test]
@@ -642,7 +642,7 @@ fn typescript_targets_agree_with_the_typescript_compiler() {
 }
 
 /// posrecall's Go targets on the default Go corpus and the Go fixture are
-/// exactly those Go's own go/parser gives (scripts/go-targets).
+/// exactly those Go's own go/parser gives (scripts/oracles/go-targets).
 #[test]
 fn go_targets_agree_with_gos_parser() {
     for (path, lines) in [(fetched("go"), 20), (fixture("sample.go"), 3)] {
@@ -651,7 +651,7 @@ fn go_targets_agree_with_gos_parser() {
 }
 
 /// posrecall's Java targets are exactly those java-parser (the parser of
-/// Prettier's Java plugin) gives (scripts/java-targets): every file of the
+/// Prettier's Java plugin) gives (scripts/oracles/java-targets): every file of the
 /// default corpus (Capacitor's Android sources) read as a corpus of its own,
 /// and the Java fixture.
 #[test]
@@ -681,11 +681,11 @@ fn java_targets_agree_with_java_parser() {
 
 /// llama.cpp's sources in the llama-cpp-sys-2 crate posrecall builds on
 /// (cargo's copy of the version Cargo.lock pins, which the build has
-/// fetched), as `scripts/llama-tool --sources` finds them for the tools it
+/// fetched), as `scripts/env/llama-tool --sources` finds them for the tools it
 /// compiles: the C and C++ default corpora come from the same crate
 /// version, and their includes are there.
 fn llama_cpp_sources() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/llama-tool");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/env/llama-tool");
     let o =
         std::process::Command::new(&script).arg("--sources").output().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -696,7 +696,7 @@ fn llama_cpp_sources() -> PathBuf {
 
 /// posrecall's C and C++ targets on the default corpora (llama.cpp's
 /// `ggml.c` and `llama-vocab.cpp`) and the fixtures are exactly those
-/// libclang gives (scripts/c-targets): names, lines and expected lines.
+/// libclang gives (scripts/oracles/c-targets): names, lines and expected lines.
 /// clang reads the crate's copy of each file, where its includes are found,
 /// and sees the active `#if` branches; a function defined in a branch it
 /// skips still makes the name ambiguous.
@@ -915,7 +915,7 @@ fn a_code_model_recalls_a_function_of_every_languages_default_corpus() {
     assert_eq!(languages, defaults, "one window per default corpus but JavaScript's (lodash: tests/qwen_coder.rs)");
     for &(language, lines, count, name, opening) in CODE_MODEL_WINDOWS {
         let corpus = posrecall::support::fsutil::default_corpus_for(language).unwrap();
-        assert!(corpus.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", corpus.display());
+        assert!(corpus.exists(), "{} is missing: run scripts/env/fetch-corpus --language {language}", corpus.display());
         let pick = ["--language", language, "--crop-lines", lines, "--count", count, "--lines", "8"];
         let listed: serde_json::Value = serde_json::from_str(&ok(&posrecall(&[&["targets", "--json"][..], &pick].concat()))).unwrap();
         let listed = listed["targets"].as_array().unwrap().iter().find(|t| t["name"] == name);
@@ -980,7 +980,7 @@ fn default_corpora_fill_the_densest_window_of_the_fetched_models() {
         let m = posrecall::engine::model::load_vocab(&model).unwrap();
         for (language, file) in &defaults {
             let p = posrecall::support::fsutil::default_corpus_for(language).unwrap();
-            assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language {language}", p.display());
+            assert!(p.exists(), "{} is missing: run scripts/env/fetch-corpus --language {language}", p.display());
             let src = Source::open_spec(&CorpusSpec { dir: p.is_dir(), ..CorpusSpec::file(&p) }, None).unwrap();
             let o = PlanOptions {
                 crop: CropMode::Densest,
@@ -1028,7 +1028,7 @@ fn globs_on_one_file_are_refused() {
 #[test]
 fn targets_language_alone_uses_the_default_corpus() {
     let p = posrecall::support::fsutil::default_corpus_for("python").unwrap();
-    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus --language python", p.display());
+    assert!(p.exists(), "{} is missing: run scripts/env/fetch-corpus --language python", p.display());
     let out = ok(&posrecall(&["targets", "--language", "python", "--count", "2", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["corpus"]["path"], s(&p));

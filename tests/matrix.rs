@@ -404,7 +404,7 @@ fn the_repository_models_toml_is_a_working_sweep_definition() {
     use posrecall::settings::KvType;
     assert!(sweep.models.iter().all(|m| m.reference_kv == Some((KvType::F16, KvType::F16))), "{:?}", sweep.models);
     // `matrix --list` on it as the test suite's set-up leaves the cache: the
-    // 1.5B model is fetched only on request (scripts/fetch-models --with-1.5b).
+    // 1.5B model is fetched only on request (scripts/env/fetch-models --with-1.5b).
     let cut = text.find("[[model]]\nname = \"Qwen2.5-Coder-1.5B\"").expect("the 1.5B entry");
     let dir = tempfile::tempdir().unwrap();
     let fetched = dir.path().join("models.toml");

@@ -18,7 +18,7 @@ const WINDOW: &[&str] = &["--crop-lines", "700:850", "--count", "4", "--lines", 
 
 fn lodash() -> std::path::PathBuf {
     let p = posrecall::support::fsutil::default_corpus_path();
-    assert!(p.exists(), "{} is missing: run scripts/fetch-corpus", p.display());
+    assert!(p.exists(), "{} is missing: run scripts/env/fetch-corpus", p.display());
     p
 }
 
@@ -31,13 +31,13 @@ fn the_ggufs_own_template_renders_as_jinja2_does() {
     std::fs::create_dir(dir.path().join("t")).unwrap();
     std::fs::write(dir.path().join("t/qwen2.5-coder-gguf.jinja"), &template).unwrap();
     let json = dir.path().join("rows.json");
-    let o = Command::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/template-fidelity"))
+    let o = Command::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracles/template-fidelity"))
         .args(["--posrecall", bin(), "--templates"])
         .arg(dir.path().join("t"))
         .arg("--json")
         .arg(&json)
         .output()
-        .expect("python3 runs scripts/template-fidelity");
+        .expect("python3 runs scripts/oracles/template-fidelity");
     assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     let all: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = all["rows"].as_array().unwrap();

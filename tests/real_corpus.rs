@@ -2,7 +2,7 @@
 //! binary: the default 16 targets, their ground truth checked against the file
 //! read independently, and a perfect answer set scored.
 //!
-//! The corpus is fetched by `scripts/fetch-corpus` into the cache folder
+//! The corpus is fetched by `scripts/env/fetch-corpus` into the cache folder
 //! (`$POSRECALL_CACHE`, else `$XDG_CACHE_HOME/posrecall`, else
 //! `~/.cache/posrecall`). Without it these tests fail; they never skip.
 
@@ -14,14 +14,14 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-/// sha256 of lodash 4.17.21's `lodash.js`, as pinned in `scripts/fetch-corpus`.
+/// sha256 of lodash 4.17.21's `lodash.js`, as pinned in `scripts/env/fetch-corpus`.
 const LODASH_SHA256: &str = "4c04561befdf653aef017a42ac5addf68ea943cdfca6bdee5ce04e04e8139f54";
 
 fn lodash() -> PathBuf {
     let path = default_corpus_path();
     assert!(
         path.is_file(),
-        "the default corpus is missing ({}): run scripts/fetch-corpus first \
+        "the default corpus is missing ({}): run scripts/env/fetch-corpus first \
          (it honours POSRECALL_CACHE and XDG_CACHE_HOME like posrecall does)",
         path.display()
     );
@@ -45,7 +45,7 @@ fn strings(v: &Value) -> Vec<String> {
 fn default_corpus_is_the_pinned_lodash() {
     let bytes = std::fs::read(lodash()).unwrap();
     let sha: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(sha, LODASH_SHA256, "the cached corpus is not lodash 4.17.21: rerun scripts/fetch-corpus");
+    assert_eq!(sha, LODASH_SHA256, "the cached corpus is not lodash 4.17.21: rerun scripts/env/fetch-corpus");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! A split model, as the hub publishes them: SmolLM2 split into three parts
-//! by llama.cpp's own `llama-gguf-split` (`scripts/gguf-split --test-model`).
+//! by llama.cpp's own `llama-gguf-split` (`scripts/env/gguf-split --test-model`).
 //! Given its first part, posrecall loads every part, records each, and its
 //! run equals the run of the file it was split from but for the model's file
 //! record; a missing, foreign, misnamed or cut-short part is a one-line error naming it.

@@ -3,7 +3,7 @@
 //! distribution on PyPI, pinned by sha256 and cached) rendered by posrecall
 //! (`posrecall template`) and by Python jinja2 set up as Hugging Face's
 //! `apply_chat_template` sets it up, with thinking off and on, compared byte
-//! for byte by `scripts/template-fidelity`. Every template posrecall renders
+//! for byte by `scripts/oracles/template-fidelity`. Every template posrecall renders
 //! must also split cleanly into a prefix and a suffix that does not change
 //! the prefix. Needs python3 with jinja2 (scripts/setup installs it).
 
@@ -14,12 +14,12 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/template-fidelity")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/oracles/template-fidelity")
 }
 
 /// The collection's folder (fetched on first use).
 pub fn collection() -> PathBuf {
-    let o = Command::new(script()).arg("--fetch-only").output().expect("python3 runs scripts/template-fidelity");
+    let o = Command::new(script()).arg("--fetch-only").output().expect("python3 runs scripts/oracles/template-fidelity");
     assert!(o.status.success(), "fetching the templates failed: {}", String::from_utf8_lossy(&o.stderr));
     PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
 }
@@ -43,7 +43,7 @@ fn the_collection_renders_as_the_reference_renderer_does() {
         .arg("--json")
         .arg(&json)
         .output()
-        .expect("python3 runs scripts/template-fidelity");
+        .expect("python3 runs scripts/oracles/template-fidelity");
     let report = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "templates render differently without a listed reason:\n{report}\n{}", String::from_utf8_lossy(&o.stderr));
     let summary = report.lines().last().unwrap_or("");
@@ -51,7 +51,7 @@ fn the_collection_renders_as_the_reference_renderer_does() {
     let all: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let identical = all["identical"].as_array().unwrap().len();
     // 66 of the 70 at the pinned version: three tool-use variants that Python
-    // refuses without tools, one template both refuse (scripts/template-fidelity).
+    // refuses without tools, one template both refuse (scripts/oracles/template-fidelity).
     assert!(identical >= 66, "only {identical} identical: {summary}");
     let rows = all["rows"].as_array().unwrap();
 

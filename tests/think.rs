@@ -17,8 +17,8 @@ use std::process::Command;
 
 /// A template of llama.cpp's collection (fetched and cached by the fidelity script).
 fn collection_template(name: &str) -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/template-fidelity");
-    let o = Command::new(script).arg("--fetch-only").output().expect("python3 runs scripts/template-fidelity");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/oracles/template-fidelity");
+    let o = Command::new(script).arg("--fetch-only").output().expect("python3 runs scripts/oracles/template-fidelity");
     assert!(o.status.success(), "fetching the templates failed: {}", String::from_utf8_lossy(&o.stderr));
     let p = PathBuf::from(String::from_utf8(o.stdout).unwrap().trim()).join(name);
     assert!(p.is_file(), "{} is missing", p.display());
@@ -154,10 +154,10 @@ fn score_splits_reasoning_off_every_format() {
 }
 
 /// SmolLM2 with `<think>` and `</think>` as control tokens of its vocabulary
-/// (`scripts/make-tiny-models --think-vocab`), as thinking models have them.
+/// (`scripts/dev/make-tiny-models --think-vocab`), as thinking models have them.
 fn think_vocab_smollm2() -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/make-tiny-models");
-    let o = Command::new(&script).arg("--think-vocab").output().expect("scripts/make-tiny-models runs");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/dev/make-tiny-models");
+    let o = Command::new(&script).arg("--think-vocab").output().expect("scripts/dev/make-tiny-models runs");
     assert!(o.status.success(), "{} --think-vocab failed: {}", script.display(), String::from_utf8_lossy(&o.stderr));
     PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
 }

@@ -1,5 +1,5 @@
-//! The timing model that `scripts/gpu-check` times in place of a model too
-//! large to send (`scripts/timing_model.py`): the real model's header and
+//! The timing model that `scripts/gpu/gpu-check` times in place of a model too
+//! large to send (`scripts/gpu/timing_model.py`): the real model's header and
 //! tensor table, random weights of the same types, the same bytes wherever
 //! it is written, and a model llama.cpp computes finite values with.
 
@@ -8,15 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn python() -> String {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/python-env");
-    let o = Command::new(&script).output().expect("cannot run scripts/python-env");
-    assert!(o.status.success(), "scripts/python-env failed: {}", String::from_utf8_lossy(&o.stderr));
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/env/python-env");
+    let o = Command::new(&script).output().expect("cannot run scripts/env/python-env");
+    assert!(o.status.success(), "scripts/env/python-env failed: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-/// Runs scripts/timing_model.py with `args` and returns what it printed (a sha256).
+/// Runs scripts/gpu/timing_model.py with `args` and returns what it printed (a sha256).
 fn timing_model(args: &[&str]) -> String {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/timing_model.py");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu/timing_model.py");
     let o = Command::new(python()).arg(&script).args(args).output().expect("cannot run timing_model.py");
     assert!(o.status.success(), "timing_model.py {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).trim().to_string()

@@ -1,6 +1,6 @@
 //! `posrecall template FILE.jinja`: render a chat template as `bench` does,
 //! without a model, so that a template can be checked and the rendering
-//! compared with other renderers (scripts/template-fidelity).
+//! compared with other renderers (scripts/oracles/template-fidelity).
 
 use crate::cli::TemplateCmdArgs;
 use anyhow::{Result, anyhow};

@@ -1,7 +1,7 @@
 //! Shared helpers: running the binary, reading its output, and the real
 //! models.
 //!
-//! The models are the real GGUF files `scripts/fetch-models` caches; a
+//! The models are the real GGUF files `scripts/env/fetch-models` caches; a
 //! missing model fails the test with what to run, it never skips.
 #![allow(dead_code)]
 
@@ -24,7 +24,7 @@ pub fn serial() -> MutexGuard<'static, ()> {
 }
 
 /// A model file in the cache, checked once per test process against the
-/// sha256 `scripts/fetch-models` pins in `var` (hashing 250 MB takes a
+/// sha256 `scripts/env/fetch-models` pins in `var` (hashing 250 MB takes a
 /// second or two, so the result is kept in `checked`). Another file under
 /// the same name (a partial download, another quantisation) would make every
 /// model test measure something else.
@@ -32,14 +32,14 @@ fn model(file: &str, var: &str, checked: &'static OnceLock<Result<PathBuf, Strin
     let verified = checked.get_or_init(|| {
         let p = posrecall::support::fsutil::cache_dir().join("models").join(file);
         if !p.exists() {
-            return Err(format!("{} is missing: run scripts/fetch-models (the tests use real models)", p.display()));
+            return Err(format!("{} is missing: run scripts/env/fetch-models (the tests use real models)", p.display()));
         }
         let want = pinned_sha256(var);
         let got = posrecall::support::fsutil::file_sha256(&p).map_err(|e| format!("{e:#}"))?;
         if got != want {
             return Err(format!(
-                "{} has sha256 {got}, not the {want} that scripts/fetch-models pins ({var}): \
-                 run scripts/fetch-models, which downloads it again",
+                "{} has sha256 {got}, not the {want} that scripts/env/fetch-models pins ({var}): \
+                 run scripts/env/fetch-models, which downloads it again",
                 p.display()
             ));
         }
@@ -48,10 +48,10 @@ fn model(file: &str, var: &str, checked: &'static OnceLock<Result<PathBuf, Strin
     verified.clone().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The sha256 assigned to `var` in `scripts/fetch-models` (`VAR=<64 hex>`),
+/// The sha256 assigned to `var` in `scripts/env/fetch-models` (`VAR=<64 hex>`),
 /// read at test time so that the script stays the one place it is pinned.
 fn pinned_sha256(var: &str) -> String {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-models");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/env/fetch-models");
     let text = std::fs::read_to_string(&script).unwrap_or_else(|e| panic!("cannot read {}: {e}", script.display()));
     let prefix = format!("{var}=");
     let value = text.lines().find_map(|l| l.trim().strip_prefix(&prefix)).map(str::trim);
@@ -174,7 +174,7 @@ pub fn plan_options(target: TargetSpec, max_new: usize, probe: Probe) -> PlanOpt
 }
 
 /// Layers the engine tests offload: `POSRECALL_TEST_GPU_LAYERS` (a GPU
-/// build runs the same tests on its device, as `scripts/test-gpu` does),
+/// build runs the same tests on its device, as `scripts/gpu/test-gpu` does),
 /// else none.
 pub fn gpu_layers() -> u32 {
     match std::env::var("POSRECALL_TEST_GPU_LAYERS") {
@@ -202,7 +202,7 @@ pub fn assert_clean_failure(o: &Output, dir: &Path, needle: &str) {
     assert!(left.is_empty(), "files left behind: {left:?}");
 }
 
-/// The tiny random-weight hybrid models `scripts/make-tiny-models` builds
+/// The tiny random-weight hybrid models `scripts/dev/make-tiny-models` builds
 /// (qwen35, qwen35moe), as (name, path); the script is run once per test
 /// process, building them on first use and checking their pinned sha256.
 /// Their answers are noise: they test the engine on recurrent memory, not
@@ -210,7 +210,7 @@ pub fn assert_clean_failure(o: &Output, dir: &Path, needle: &str) {
 pub fn tiny_hybrids() -> Vec<(String, PathBuf)> {
     static BUILT: OnceLock<Result<Vec<(String, PathBuf)>, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/make-tiny-models");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/dev/make-tiny-models");
         let o = Command::new(&script).output().map_err(|e| format!("cannot run {}: {e}", script.display()))?;
         if !o.status.success() {
             return Err(format!("{} failed: {}", script.display(), String::from_utf8_lossy(&o.stderr)));
@@ -228,12 +228,12 @@ pub fn tiny_hybrids() -> Vec<(String, PathBuf)> {
     built.clone().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A test model made by one of llama.cpp's own tools (`scripts/NAME
+/// A test model made by one of llama.cpp's own tools (`scripts/env/NAME
 /// --test-model`: gguf-split's split SmolLM2, quantize's requantised one),
 /// the tool compiled against this build's llama.cpp: the target folder
 /// holding the binary under test.
 pub fn tool_test_model(script_name: &str) -> Result<PathBuf, String> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts").join(script_name);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/env").join(script_name);
     let target = Path::new(bin()).parent().and_then(Path::parent).expect("target/release/posrecall");
     let o = Command::new(&script)
         .arg("--test-model")

@@ -542,11 +542,11 @@ impl Explain for CorpusSpecError {
                 )
             }
             CorpusSpecError::DefaultMissing { language: Some(l), path } => format!(
-                "no {corpus} given and the default {l} corpus is not at {}; run scripts/fetch-corpus --language {l} first",
+                "no {corpus} given and the default {l} corpus is not at {}; run scripts/env/fetch-corpus --language {l} first",
                 path.display()
             ),
             CorpusSpecError::DefaultMissing { language: None, path } => {
-                format!("no {corpus} given and the default corpus is not at {}; run scripts/fetch-corpus first", path.display())
+                format!("no {corpus} given and the default corpus is not at {}; run scripts/env/fetch-corpus first", path.display())
             }
             CorpusSpecError::GlobsOnFile(path) => format!(
                 "{} and {} choose files in a folder, but {} is one file; give the folder with {}",

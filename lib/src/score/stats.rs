@@ -401,7 +401,7 @@ impl PowerCalc {
 #[cfg(test)]
 mod tests {
     //! Every cited value is recomputed exactly, from its definition and with
-    //! no code shared with this module, by `scripts/stats-reference` (Python 3,
+    //! no code shared with this module, by `scripts/oracles/stats-reference` (Python 3,
     //! standard library), whose output names the test citing each value. The
     //! power figures and sample sizes up to N = 120 are also recomputed on
     //! every test run by an integer brute force in tests/compare.rs
@@ -425,7 +425,7 @@ mod tests {
 
     #[test]
     fn binomial_cdf_known_values() {
-        // Σ_{j≤k} C(n, j) / 2^n (scripts/stats-reference prints them reduced:
+        // Σ_{j≤k} C(n, j) / 2^n (scripts/oracles/stats-reference prints them reduced:
         // 7/128 and 5425/262144).
         close(binom_cdf(10, 2, 0.5), 56.0 / 1024.0, 1e-15);
         close(binom_cdf(20, 5, 0.5), 21700.0 / 1048576.0, 1e-15);
@@ -437,14 +437,14 @@ mod tests {
         close(binom_cdf(5, 4, 1.0), 0.0, 0.0);
         close(binom_cdf(5, 0, 0.0), 1.0, 0.0);
         // A far tail without underflow: P[Bin(1000, ½) ≤ 400] = 1.3642320780330092e-10
-        // (float(Fraction(Σ_{j≤400} C(1000, j), 2^1000)), scripts/stats-reference)
+        // (float(Fraction(Σ_{j≤400} C(1000, j), 2^1000)), scripts/oracles/stats-reference)
         let v = binom_cdf(1000, 400, 0.5);
         assert!((v / 1.3642320780330092e-10 - 1.0).abs() < 1e-9, "{v}");
     }
 
     #[test]
     fn mcnemar_known_values() {
-        // min(1, 2·Σ_{j≤min(b,c)} C(b+c, j) / 2^(b+c)) in Fractions, scripts/stats-reference.
+        // min(1, 2·Σ_{j≤min(b,c)} C(b+c, j) / 2^(b+c)) in Fractions, scripts/oracles/stats-reference.
         close(mcnemar_exact(0, 0), 1.0, 0.0);
         close(mcnemar_exact(3, 3), 1.0, 0.0);
         close(mcnemar_exact(1, 3), 0.625, 1e-15);
@@ -455,7 +455,7 @@ mod tests {
         close(mcnemar_exact(10, 2), 0.0385742188, 1e-10);
         close(mcnemar_exact(7, 8), 1.0, 0.0);
         close(mcnemar_exact(20, 40), 0.01348929373119186, 1e-12); // 2·Σ_{j≤20} C(60, j)/2^60
-        // Past the linear-space branch (n > 1000): scripts/stats-reference gives
+        // Past the linear-space branch (n > 1000): scripts/oracles/stats-reference gives
         // 2·P[Bin(1100, ½) ≤ 500] = 0.0028195449914364275 (Fraction, then float).
         close(mcnemar_exact(500, 600), 0.002819544991, 1e-11);
     }
@@ -463,7 +463,7 @@ mod tests {
     #[test]
     fn wilson_known_values() {
         // The closed form with z = 1.959963984540054, in 50-digit decimals
-        // (scripts/stats-reference):
+        // (scripts/oracles/stats-reference):
         // 6/16 -> (0.184812325589, 0.613589594545); 9/16 -> (0.331785563988, 0.769013475945)
         let (lo, hi) = wilson95(6, 16);
         close(lo, 0.184812325589, 1e-11);
@@ -522,7 +522,7 @@ mod tests {
         close(a.p, b.p, 1e-15);
         close(a.w_plus, b.w_minus, 0.0);
         // W+ = 78 - (3+6+9+12) = 48 of 78; counted by brute force over the 4096
-        // sign patterns (scripts/stats-reference, itertools.product): p = 531/1024.
+        // sign patterns (scripts/oracles/stats-reference, itertools.product): p = 531/1024.
         close(a.w_plus, 48.0, 0.0);
         close(a.p, 531.0 / 1024.0, 1e-14);
     }
@@ -531,12 +531,12 @@ mod tests {
     fn power_matches_brute_force() {
         // Exact double sum over d discordant targets and b A-only among them:
         // Σ C(n,d) pd^d (1-pd)^(n-d) · C(d,b) t^b (1-t)^(d-b) over the (d, b)
-        // with mcnemar(b, d-b) ≤ 0.05, in integers (scripts/stats-reference);
+        // with mcnemar(b, d-b) ≤ 0.05, in integers (scripts/oracles/stats-reference);
         // N ≤ 120 also by the brute force in tests/compare.rs.
         close(mcnemar_power(20, 0.25, 0.05, 0.05), 0.195620828283, 1e-10);
         close(mcnemar_power(16, 0.0625, 0.25, 0.05), 0.093835826255, 1e-10);
         close(mcnemar_power(5, 0.5, 0.1, 0.05), 0.0, 1e-15);
-        // The same, critical values from integer binomial sums (scripts/stats-reference only):
+        // The same, critical values from integer binomial sums (scripts/oracles/stats-reference only):
         close(mcnemar_power(300, 0.2, 0.1, 0.05), 0.873566801068, 1e-10);
         close(mcnemar_power(301, 0.2, 0.1, 0.05), 0.874749565448, 1e-10);
         // All discordant (pd = 1) and one-sided (theta = 1).
@@ -545,7 +545,7 @@ mod tests {
 
     #[test]
     fn sample_size_search() {
-        // Linear search N = 1, 2, … of the exact power above (scripts/stats-reference:
+        // Linear search N = 1, 2, … of the exact power above (scripts/oracles/stats-reference:
         // power(60) = 0.797296, power(61) = 0.805160; power(73) = 0.798833,
         // power(74) = 0.804791; also tests/compare.rs's brute force).
         assert_eq!(mcnemar_targets_for_power(0.25, 0.05, 0.05, 0.8, 100_000), SampleSize::Targets(61));
@@ -555,7 +555,7 @@ mod tests {
         // Every target discordant (p10 + p01 = 1) is a real case, not an impossible one.
         assert!(matches!(mcnemar_targets_for_power(0.75, 0.25, 0.05, 0.8, 100_000), SampleSize::Targets(_)));
         // The power at p10 = 0.2, p01 = 0.19 stays below 0.06 up to N = 500
-        // (scripts/stats-reference: at most 0.055721, at N = 500).
+        // (scripts/oracles/stats-reference: at most 0.055721, at N = 500).
         assert_eq!(mcnemar_targets_for_power(0.2, 0.19, 0.05, 0.8, 500), SampleSize::BeyondCap(500));
         // And beyond the linear range, where sizes grow in steps, the search
         // ends at the cap (the power there is still under 0.2).

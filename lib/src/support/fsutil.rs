@@ -321,13 +321,13 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(home).join(".cache").join("posrecall")
 }
 
-/// The default corpus, where `scripts/fetch-corpus` puts it: lodash 4.17.21's
+/// The default corpus, where `scripts/env/fetch-corpus` puts it: lodash 4.17.21's
 /// `lodash.js` (17K lines, hundreds of classic function declarations).
 pub fn default_corpus_path() -> PathBuf {
     cache_dir().join("corpus").join("lodash-4.17.21.js")
 }
 
-/// Where `scripts/fetch-corpus --language LANGUAGE` puts that language's
+/// Where `scripts/env/fetch-corpus --language LANGUAGE` puts that language's
 /// default corpus (`language` as the corpus stage names languages: `javascript`, `python`, …).
 pub fn default_corpus_for(language: &str) -> Option<PathBuf> {
     let file = match language {
@@ -338,7 +338,7 @@ pub fn default_corpus_for(language: &str) -> Option<PathBuf> {
 }
 
 /// The default corpus file of each language but JavaScript, as
-/// `scripts/fetch-corpus` names them.
+/// `scripts/env/fetch-corpus` names them.
 /// TypeScript's and Java's are folders (a package's sources), used as
 /// folder corpora.
 pub const DEFAULT_CORPORA: &[(&str, &str)] = &[
