@@ -437,7 +437,7 @@ fn messages_below_the_commands_name_no_flag() {
 }
 
 /// `--name` with a letter after the dashes, unless it is an argument of a
-/// script the message tells the user to run (`scripts/fetch-corpus
+/// script the message tells the user to run (`scripts/env/fetch-corpus
 /// --language go`), which is that script's flag.
 fn has_flag(s: &str) -> bool {
     s.match_indices("--").any(|(i, _)| {
@@ -451,8 +451,8 @@ fn has_flag(s: &str) -> bool {
 #[test]
 fn the_flag_check_sees_flags() {
     assert!(has_flag("use --crop head"));
-    assert!(!has_flag("run scripts/fetch-corpus --language go first"));
-    assert!(has_flag("run scripts/fetch-corpus first; or use --crop head"));
+    assert!(!has_flag("run scripts/env/fetch-corpus --language go first"));
+    assert!(has_flag("run scripts/env/fetch-corpus first; or use --crop head"));
     assert!(has_flag("--count is 5"));
     assert!(!has_flag("a -- b"));
     assert!(!has_flag("x--y"));

@@ -46,7 +46,7 @@ fn options(args: &AskArgs, lines: usize) -> Result<AskOptions> {
         extra,
         template_kwargs: ask::chat_template_kwargs(
             args.think,
-            &crate::commands::options::template_kwargs(args.template_kwargs.as_deref())?,
+            &crate::commands::convert::template_kwargs(args.template_kwargs.as_deref())?,
         ),
         key,
         retries: args.retries,

@@ -1,5 +1,5 @@
 //! `posrecall bench`: run a model in-process and score its answers. The
-//! flags become one [`bench::BenchOptions`] ([`super::options::bench`]); the
+//! flags become one [`bench::BenchOptions`] ([`super::convert::bench`]); the
 //! run is [`bench::run`]'s.
 
 use crate::cli::BenchArgs;
@@ -18,7 +18,7 @@ use crate::commands::progress::Terminal;
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
-    let (opts, items) = super::options::bench(args)?;
+    let (opts, items) = super::convert::bench(args)?;
     let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
     if items.len() > 1 {
         return kv_list(args, opts, &items, &spec);

@@ -21,7 +21,7 @@ use crate::commands::progress::Terminal;
 
 pub fn run(args: &MatrixArgs) -> Result<()> {
     let sweep = Sweep::load(&args.file)?;
-    let decode = super::options::decode(&args.decode, false, false, (sweep.draft, sweep.draft_max));
+    let decode = super::convert::decode(&args.decode, false, false, (sweep.draft, sweep.draft_max));
     // The sweep's file was checked as it was read; what the flags add is
     // checked here, by the same rules.
     if let Some(r) = sweep.runs().first() {

@@ -17,9 +17,9 @@ macro_rules! outln {
 pub mod ask;
 pub mod bench;
 pub mod compare;
+pub mod convert;
 pub mod generate;
 pub mod matrix;
-pub mod options;
 pub mod progress;
 pub mod prompt;
 pub mod report;

@@ -14,7 +14,7 @@ use posrecall::settings::Named;
 const SHOWN_LINES: usize = 8;
 
 pub fn run(args: &PromptArgs) -> Result<()> {
-    let opts = super::options::prompt(args)?;
+    let opts = super::convert::prompt(args)?;
     let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
     let src = Source::open_spec(&corpus, opts.target.rename_seed()).map_err(|e| hint(e, None))?;
     if let Some(note) = src.error_note() {

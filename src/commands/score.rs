@@ -2,7 +2,7 @@
 
 use crate::cli::ScoreArgs;
 use anyhow::Result;
-use posrecall::ask::score::{ScoreError, ScoreSettings, score_responses};
+use posrecall::ask::grade::{ScoreError, ScoreSettings, score_responses};
 use posrecall::record::run::{External, RunFile};
 use posrecall::report::terminal;
 

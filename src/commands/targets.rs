@@ -9,9 +9,9 @@ use posrecall::support::fsutil;
 use std::fmt::Write as _;
 
 pub fn run(args: &TargetsArgs) -> Result<()> {
-    let spec = crate::commands::options::target_spec(&args.target);
+    let spec = crate::commands::convert::target_spec(&args.target);
     let kwargs =
-        posrecall::ask::chat_template_kwargs(args.think, &crate::commands::options::template_kwargs(args.template_kwargs.as_deref())?);
+        posrecall::ask::chat_template_kwargs(args.think, &crate::commands::convert::template_kwargs(args.template_kwargs.as_deref())?);
     let corpus = corpus_spec(args.corpus.as_deref(), &args.source)?;
     if let Some(path) = &args.emit_prompts {
         check_output("--emit-prompts", path, &[&corpus.path])?;

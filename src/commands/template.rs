@@ -8,7 +8,7 @@ use posrecall::prompt;
 use posrecall::prompt::template::{SpecialTokens, TemplateVars, render};
 
 pub fn run(args: &TemplateCmdArgs) -> Result<()> {
-    let vars = TemplateVars { think: args.think, kwargs: crate::commands::options::template_kwargs(args.template_kwargs.as_deref())? };
+    let vars = TemplateVars { think: args.think, kwargs: crate::commands::convert::template_kwargs(args.template_kwargs.as_deref())? };
     let text = posrecall::prompt::template::read(&args.file)?;
     let record = vars.record(&text, Some(&args.file))?;
     let special = SpecialTokens { bos: args.bos_token.clone(), eos: args.eos_token.clone() };

@@ -19,8 +19,8 @@
 //! scores a responses file against its targets file into a run file.
 
 pub mod client;
+pub mod grade;
 pub mod responses;
-pub mod score;
 
 use crate::corpus::Source;
 use crate::prompt::template::Think;

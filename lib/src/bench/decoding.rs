@@ -301,7 +301,7 @@ impl DecodeOptions {
     /// start (`to_run`), the memory is checked and a fallback or a changed
     /// cache is noted on stderr; otherwise (a sweep deciding whether a
     /// finished run may be kept) neither.
-    pub fn decide(&self, model: &Model, plan: &Plan, cfg: &ContextConfig, to_run: bool) -> Result<Decoding, DecodeError> {
+    pub fn decoding(&self, model: &Model, plan: &Plan, cfg: &ContextConfig, to_run: bool) -> Result<Decoding, DecodeError> {
         if to_run {
             self.check_snapshot_memory(model, plan, cfg)?;
         }

@@ -16,9 +16,9 @@ pub mod decoding;
 pub mod execute;
 pub mod kv_list;
 pub mod ladder;
+pub mod manifest;
 pub mod options;
 pub mod plan;
-pub mod record;
 
 /// The most tokens one answer may generate.
 pub const MAX_NEW_TOKENS: usize = 131_072;
@@ -27,9 +27,9 @@ pub const MAX_THREADS: usize = 1_024;
 
 pub use decoding::{DecodeError, DecodeOptions, Decoding, MemoryLimit};
 pub use execute::{ExecOptions, Executed, check_reference, execute};
+pub use manifest::RunSpec;
 pub use options::{BenchOptions, Invalid, Numeric, OptionsError, ValidOptions, check_plan};
 pub use plan::{Plan, PlanError, PlanOptions, plan};
-pub use record::RunSpec;
 
 use crate::corpus::Source;
 use crate::engine::model::Model;
@@ -242,7 +242,7 @@ pub fn run(
 /// How a planned run decodes for these context settings, and its context.
 /// `gpu_layers`: what the run's load offloads (the model's own when it is
 /// loaded for the run; a resume check on the planning load gives what the
-/// run's load will offload). `to_run`: see [`DecodeOptions::decide`].
+/// run's load will offload). `to_run`: see [`DecodeOptions::decoding`].
 pub fn decide(
     model: &Model,
     plan: &Plan,
@@ -256,7 +256,7 @@ pub fn decide(
         gpu_layers,
         ..context.config(plan.n_ctx)
     };
-    let decoding = decode.decide(model, plan, &sequential, to_run)?;
+    let decoding = decode.decoding(model, plan, &sequential, to_run)?;
     Ok((decoding.context(sequential, plan), decoding))
 }
 

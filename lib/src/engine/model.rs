@@ -273,14 +273,14 @@ impl Model {
     }
 
     /// What llama.cpp will do about rotating a KV cache of these types for
-    /// this model when `asked` ([`super::rotation::decide`]).
+    /// this model when `asked` ([`super::rotation::predict`]).
     pub fn rotation(
         &self,
         asked: crate::settings::KvRotation,
         type_k: crate::settings::KvType,
         type_v: crate::settings::KvType,
     ) -> crate::settings::Rotation {
-        super::rotation::decide(asked, self.head_sizes(), type_k, type_v)
+        super::rotation::predict(asked, self.head_sizes(), type_k, type_v)
     }
 
     /// Bytes of the KV cache a context of `cfg` keeps on the GPU: the

@@ -10,8 +10,8 @@
 //! memory once per step for all slots instead of once per slot.
 
 use super::session::{Generation, Limit, Session, greedy_sampler};
+use crate::decode::StepStats;
 use crate::decode::draft::Drafter;
-use crate::settings::StepStats;
 use anyhow::{Context, Result, bail};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;

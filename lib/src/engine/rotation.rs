@@ -50,7 +50,7 @@ pub struct HeadSizes {
 
 /// What llama.cpp will do for this model (`heads`) at these types when
 /// `asked`: the environment's `off` is honoured and recorded as `off`.
-pub fn decide(asked: KvRotation, heads: HeadSizes, type_k: KvType, type_v: KvType) -> Rotation {
+pub fn predict(asked: KvRotation, heads: HeadSizes, type_k: KvType, type_v: KvType) -> Rotation {
     let mode = match asked {
         KvRotation::Auto if disabled_by_environment() => KvRotation::Off,
         m => m,
@@ -154,14 +154,14 @@ mod tests {
     #[test]
     fn the_rule_is_quantised_types_with_heads_a_multiple_of_64() {
         let heads = HeadSizes { k: Some(64), v: Some(64) };
-        let r = decide(KvRotation::Off, heads, KvType::Q4_0, KvType::Q4_0);
+        let r = predict(KvRotation::Off, heads, KvType::Q4_0, KvType::Q4_0);
         assert_eq!((r.mode, r.k, r.v), (KvRotation::Off, false, false));
         if !disabled_by_environment() {
-            let r = decide(KvRotation::Auto, heads, KvType::Q8_0, KvType::F16);
+            let r = predict(KvRotation::Auto, heads, KvType::Q8_0, KvType::F16);
             assert_eq!((r.mode, r.k, r.v), (KvRotation::Auto, true, false));
-            let r = decide(KvRotation::Auto, HeadSizes { k: Some(96), v: None }, KvType::Q8_0, KvType::Q8_0);
+            let r = predict(KvRotation::Auto, HeadSizes { k: Some(96), v: None }, KvType::Q8_0, KvType::Q8_0);
             assert_eq!((r.k, r.v), (false, false), "96 is not a multiple of 64; mixed heads rotate nothing");
-            let r = decide(KvRotation::Auto, HeadSizes { k: Some(128), v: Some(128) }, KvType::F16, KvType::Bf16);
+            let r = predict(KvRotation::Auto, HeadSizes { k: Some(128), v: Some(128) }, KvType::F16, KvType::Bf16);
             assert_eq!((r.k, r.v), (false, false));
         }
     }

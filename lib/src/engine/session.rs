@@ -25,9 +25,10 @@
 
 use super::model::Model;
 use super::params::llama_params;
+use crate::decode::StepStats;
 use crate::decode::draft::Drafter;
 use crate::settings::Named;
-use crate::settings::{ContextConfig, KvRotation, RestoreMode, StepStats};
+use crate::settings::{ContextConfig, KvRotation, RestoreMode};
 use anyhow::{Context, Result, anyhow, bail};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};

@@ -4,9 +4,10 @@
 //! `bench` knows (model, context, timings) are optional so that a run scored
 //! from outside answers has the same shape.
 
+use crate::decode::StepStats;
 use crate::score::forced::{Forced, ForcedSummary};
 use crate::score::{Normalize, Score};
-use crate::settings::{ContextConfig, StepStats};
+use crate::settings::ContextConfig;
 use crate::targets::Target;
 use crate::targets::crop::Crop;
 use anyhow::{Context, Result};
