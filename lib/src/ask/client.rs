@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The first wait before a retry; each further one doubles it.
-pub const BACKOFF_START: Duration = Duration::from_millis(500);
+pub(crate) const BACKOFF_START: Duration = Duration::from_millis(500);
 /// The longest wait between two tries (a larger Retry-After is capped to it).
-pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
+pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(300);
 /// The largest response body read (an answer is a few KB).
 const BODY_LIMIT: u64 = 64 << 20;
 
@@ -48,7 +48,7 @@ pub struct Answered {
 }
 
 /// How asking one target ended.
-pub enum Outcome {
+pub(crate) enum Outcome {
     Answered(Answered),
     /// This target failed; the others are still asked.
     Failed(String),
@@ -73,7 +73,7 @@ enum Try {
 }
 
 /// Sends the requests: one shared agent (connection pool) for all workers.
-pub struct Asker {
+pub(crate) struct Asker {
     agent: ureq::Agent,
     endpoint: String,
     /// The endpoint as messages show it: without credentials.

@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// One line of the responses file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Response {
+pub(crate) struct Response {
     pub name: String,
     pub response: String,
     /// The answering request's wall time.
@@ -43,14 +43,14 @@ impl Response {
     }
 
     /// The line `ask` appends, without its newline.
-    pub fn to_line(&self) -> Result<String> {
+    pub(crate) fn to_line(&self) -> Result<String> {
         Ok(serde_json::to_string(self)?)
     }
 }
 
 /// Every answer of a responses file by target name; blank lines are skipped,
 /// and a line that is not an answer or answers a target twice is an error.
-pub fn read_all(path: &Path) -> Result<HashMap<String, Response>> {
+pub(crate) fn read_all(path: &Path) -> Result<HashMap<String, Response>> {
     let text = crate::support::fsutil::read_text(path).with_context(|| format!("cannot read responses {}", path.display()))?;
     let mut answers = HashMap::new();
     for (i, line) in text.lines().enumerate() {

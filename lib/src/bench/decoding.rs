@@ -9,10 +9,10 @@ use crate::settings::Named as _;
 use crate::settings::{ContextConfig, Explain, KvType, Names, RestoreMode, Setting};
 
 /// llama.cpp's limit on sequences in one context; one holds the prefix.
-pub const MAX_SEQUENCES: usize = 256;
+pub(crate) const MAX_SEQUENCES: usize = 256;
 
 /// llama.cpp rounds a KV cache up to a multiple of this many cells.
-pub const CELL_PADDING: u64 = 256;
+pub(crate) const CELL_PADDING: u64 = 256;
 
 /// What the run asks for.
 #[derive(Debug, Clone)]

@@ -31,11 +31,11 @@ use anyhow::Result;
 use std::time::Instant;
 
 /// The shortest length a ladder may ask for, in tokens.
-pub const MIN_LENGTH: usize = 64;
+pub(crate) const MIN_LENGTH: usize = 64;
 /// The longest, in tokens (far above any model's context).
-pub const MAX_LENGTH: usize = 16 << 20;
+pub(crate) const MAX_LENGTH: usize = 16 << 20;
 /// The most lengths one ladder may have.
-pub const MAX_RUNGS: usize = 64;
+pub(crate) const MAX_RUNGS: usize = 64;
 /// The shortest rung of an `auto` ladder, in tokens.
 const AUTO_FIRST: usize = 1024;
 
@@ -96,7 +96,7 @@ pub use crate::record::run::length_label as label;
 
 /// A ladder that cannot be planned; the messages name no flag.
 #[derive(Debug, thiserror::Error)]
-pub enum LadderError {
+pub(crate) enum LadderError {
     #[error(
         "the {} window ({prefix} tokens) holds {found} eligible function(s), fewer than the {wanted} asked; \
          the shortest length that holds {wanted} is {shortest} tokens",
@@ -474,7 +474,7 @@ fn extend_window(run: &Run, session: &mut Session, checkpoint: &mut Option<Check
 
 /// A window's summary and pass rate (the rest of its record is filled in
 /// by the caller).
-pub fn rung_summary(results: &[TargetResult]) -> RungRecord {
+pub(crate) fn rung_summary(results: &[TargetResult]) -> RungRecord {
     let summary = Summary::of(results);
     // A ladder always generates its answers (`--forced-only` is refused
     // with it, and in a run file with one).

@@ -58,7 +58,7 @@ impl RunSpec<'_> {
 
     /// What a reference made by this run, or compared with it, must share
     /// ([`crate::record::keys::reference_identity`]).
-    pub fn reference_identity(&self) -> Identity {
+    pub(crate) fn reference_identity(&self) -> Identity {
         crate::record::keys::reference_identity(&self.manifest(), self.model.vocab_fingerprint())
     }
 
@@ -153,13 +153,19 @@ impl RunSpec<'_> {
 
     /// The name of this run's evaluated prefix in a prefix cache
     /// ([`crate::record::keys::prefix_cache_key`]).
-    pub fn prefix_cache_key(&self) -> String {
+    pub(crate) fn prefix_cache_key(&self) -> String {
         crate::record::keys::prefix_cache_key(&self.manifest())
     }
 
     /// The run file of a length ladder (this spec's plan is its longest
     /// window's): every window's results, and per window its record.
-    pub fn ladder_run_file(&self, lx: super::ladder::LadderExecuted, stopped: Option<String>, effective_at: f64, total_ms: f64) -> RunFile {
+    pub(crate) fn ladder_run_file(
+        &self,
+        lx: super::ladder::LadderExecuted,
+        stopped: Option<String>,
+        effective_at: f64,
+        total_ms: f64,
+    ) -> RunFile {
         let mut run = self.run_file(lx.executed, total_ms);
         run.ladder = Some(crate::record::run::LadderRecord {
             effective_at,
@@ -173,7 +179,7 @@ impl RunSpec<'_> {
     /// The run file: the manifest, the results and their summary, and the
     /// timings, with the model's load and hash times; `total_ms` is the run
     /// as its command measured it.
-    pub fn run_file(&self, executed: Executed, total_ms: f64) -> RunFile {
+    pub(crate) fn run_file(&self, executed: Executed, total_ms: f64) -> RunFile {
         let mut timings = executed.timings;
         timings.hash_ms = self.model.hash_ms;
         timings.load_ms_without_hash = self.model.weights_ms;

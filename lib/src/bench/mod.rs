@@ -23,7 +23,7 @@ pub mod plan;
 /// The most tokens one answer may generate.
 pub const MAX_NEW_TOKENS: usize = 131_072;
 /// The most CPU threads a run may ask for.
-pub const MAX_THREADS: usize = 1_024;
+pub(crate) const MAX_THREADS: usize = 1_024;
 
 pub use decoding::{DecodeError, DecodeOptions, Decoding, MemoryLimit};
 pub use execute::{ExecOptions, Executed, check_reference, execute};
@@ -55,7 +55,7 @@ pub enum Planned {
 impl Planned {
     /// The plan the run's context and record follow: the longest window's
     /// for a ladder.
-    pub fn run_plan(&self) -> &Plan {
+    pub(crate) fn run_plan(&self) -> &Plan {
         match self {
             Planned::Plain(p) => p,
             Planned::Ladder(l) => l.longest(),
@@ -71,7 +71,7 @@ impl Planned {
         plans.iter().flat_map(|p| p.targets.iter().map(|t| (t.name.clone(), t.line))).collect()
     }
 
-    pub fn is_ladder(&self) -> bool {
+    pub(crate) fn is_ladder(&self) -> bool {
         matches!(self, Planned::Ladder(_))
     }
 }
@@ -161,7 +161,7 @@ pub struct Env<'a> {
 /// A reference that does not measure this run.
 #[derive(Debug, thiserror::Error)]
 #[error("reference {}: {mismatch}", .path.display())]
-pub struct ReferenceMismatch {
+pub(crate) struct ReferenceMismatch {
     pub path: PathBuf,
     pub mismatch: Mismatch,
 }
@@ -243,7 +243,7 @@ pub fn run(
 /// `gpu_layers`: what the run's load offloads (the model's own when it is
 /// loaded for the run; a resume check on the planning load gives what the
 /// run's load will offload). `to_run`: see [`DecodeOptions::decoding`].
-pub fn decide(
+pub(crate) fn decide(
     model: &Model,
     plan: &Plan,
     context: &ContextSettings,

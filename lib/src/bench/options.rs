@@ -321,7 +321,7 @@ impl BenchOptions {
 
     /// The options the planner reads: a fixed answer length is the answer
     /// budget.
-    pub fn planning(&self) -> PlanOptions {
+    pub(crate) fn planning(&self) -> PlanOptions {
         let mut p = self.plan.clone();
         p.max_new_tokens = self.decode.fixed_tokens.or(p.max_new_tokens);
         p.rope = self.context.rope;

@@ -24,7 +24,7 @@ const TOKENS_PER_WINDOW_LINE: usize = 20;
 /// The answer budget when none is given, for questions of `lines` lines:
 /// 20 tokens per line of the expected window (LINES and as many extra
 /// lines), 800 at the defaults. `bench` and `ask` alike.
-pub fn default_answer_budget(lines: usize) -> usize {
+pub(crate) fn default_answer_budget(lines: usize) -> usize {
     TOKENS_PER_WINDOW_LINE * 2 * lines
 }
 
@@ -33,7 +33,7 @@ pub fn default_answer_budget(lines: usize) -> usize {
 /// adds that a scaling goes past it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the context is capped at the model's trained context of {0} tokens")]
-pub struct TrainedCap(pub u32);
+pub(crate) struct TrainedCap(pub u32);
 
 /// The knobs [`plan`] reads.
 #[derive(Debug, Clone, Default)]
@@ -121,7 +121,7 @@ pub struct Plan {
 impl Plan {
     /// The most tokens one answer may take: the answer budget, and the
     /// reasoning budget before it when thinking is on.
-    pub fn generation_limit(&self) -> usize {
+    pub(crate) fn generation_limit(&self) -> usize {
         self.max_new_tokens + self.think_budget.unwrap_or(0)
     }
 }

@@ -120,7 +120,7 @@ impl Corpus {
     }
 
     /// Byte offset just past line `i`, including its line ending.
-    pub fn line_end(&self, i: usize) -> usize {
+    pub(crate) fn line_end(&self, i: usize) -> usize {
         self.line_starts.get(i + 1).copied().unwrap_or(self.text.len())
     }
 
@@ -132,7 +132,7 @@ impl Corpus {
     }
 
     /// The 0-based line that holds byte offset `byte`.
-    pub fn line_of_byte(&self, byte: usize) -> usize {
+    pub(crate) fn line_of_byte(&self, byte: usize) -> usize {
         match self.line_starts.binary_search(&byte) {
             Ok(i) => i,
             Err(i) => i - 1,
@@ -146,7 +146,7 @@ impl Corpus {
 }
 
 /// The longest qualified name a question uses, in bytes.
-pub const MAX_QUALIFIED_NAME: usize = 256;
+pub(crate) const MAX_QUALIFIED_NAME: usize = 256;
 
 /// A named function declaration found by a language's parser.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -353,7 +353,7 @@ pub struct SourceFile {
 
 /// What is wrong with a corpus; the command adds the flag that fixes it.
 #[derive(Debug, thiserror::Error)]
-pub enum CorpusError {
+pub(crate) enum CorpusError {
     #[error("cannot tell the language of {path} from its extension (known: {known})")]
     UnknownExtension { path: String, known: String },
     #[error("unknown language `{0}` (known: {known})", known = language_names().join(", "))]
@@ -403,7 +403,7 @@ pub fn language_named(name: &str) -> Option<Box<dyn Language>> {
 }
 
 /// The extensions that select a language, without dots.
-pub fn extensions_of(name: &str) -> &'static [&'static str] {
+pub(crate) fn extensions_of(name: &str) -> &'static [&'static str] {
     LANGUAGES.iter().find(|l| l.0 == name).map_or(&[], |l| l.2)
 }
 
@@ -462,7 +462,7 @@ impl Source {
     /// Like [`Source::open`]; with `rename = Some(seed)` every declared
     /// function name is first renamed (see [`crate::corpus::rename`]), and the
     /// renamed text is what every later stage sees.
-    pub fn open_with(path: &Path, rename: Option<u64>) -> Result<Source> {
+    pub(crate) fn open_with(path: &Path, rename: Option<u64>) -> Result<Source> {
         Self::open_spec(&CorpusSpec::file(path), rename)
     }
 

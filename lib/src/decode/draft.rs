@@ -37,19 +37,19 @@
 use serde::{Deserialize, Serialize};
 
 /// The longest suffix looked up.
-pub const MAX_NGRAM: usize = 8;
+pub(crate) const MAX_NGRAM: usize = 8;
 /// The shortest suffix looked up in the file: one token recurs too often
 /// in a whole file to say where the answer is.
-pub const MIN_FILE_NGRAM: usize = 2;
+pub(crate) const MIN_FILE_NGRAM: usize = 2;
 /// The draft length a generation starts with.
-pub const START_K: usize = 8;
+pub(crate) const START_K: usize = 8;
 /// Drafts in a row with nothing kept, after which only strong matches draft.
-pub const MISSES: usize = 2;
+pub(crate) const MISSES: usize = 2;
 /// A suffix match this long is strong.
-pub const STRONG_NGRAM: usize = 4;
+pub(crate) const STRONG_NGRAM: usize = 4;
 /// The default and largest `--draft-max`.
 pub const DEFAULT_MAX: usize = 16;
-pub const LIMIT_MAX: usize = 128;
+pub(crate) const LIMIT_MAX: usize = 128;
 
 crate::settings::named_choice! {
     /// Where drafts come from.
@@ -113,7 +113,7 @@ impl DraftStats {
 /// The ground truth's texts a drafter looks answers up in (see the
 /// module's notes): the header, the expected lines and the extra window,
 /// as in the file, then without the header's indentation where it has one.
-pub fn truth_texts(header: &str, expected: &[String], extra: &[String]) -> Vec<String> {
+pub(crate) fn truth_texts(header: &str, expected: &[String], extra: &[String]) -> Vec<String> {
     let lines: Vec<&str> = header.lines().chain(expected.iter().chain(extra).map(String::as_str)).collect();
     let mut texts = vec![lines.iter().map(|l| format!("{l}\n")).collect::<String>()];
     let indent = &header[..header.len() - header.trim_start_matches([' ', '\t']).len()];
@@ -123,7 +123,7 @@ pub fn truth_texts(header: &str, expected: &[String], extra: &[String]) -> Vec<S
     texts
 }
 
-pub struct Drafter<'a> {
+pub(crate) struct Drafter<'a> {
     mode: DraftMode,
     max: usize,
     k: usize,
@@ -171,7 +171,7 @@ impl<'a> Drafter<'a> {
 
     /// Up to `room` tokens (and at most the current K) to follow `answer`,
     /// the answer's tokens so far; empty when no source has a match.
-    pub fn propose(&mut self, answer: &[i32], room: usize) -> Vec<i32> {
+    pub(crate) fn propose(&mut self, answer: &[i32], room: usize) -> Vec<i32> {
         self.last = None;
         let k = self.k.min(room);
         if k == 0 || self.mode == DraftMode::None {
@@ -239,7 +239,8 @@ impl<'a> Drafter<'a> {
     }
 
     /// The current K (for tests).
-    pub fn k(&self) -> usize {
+    #[cfg(test)]
+    fn k(&self) -> usize {
         self.k
     }
 }

@@ -4,7 +4,7 @@
 
 /// Index of the largest value (the first on ties, as greedy sampling picks),
 /// the gap to the second largest, and log-softmax of `token`.
-pub fn read_logits(logits: &[f32], token: usize) -> (usize, f32, f32) {
+pub(crate) fn read_logits(logits: &[f32], token: usize) -> (usize, f32, f32) {
     let mut best = 0usize;
     let mut best_v = f32::NEG_INFINITY;
     let mut second_v = f32::NEG_INFINITY;
@@ -24,7 +24,7 @@ pub fn read_logits(logits: &[f32], token: usize) -> (usize, f32, f32) {
 
 /// The first value that no distribution can come from (NaN or +inf; a
 /// masked token's −inf is a probability of 0), by index.
-pub fn first_unusable(logits: &[f32]) -> Option<(usize, f32)> {
+pub(crate) fn first_unusable(logits: &[f32]) -> Option<(usize, f32)> {
     logits.iter().position(|v| v.is_nan() || *v == f32::INFINITY).map(|i| (i, logits[i]))
 }
 

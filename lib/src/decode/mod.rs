@@ -31,7 +31,7 @@ pub struct StepStats {
 impl StepStats {
     /// Counts one decode step of `tokens` tokens, `question_tokens` of them
     /// from questions, over `live` sequences.
-    pub fn count_step(&mut self, ms: f64, tokens: usize, question_tokens: usize, live: usize) {
+    pub(crate) fn count_step(&mut self, ms: f64, tokens: usize, question_tokens: usize, live: usize) {
         self.steps += 1;
         self.max_live = self.max_live.max(live);
         if question_tokens == 0 {

@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// `--gpu-layers` not given on a GPU build: as many layers as fit in 90% of
 /// the device's free memory, resolved when the model is loaded.
-pub const GPU_LAYERS_AUTO: u32 = u32::MAX;
+pub(crate) const GPU_LAYERS_AUTO: u32 = u32::MAX;
 
 /// One of llama.cpp's compute devices.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +43,7 @@ impl Device {
 }
 
 /// Every device this build of llama.cpp found, the CPU included.
-pub fn devices() -> Vec<Device> {
+pub(crate) fn devices() -> Vec<Device> {
     // Registering the backends is what finds the devices.
     let _ = super::backend();
     list_llama_ggml_backend_devices()
@@ -69,7 +69,7 @@ pub fn gpu() -> Option<Device> {
 /// what the binary was built for: a GPU build on a machine without a GPU
 /// computes on the CPU).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Compute {
+pub(crate) struct Compute {
     /// `cpu`, `cuda`, `vulkan` or `metal`: the backend of the GPU llama.cpp
     /// found, else `cpu`.
     pub backend: String,
@@ -83,7 +83,7 @@ pub struct Compute {
 /// found one, offloaded layers or not: llama.cpp sends the large batches of
 /// a prefill to it even with every layer in main memory (its operation
 /// offload, on by default).
-pub fn compute() -> Compute {
+pub(crate) fn compute() -> Compute {
     Compute { cpu_features: cpu_features(), ..Compute::of(gpu()) }
 }
 
@@ -149,7 +149,7 @@ fn backend_name(ggml: &str) -> String {
 
 /// The bytes of a model's weights, by where llama.cpp can put them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WeightLayout {
+pub(crate) struct WeightLayout {
     /// Each repeating layer's tensors (`blk.N.*`), by layer.
     pub layers: Vec<u64>,
     /// The output layer (norm and projection; the embeddings again when the
@@ -196,13 +196,13 @@ impl WeightLayout {
         WeightLayout { layers, output }
     }
 
-    pub fn n_layer(&self) -> u32 {
+    pub(crate) fn n_layer(&self) -> u32 {
         self.layers.len() as u32
     }
 
     /// Device bytes for `n` offloaded layers: the last `n` layers, and the
     /// output layer when `n` is more than the layer count.
-    pub fn offload_bytes(&self, n: u32) -> u64 {
+    pub(crate) fn offload_bytes(&self, n: u32) -> u64 {
         let k = (n as usize).min(self.layers.len());
         let layers: u64 = self.layers[self.layers.len() - k..].iter().sum();
         layers + if n > self.n_layer() { self.output } else { 0 }
@@ -210,14 +210,14 @@ impl WeightLayout {
 
     /// The most layers (up to every layer and the output layer) whose
     /// weights take at most `bytes`.
-    pub fn layers_within(&self, bytes: u64) -> u32 {
+    pub(crate) fn layers_within(&self, bytes: u64) -> u32 {
         (0..=self.n_layer() + 1).rev().find(|&n| self.offload_bytes(n) <= bytes).unwrap_or(0)
     }
 }
 
 /// Offloading that cannot work. The messages name no command-line flag.
 #[derive(Debug, thiserror::Error)]
-pub enum DeviceError {
+pub(crate) enum DeviceError {
     #[error(
         "{asked} offloaded layers need {} of weights on {device}, which has {} free; {fit} layers fit",
         size(*need), size(*free)
@@ -234,7 +234,7 @@ fn size(b: u64) -> String {
 /// device's free memory (the rest is for the KV cache and compute buffers);
 /// else what was asked, capped at every layer and the output layer, and
 /// refused when the weights alone would not fit in the free memory.
-pub fn resolve_layers(layout: &WeightLayout, asked: u32, gpu: Option<&Device>) -> Result<u32, DeviceError> {
+pub(crate) fn resolve_layers(layout: &WeightLayout, asked: u32, gpu: Option<&Device>) -> Result<u32, DeviceError> {
     let Some(gpu) = gpu else { return Ok(0) };
     let all = layout.n_layer() + 1;
     if asked == GPU_LAYERS_AUTO {

@@ -66,7 +66,7 @@ impl Header {
     }
 
     /// Where the file's tensor data ends: the byte after its last tensor.
-    pub fn data_end(&self) -> u64 {
+    pub(crate) fn data_end(&self) -> u64 {
         // SAFETY: `ctx` is valid until drop, and ids are in range.
         unsafe {
             let base = llama_cpp_sys_2::gguf_get_data_offset(self.ctx) as u64;

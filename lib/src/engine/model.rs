@@ -70,7 +70,7 @@ pub fn load_vocab(path: &Path) -> Result<Model> {
 
 /// How many of `path`'s layers a load asked for `asked` offloads on this
 /// machine (see [`super::device::resolve_layers`]), without loading it.
-pub fn resolve_gpu_layers(path: &Path, asked: u32) -> Result<u32> {
+pub(crate) fn resolve_gpu_layers(path: &Path, asked: u32) -> Result<u32> {
     if asked == 0 {
         return Ok(0);
     }
@@ -163,7 +163,7 @@ fn identity(files: &[PathBuf]) -> Result<(String, Vec<Part>)> {
 /// (hex), one per line, in order. It changes when any part does, and is
 /// never a single file's sha256, so the prefix-cache, reference and resume
 /// keys tell the split model from the file it was split from.
-pub fn split_identity(part_sha256s: &[&str]) -> String {
+pub(crate) fn split_identity(part_sha256s: &[&str]) -> String {
     let mut text = String::from("split:\n");
     for s in part_sha256s {
         text.push_str(s);
@@ -240,7 +240,7 @@ impl Model {
     /// Estimated KV-cache bytes per cell (one token of one sequence) at
     /// these K and V types: every layer's K and V rows. An upper bound for
     /// sliding-window models, whose window layers keep fewer cells.
-    pub fn kv_bytes_per_cell(&self, type_k: crate::settings::KvType, type_v: crate::settings::KvType) -> u64 {
+    pub(crate) fn kv_bytes_per_cell(&self, type_k: crate::settings::KvType, type_v: crate::settings::KvType) -> u64 {
         let m = &self.model;
         let head_dim = (m.n_embd() as u32 / m.n_head().max(1)).max(1);
         let k_len = meta_u32(m, "attention.key_length").unwrap_or(head_dim) as i64;
@@ -257,7 +257,7 @@ impl Model {
     /// The head sizes of K and V rows, as llama.cpp reads them: the
     /// `key_length`/`value_length` metadata, else the embedding over the
     /// heads; `None` where sliding-window layers have other sizes.
-    pub fn head_sizes(&self) -> super::rotation::HeadSizes {
+    pub(crate) fn head_sizes(&self) -> super::rotation::HeadSizes {
         let m = &self.model;
         let head_dim = m.n_embd() as u32 / m.n_head().max(1);
         let k = meta_u32(m, "attention.key_length").unwrap_or(head_dim);
@@ -287,7 +287,7 @@ impl Model {
     /// offloaded layers' share of the whole cache (sliding-window layers
     /// keep their window only, unless `swa_full`; recurrent layers keep
     /// their fixed state). An estimate that errs high.
-    pub fn device_kv_bytes(&self, cfg: &crate::settings::ContextConfig) -> u64 {
+    pub(crate) fn device_kv_bytes(&self, cfg: &crate::settings::ContextConfig) -> u64 {
         let n_layer = (self.model.n_layer() as u64).max(1);
         let cells = cfg.n_ctx as u64;
         let bytes = match cfg.swa_full {
@@ -352,7 +352,7 @@ impl Model {
     }
 
     /// The text of the EOS token.
-    pub fn eos_text(&self) -> String {
+    pub(crate) fn eos_text(&self) -> String {
         let vocab = self.model.vocab();
         String::from_utf8_lossy(&vocab.token_to_piece(vocab.eos(), true, None)).into_owned()
     }
@@ -379,7 +379,7 @@ impl Model {
     }
 
     /// The byte length of each token's text, to map tokens back to bytes.
-    pub fn piece_lengths(&self, tokens: &[llama_cpp_2::token::LlamaToken]) -> Vec<usize> {
+    pub(crate) fn piece_lengths(&self, tokens: &[llama_cpp_2::token::LlamaToken]) -> Vec<usize> {
         let vocab = self.model.vocab();
         let mut buf = Vec::new();
         tokens
@@ -395,7 +395,7 @@ impl Model {
     /// The byte length of each generated token's text in an answer
     /// ([`answer_piece`]: control tokens that spell part of the reasoning
     /// `markers` count), to find where the answer starts.
-    pub fn answer_piece_lengths(&self, tokens: &[llama_cpp_2::token::LlamaToken], markers: &[String]) -> Vec<usize> {
+    pub(crate) fn answer_piece_lengths(&self, tokens: &[llama_cpp_2::token::LlamaToken], markers: &[String]) -> Vec<usize> {
         let vocab = self.model.vocab();
         tokens.iter().map(|&t| answer_piece(&vocab, t, markers).len()).collect()
     }
@@ -403,7 +403,7 @@ impl Model {
     /// The vocabulary's size and a sha256 over every token's text in id order
     /// (special tokens rendered): two models with the same fingerprint give
     /// the same ids to the same text, so their distributions compare.
-    pub fn vocab_fingerprint(&self) -> (usize, String) {
+    pub(crate) fn vocab_fingerprint(&self) -> (usize, String) {
         let n = self.model.n_vocab().max(0);
         let vocab = self.model.vocab();
         let (mut all, mut piece) = (Vec::new(), Vec::new());
@@ -417,7 +417,7 @@ impl Model {
     }
 
     /// llama.cpp's built-in chat renderer, used only when Jinja rendering fails.
-    pub fn render_builtin(&self, content: &str) -> Result<String> {
+    pub(crate) fn render_builtin(&self, content: &str) -> Result<String> {
         use llama_cpp_2::model::LlamaChatMessage;
         let tmpl = self.model.chat_template(None).context("no chat template")?;
         let msg = LlamaChatMessage::new("user".into(), content.into()).context("the question cannot be a chat message")?;
@@ -431,7 +431,7 @@ impl Model {
 /// vocabulary makes it a control token, gpt-oss's `<|channel|>`), since the
 /// reasoning is split off the answer by its markers' text. Other control
 /// tokens stay out of the text, which is scored as code.
-pub fn answer_piece(vocab: &llama_cpp_2::vocab::LlamaVocab<'_>, tok: llama_cpp_2::token::LlamaToken, markers: &[String]) -> Vec<u8> {
+pub(crate) fn answer_piece(vocab: &llama_cpp_2::vocab::LlamaVocab<'_>, tok: llama_cpp_2::token::LlamaToken, markers: &[String]) -> Vec<u8> {
     let piece = vocab.token_to_piece(tok, false, None);
     if !piece.is_empty() || markers.is_empty() {
         return piece;

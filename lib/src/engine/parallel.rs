@@ -58,7 +58,7 @@ impl Session<'_> {
     /// drafter, if any: its drafts are verified in the slot's part of each
     /// step, as [`Session::generate_drafted`] does, and its counts come back
     /// in the answer's [`Generation::draft`].
-    pub fn generate_parallel<'f>(
+    pub(crate) fn generate_parallel<'f>(
         &mut self,
         queries: &[Vec<LlamaToken>],
         slots: usize,

@@ -16,11 +16,11 @@ use anyhow::Result;
 use std::sync::Mutex;
 
 /// llama.cpp's variable.
-pub const DISABLE_VAR: &str = "LLAMA_ATTN_ROT_DISABLE";
+pub(crate) const DISABLE_VAR: &str = "LLAMA_ATTN_ROT_DISABLE";
 
 /// Whether the process environment turns rotation off, read as llama.cpp
 /// reads it (C's `atoi`: leading blanks, a sign, digits; anything else is 0).
-pub fn disabled_by_environment() -> bool {
+pub(crate) fn disabled_by_environment() -> bool {
     std::env::var(DISABLE_VAR).is_ok_and(|v| atoi(&v) != 0)
 }
 
@@ -43,14 +43,14 @@ fn atoi(s: &str) -> i64 {
 /// Head sizes of a model's K and V rows: `Some(n)` when every layer has
 /// the same, `None` when they differ (then llama.cpp rotates nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeadSizes {
+pub(crate) struct HeadSizes {
     pub k: Option<u32>,
     pub v: Option<u32>,
 }
 
 /// What llama.cpp will do for this model (`heads`) at these types when
 /// `asked`: the environment's `off` is honoured and recorded as `off`.
-pub fn predict(asked: KvRotation, heads: HeadSizes, type_k: KvType, type_v: KvType) -> Rotation {
+pub(crate) fn predict(asked: KvRotation, heads: HeadSizes, type_k: KvType, type_v: KvType) -> Rotation {
     let mode = match asked {
         KvRotation::Auto if disabled_by_environment() => KvRotation::Off,
         m => m,
@@ -124,7 +124,7 @@ pub(super) fn create_context<T>(rotation: Rotation, create: impl FnOnce() -> Res
     "llama.cpp rotated K {} and V {} where posrecall expected K {} and V {} (rotation {}): this model's attention is one posrecall's reading of llama.cpp's rotation rule does not cover; turn rotation off, or use unquantised K and V",
     yes(*k), yes(*v), yes(expected.k), yes(expected.v), expected.mode
 )]
-pub struct Unforeseen {
+pub(crate) struct Unforeseen {
     pub expected: Rotation,
     pub k: bool,
     pub v: bool,

@@ -363,7 +363,7 @@ impl<'m> Session<'m> {
     /// [`Session::rewind`] after the prefix was extended past it. Kept the
     /// way the snapshot is: a lean checkpoint of a model with only
     /// full-attention layers holds nothing but its length.
-    pub fn checkpoint(&self) -> Result<Checkpoint> {
+    pub(crate) fn checkpoint(&self) -> Result<Checkpoint> {
         Ok(Checkpoint { state: self.capture()?, len: self.prefix_len })
     }
 
@@ -497,7 +497,7 @@ impl<'m> Session<'m> {
     /// not where a recurrent state was overwritten by them, nor in a
     /// window-only cache, whose cells of positions that slid out of the
     /// window may have been reused for them.
-    pub fn drafts_roll_back(&self) -> bool {
+    pub(crate) fn drafts_roll_back(&self) -> bool {
         !self.model.recurrent_or_hybrid && (self.model.n_swa == 0 || self.swa_full)
     }
 
@@ -511,7 +511,7 @@ impl<'m> Session<'m> {
     // One loop keeps the order of a step's parts visible: take the sampled
     // token, feed a reasoning budget's closing text or a draft, decode, keep
     // the agreeing draft tokens, remove the rest; long because of that.
-    pub fn generate_drafted(
+    pub(crate) fn generate_drafted(
         &mut self,
         query: &[LlamaToken],
         limit: Limit,
@@ -643,7 +643,7 @@ impl<'m> Session<'m> {
 
     /// [`Session::force`], also handing `each(i, logits)` the whole
     /// distribution before forced token `i` (for comparisons with a reference).
-    pub fn force_with(
+    pub(crate) fn force_with(
         &mut self,
         query: &[LlamaToken],
         forced: &[LlamaToken],
@@ -681,7 +681,7 @@ impl<'m> Session<'m> {
 
     /// Writes the evaluated prefix's sequence state, with its tokens, to
     /// `path` in posrecall's own layout (see [`PREFIX_STATE_MAGIC`]).
-    pub fn save_prefix_file(&self, path: &std::path::Path, tokens: &[LlamaToken]) -> Result<()> {
+    pub(crate) fn save_prefix_file(&self, path: &std::path::Path, tokens: &[LlamaToken]) -> Result<()> {
         let size = self.ctx.state_seq_get_size_ext(0, LlamaStateSeqFlags::empty());
         let mut state = vec![0u8; size];
         // SAFETY: `state` holds the `size` bytes llama.cpp just said this
@@ -713,7 +713,7 @@ impl<'m> Session<'m> {
     /// short and then aborts the process (an assertion); its in-memory reader
     /// checks every read against the buffer and fails instead, so the state
     /// is read here and handed over as a buffer.
-    pub fn load_prefix_file(&mut self, path: &std::path::Path, tokens: &[LlamaToken]) -> Result<()> {
+    pub(crate) fn load_prefix_file(&mut self, path: &std::path::Path, tokens: &[LlamaToken]) -> Result<()> {
         self.ctx.clear_kv_cache();
         self.snapshot = None;
         self.prefix_len = 0;
@@ -733,7 +733,7 @@ impl<'m> Session<'m> {
 
 /// The first bytes of a prefix-cache state file; then the token count (u64,
 /// little-endian), the tokens (i32 each) and llama.cpp's sequence state.
-pub const PREFIX_STATE_MAGIC: &[u8] = b"POSRECALL-PREFIX-STATE-1\n";
+pub(crate) const PREFIX_STATE_MAGIC: &[u8] = b"POSRECALL-PREFIX-STATE-1\n";
 
 /// The sequence state in a prefix-cache file, after checking that the file
 /// holds exactly `tokens`.

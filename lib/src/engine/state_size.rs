@@ -32,7 +32,7 @@ pub struct StateShape {
 
 impl StateShape {
     /// The sliding-window and recurrent parts (the lean snapshot).
-    pub fn partial_bytes(&self, prefix_tokens: u64) -> u64 {
+    pub(crate) fn partial_bytes(&self, prefix_tokens: u64) -> u64 {
         let window_cells = prefix_tokens.min(self.n_swa + 1);
         self.swa_layers * self.kv_bytes_per_layer_cell * window_cells + self.recurrent_layers * self.recurrent_bytes_per_layer
     }
@@ -55,7 +55,7 @@ impl StateShape {
 /// One gated DeltaNet or Mamba-2 layer's state in bytes: the conv rows
 /// ((kernel − 1) × (inner + 2 × groups × state)) and the SSM state
 /// (state × inner), all f32 as llama.cpp keeps them.
-pub fn recurrent_layer_bytes(conv_kernel: u64, inner: u64, state: u64, groups: u64) -> u64 {
+pub(crate) fn recurrent_layer_bytes(conv_kernel: u64, inner: u64, state: u64, groups: u64) -> u64 {
     4 * (conv_kernel.saturating_sub(1) * (inner + 2 * groups * state) + state * inner)
 }
 

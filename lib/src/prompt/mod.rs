@@ -113,7 +113,7 @@ impl Frame {
     /// The whole prompt for a closed-book question: the same question with
     /// no file before it (chat: the template around the question alone;
     /// completion: the comment and the header).
-    pub fn closed_book_prompt(&self, target: &Target, lines: usize, skip_blank: bool) -> String {
+    pub(crate) fn closed_book_prompt(&self, target: &Target, lines: usize, skip_blank: bool) -> String {
         match self.kind {
             ProbeKind::Chat => format!("{}{}{}", self.head, query(&target.name, lines, skip_blank), self.tail),
             ProbeKind::Completion => format!("{} The function `{}`, verbatim:\n{}\n", self.line_comment, target.name, target.header),
@@ -129,7 +129,7 @@ impl Frame {
     /// question. Returns whether an exact cut was found; if none is, the default
     /// (all of `mid` in the prefix) stays and the boundary differs by the
     /// tokens around the cut.
-    pub fn fit_boundary(&mut self, mut exact: impl FnMut(&Frame) -> bool) -> bool {
+    pub(crate) fn fit_boundary(&mut self, mut exact: impl FnMut(&Frame) -> bool) -> bool {
         let default = self.mid.len();
         for split in (0..=self.mid.len()).rev() {
             if !self.mid.is_char_boundary(split) {
@@ -145,7 +145,7 @@ impl Frame {
     }
 
     /// Byte offset of the kept text inside [`Frame::prefix`].
-    pub fn kept_offset(&self) -> usize {
+    pub(crate) fn kept_offset(&self) -> usize {
         self.head.len()
     }
 
@@ -166,7 +166,7 @@ impl Frame {
 
 /// The text the teacher-forced pass feeds after the question: the expected
 /// lines, each ending with a newline, exactly as a perfect answer writes them.
-pub fn forced_body(target: &Target) -> String {
+pub(crate) fn forced_body(target: &Target) -> String {
     let mut body = target.expected.join("\n");
     body.push('\n');
     body
@@ -178,7 +178,7 @@ pub fn forced_body(target: &Target) -> String {
 /// thinking model's closed reasoning block (and the blank lines after it)
 /// comes first, so the lines are forced where its answer started. The
 /// scaffold's tokens are not scored. The completion probe has none.
-pub fn forced_scaffold(kind: ProbeKind, greedy_answer: Option<&str>) -> String {
+pub(crate) fn forced_scaffold(kind: ProbeKind, greedy_answer: Option<&str>) -> String {
     if kind != ProbeKind::Chat {
         return String::new();
     }
@@ -262,7 +262,7 @@ pub fn check_frame(
 }
 
 /// Splits a rendered chat at the stand-ins.
-pub fn split_frame(rendered: &str, renderer: &str, line_comment: &'static str) -> Result<Frame> {
+pub(crate) fn split_frame(rendered: &str, renderer: &str, line_comment: &'static str) -> Result<Frame> {
     let (head, rest) = rendered.split_once(KEPT_MARK).ok_or_else(|| anyhow!("the chat template dropped the user message"))?;
     let (between, tail) = rest.split_once(QUERY_MARK).ok_or_else(|| anyhow!("the chat template dropped the question"))?;
     // A template that renders the message more than once (or changes the
@@ -288,7 +288,7 @@ pub fn split_frame(rendered: &str, renderer: &str, line_comment: &'static str) -
 }
 
 /// The stand-in message, for renderers outside this module (llama.cpp's own).
-pub fn marked_message() -> String {
+pub(crate) fn marked_message() -> String {
     format!("{KEPT_MARK}\n\n{QUERY_MARK}")
 }
 

@@ -9,7 +9,7 @@
 //! thinking), and gpt-oss's `analysis` channel before its `final` one.
 
 /// Opening and closing markers of a reasoning block, per family.
-pub const TAG_PAIRS: [(&str, &str); 10] = [
+pub(crate) const TAG_PAIRS: [(&str, &str); 10] = [
     // Qwen 3.x, QwQ, DeepSeek R1 and V3.x, GLM, Kimi, Granite, SmolLM3, MiniMax…
     ("<think>", "</think>"),
     ("<thinking>", "</thinking>"),
@@ -48,7 +48,7 @@ impl Markers {
     /// Every text the markers are made of (the opening and closing markers
     /// and what is fed to close), where a control token of the vocabulary
     /// may spell a part.
-    pub fn texts(&self) -> Vec<String> {
+    pub(crate) fn texts(&self) -> Vec<String> {
         vec![self.open.to_string(), self.close.to_string(), self.closing.clone()]
     }
 
@@ -100,7 +100,7 @@ pub struct Split<'a> {
 
 impl<'a> Split<'a> {
     /// Where the answer starts in `text` (the text [`split`] was given).
-    pub fn answer_offset(&self, text: &str) -> usize {
+    pub(crate) fn answer_offset(&self, text: &str) -> usize {
         (self.answer.as_ptr() as usize).saturating_sub(text.as_ptr() as usize).min(text.len())
     }
 

@@ -32,7 +32,7 @@ crate::settings::named_choice! {
 pub const DEFAULT_THINK_BUDGET: usize = 4096;
 
 /// The most a reasoning budget may be.
-pub const MAX_THINK_BUDGET: usize = 131_072;
+pub(crate) const MAX_THINK_BUDGET: usize = 131_072;
 
 /// A variable that turns a template's thinking off or on.
 struct Switch {
@@ -286,7 +286,7 @@ impl TemplateRecord {
     /// thinking on was asked for. A template that never thinks (Llama,
     /// Gemma 3) has nothing to switch and gets no note; every run records
     /// `switches` either way.
-    pub fn no_switch_note(&self, template: &str) -> Option<String> {
+    pub(crate) fn no_switch_note(&self, template: &str) -> Option<String> {
         if !self.switches.is_empty() || self.kwargs.keys().any(|k| SWITCHES.iter().any(|s| s.var == k)) {
             return None;
         }

@@ -19,7 +19,7 @@ use serde::Serialize;
 /// [`ContextConfig`] without the thread count, which changes neither an
 /// evaluated state nor an answer.
 #[derive(Debug, Serialize)]
-pub struct ContextKey {
+pub(crate) struct ContextKey {
     n_ctx: u32,
     type_k: KvType,
     type_v: KvType,
@@ -40,7 +40,7 @@ pub struct ContextKey {
     kv_rotation: Option<Option<(bool, bool)>>,
 }
 
-pub fn context_key(c: &ContextConfig) -> ContextKey {
+pub(crate) fn context_key(c: &ContextConfig) -> ContextKey {
     ContextKey {
         n_ctx: c.n_ctx,
         type_k: c.type_k,
@@ -73,7 +73,7 @@ struct PrefixFields<'a> {
 }
 
 /// The name of a run's evaluated prefix in a prefix cache.
-pub fn prefix_cache_key(m: &Manifest) -> String {
+pub(crate) fn prefix_cache_key(m: &Manifest) -> String {
     hash(&PrefixFields {
         model_sha256: m.model.as_ref().map(|x| x.sha256.as_str()),
         corpus_sha256: &m.corpus.sha256,
@@ -90,7 +90,7 @@ pub fn prefix_cache_key(m: &Manifest) -> String {
 /// the vocabulary (`n_vocab`, and the sha256 over every token's text), the
 /// corpus file, its kept lines, the rendered prefix, the probe and LINES.
 /// Not the model's weights or the KV cache: measuring those is the point.
-pub fn reference_identity(m: &Manifest, vocab: (usize, String)) -> Identity {
+pub(crate) fn reference_identity(m: &Manifest, vocab: (usize, String)) -> Identity {
     Identity {
         n_vocab: vocab.0,
         vocab_sha256: vocab.1,
@@ -124,7 +124,7 @@ struct RunFields<'a> {
 }
 
 /// The key a sweep resumes by (see [`RunFields`]).
-pub fn resume_key(m: &Manifest) -> String {
+pub(crate) fn resume_key(m: &Manifest) -> String {
     let model = m.model.as_ref();
     hash(&RunFields {
         model_sha256: model.map(|x| x.sha256.as_str()),

@@ -19,17 +19,17 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8] = b"POSRECALL-REFERENCE\n";
 /// The format written; others are refused.
-pub const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 1;
 /// Tokens kept per forced position unless asked otherwise: on SmolLM2 the
 /// divergence over the top 256 came within 2% of the whole vocabulary's
 /// (docs/METHOD.md §4d has the measurement).
 pub const DEFAULT_TOP_K: usize = 256;
 /// The most tokens kept per position (the largest vocabularies are ~260K).
-pub const MAX_TOP_K: usize = 1 << 20;
+pub(crate) const MAX_TOP_K: usize = 1 << 20;
 /// The largest reference file read: it is read whole. At the default top K
 /// a forced token takes about 2 KB, so 16 questions of 20 lines take tens
 /// of MB; this is room for long ladders and large K, and a bound.
-pub const MAX_REFERENCE_BYTES: u64 = 4 << 30;
+pub(crate) const MAX_REFERENCE_BYTES: u64 = 4 << 30;
 
 /// Everything that must be the same for two runs' forced tokens to be the
 /// same tokens after the same text.
@@ -160,7 +160,7 @@ impl Identity {
 /// Needs no hint: it names the file that is not a whole reference, which
 /// is what the user gave.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     #[error("reference {0}: no checksum file {0}.sha256 beside it")]
     NoSidecar(String),
     #[error("reference {0}: its sha256 does not match {0}.sha256 (corrupt or truncated)")]

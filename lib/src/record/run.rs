@@ -17,11 +17,11 @@ use std::path::Path;
 /// Version of the run-file schema. 2: blank lines are credited only in
 /// place (docs/METHOD.md §6); version-1 runs were scored under the old rule
 /// and cannot be compared with these.
-pub const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// Version of the targets-file schema (it holds no score, so the scoring
 /// rule does not change it).
-pub const TARGETS_FORMAT_VERSION: u32 = 1;
+pub(crate) const TARGETS_FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunFile {
@@ -631,7 +631,7 @@ impl Totals {
 }
 
 /// What a report prints for recall a run did not measure (`--forced-only`).
-pub const NOT_MEASURED: &str = "not measured";
+pub(crate) const NOT_MEASURED: &str = "not measured";
 
 /// docs/METHOD.md §7 (Aggregate): the totals, and the same per depth quarter of the kept text.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -790,7 +790,7 @@ pub struct Timings {
      this posrecall credits blank lines only in place (format 2), so the two cannot be compared: \
      score its answers again (posrecall score) or rerun it"
 )]
-pub struct OldScoring(pub String);
+pub(crate) struct OldScoring(pub String);
 
 impl RunFile {
     /// A ladder's window at `length` as a run of its own: its targets, its
@@ -798,7 +798,7 @@ impl RunFile {
     /// A ladder cut to the rungs of `lengths` and their targets; its
     /// corpus crop is the longest kept window's. Its summary stays the
     /// whole run's.
-    pub fn at_lengths(&self, lengths: &[usize]) -> RunFile {
+    pub(crate) fn at_lengths(&self, lengths: &[usize]) -> RunFile {
         let mut run = self.clone();
         let Some(ladder) = run.ladder.as_mut() else { return run };
         ladder.rungs.retain(|g| lengths.contains(&g.length));
@@ -915,7 +915,7 @@ impl RunFile {
     /// [`RunFile::save`] onto the name itself, never through a link
     /// ([`crate::support::fsutil::write_atomic_here`]): for run files named by
     /// posrecall inside an output folder.
-    pub fn save_here(&self, path: &Path) -> Result<()> {
+    pub(crate) fn save_here(&self, path: &Path) -> Result<()> {
         crate::support::fsutil::write_atomic_here(path, self.checked_json(path)?.as_bytes())
     }
 

@@ -111,7 +111,7 @@ fn label_runs(runs: Vec<PathRun>) -> Vec<LoadedRun> {
 /// Runs scored against different numbers of lines cannot share a table
 /// (other differences are shown side by side; pairing runs target by target
 /// asks for more: [`crate::report::compare::check_pairable`]).
-pub fn check_same_lines(runs: &[LoadedRun]) -> Result<()> {
+pub(crate) fn check_same_lines(runs: &[LoadedRun]) -> Result<()> {
     if let Some(first) = runs.first() {
         let lines = first.run.manifest.params.lines;
         if let Some(other) = runs.iter().find(|r| r.run.manifest.params.lines != lines) {
@@ -237,12 +237,12 @@ impl Row {
     }
 
     /// Whether the run has closed-book answers.
-    pub fn has_closed_book(&self) -> bool {
+    pub(crate) fn has_closed_book(&self) -> bool {
         self.closed_book_matched.is_some()
     }
 
     /// Whether the run has teacher-forced metrics.
-    pub fn has_forced(&self) -> bool {
+    pub(crate) fn has_forced(&self) -> bool {
         self.top1_share.is_some()
     }
 }
@@ -280,7 +280,7 @@ pub struct Grid {
 
 impl Grid {
     /// Whether any cell has a teacher-forced top-1 share.
-    pub fn has_forced(&self) -> bool {
+    pub(crate) fn has_forced(&self) -> bool {
         self.rows.iter().any(|r| r.cells.iter().any(|c| c.top1_share.is_some()))
     }
 
@@ -320,7 +320,7 @@ impl Grid {
 }
 
 /// The depth range of quarter `q` (0..4) as text, e.g. `0.25-0.50`.
-pub fn quarter_label(q: usize) -> String {
+pub(crate) fn quarter_label(q: usize) -> String {
     format!("{:.2}-{:.2}", q as f64 / 4.0, (q + 1) as f64 / 4.0)
 }
 
@@ -336,7 +336,7 @@ pub fn pass_rate(t: &Totals) -> String {
 
 /// One target of the diff views: its name and line, and the result of each
 /// run that asked about it (`None` where a run did not).
-pub struct TargetColumn<'a> {
+pub(crate) struct TargetColumn<'a> {
     pub name: &'a str,
     pub line: usize,
     /// The ladder length it was asked at (`bench --lengths`).
@@ -347,7 +347,7 @@ pub struct TargetColumn<'a> {
 
 /// Every target asked about by any run (the same name at the same line is one
 /// target), by depth, with each run's result side by side.
-pub fn target_columns(runs: &[LoadedRun]) -> Vec<TargetColumn<'_>> {
+pub(crate) fn target_columns(runs: &[LoadedRun]) -> Vec<TargetColumn<'_>> {
     let mut out: Vec<TargetColumn<'_>> = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         for t in &r.run.targets {
@@ -373,7 +373,7 @@ pub fn target_columns(runs: &[LoadedRun]) -> Vec<TargetColumn<'_>> {
 }
 
 /// A target's name, with the ladder length it was asked at: `name @4k`.
-pub fn with_length(name: &str, length: Option<usize>) -> String {
+pub(crate) fn with_length(name: &str, length: Option<usize>) -> String {
     match length {
         Some(l) => format!("{name} @{}", crate::record::run::length_label(l)),
         None => name.to_string(),

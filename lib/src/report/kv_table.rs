@@ -107,7 +107,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 /// The rows as cells, for the terminal and Markdown.
-pub fn tabular(rows: &[KvRow]) -> Tabular {
+pub(crate) fn tabular(rows: &[KvRow]) -> Tabular {
     let header = [
         "K",
         "V",
@@ -168,4 +168,4 @@ pub fn render(rows: &[KvRow], format: Format) -> Result<String> {
 }
 
 /// Version of the JSON shape (docs/RUN_FORMAT.md, "KV table JSON").
-pub const TABLE_FORMAT: u32 = 1;
+pub(crate) const TABLE_FORMAT: u32 = 1;

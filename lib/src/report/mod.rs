@@ -31,7 +31,7 @@ pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
 /// One answer's verdict and counts as phrases, for the terminal's and the
 /// HTML page's diff headings: `PASS`, `matched 6/8`, `missing 2 (truncated
 /// 1)`, `hallucinated 0`, `extra 0`.
-pub fn score_phrases(s: &crate::score::Score, lines: usize) -> [String; 5] {
+pub(crate) fn score_phrases(s: &crate::score::Score, lines: usize) -> [String; 5] {
     [
         if s.pass { "PASS" } else { "FAIL" }.to_string(),
         format!("matched {}/{lines}", s.matched),
@@ -43,7 +43,7 @@ pub fn score_phrases(s: &crate::score::Score, lines: usize) -> [String; 5] {
 
 /// One target's teacher-forced metrics as phrases: top-1 share, mean
 /// log-prob, exact lines, first divergence, near ties.
-pub fn forced_phrases(f: &crate::score::forced::Forced) -> [String; 5] {
+pub(crate) fn forced_phrases(f: &crate::score::forced::Forced) -> [String; 5] {
     let exact = f.lines_exact.iter().filter(|&&e| e).count();
     let divergence = match f.first_divergence {
         Some(d) => format!("first divergence line {} token {}", d.line, d.token),

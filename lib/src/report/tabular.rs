@@ -119,7 +119,7 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 
 /// The mark of a grid cell: matched lines, then ✓ (pass) or ✗ (fail), then
 /// the teacher-forced top-1 share when there is one (`12 ✓ · 0.93`).
-pub fn cell_text(c: &Cell) -> String {
+pub(crate) fn cell_text(c: &Cell) -> String {
     let mark = match c.score {
         Some((matched, pass)) => format!("{matched} {}", if pass { "✓" } else { "✗" }),
         None => "-".into(),
@@ -172,7 +172,7 @@ pub fn quarters(runs: &[LoadedRun]) -> Tabular {
 }
 
 /// What the grid's marks mean, for a line under it.
-pub fn grid_caption(grid: &Grid, runs: &[LoadedRun]) -> String {
+pub(crate) fn grid_caption(grid: &Grid, runs: &[LoadedRun]) -> String {
     let passes: Vec<usize> = runs.iter().map(|r| r.run.manifest.params.pass).collect();
     let pass = if passes.windows(2).all(|w| w[0] == w[1]) {
         format!("{} or more", passes[0])

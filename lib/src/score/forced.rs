@@ -17,7 +17,7 @@ pub const NEAR_TIE_EPS: f32 = 0.25;
 
 /// What the model thought at one forced position.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TokenReading {
+pub(crate) struct TokenReading {
     /// The forced token.
     pub token: i32,
     /// The model's top-1 token at this position.
@@ -84,7 +84,7 @@ impl ContextGain {
 
 impl Forced {
     /// Summarises the readings of a forced text of `n_lines` lines.
-    pub fn from_readings(readings: &[TokenReading], n_lines: usize) -> Forced {
+    pub(crate) fn from_readings(readings: &[TokenReading], n_lines: usize) -> Forced {
         let n = readings.len();
         let mut line_logprob = vec![0.0f64; n_lines];
         let mut lines_exact = vec![true; n_lines];

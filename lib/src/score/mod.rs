@@ -37,7 +37,7 @@ impl Normalize {
     /// The line as this mode compares it. Borrows whenever the mode leaves the
     /// line unchanged, which is nearly always, so scoring allocates little.
     #[must_use]
-    pub fn apply(self, line: &str) -> Cow<'_, str> {
+    pub(crate) fn apply(self, line: &str) -> Cow<'_, str> {
         match self {
             Normalize::Exact => Cow::Borrowed(line),
             Normalize::Trim => Cow::Borrowed(line.trim()),

@@ -13,20 +13,20 @@
 use serde::Serialize;
 
 /// The two-sided 95% normal quantile, Φ⁻¹(0.975).
-pub const Z95: f64 = 1.959963984540054;
+pub(crate) const Z95: f64 = 1.959963984540054;
 
 /// Differences (and gaps between differences) no larger than this count as zero
 /// (resp. as tied) in [`wilcoxon_signed_rank`]. Integer data are unaffected;
 /// ratios such as `top1_share` that are equal in exact arithmetic may differ in
 /// the last bits of an `f64` difference.
-pub const TIE_TOLERANCE: f64 = 1e-9;
+pub(crate) const TIE_TOLERANCE: f64 = 1e-9;
 
 /// ln(n!), to within a few ulps.
 ///
 /// Exact summation of logarithms below 64, Stirling's series above (its first
 /// omitted term is below 1e-18 there). Log space lets binomial probabilities be
 /// computed for thousands of trials without overflow.
-pub fn ln_factorial(n: u64) -> f64 {
+pub(crate) fn ln_factorial(n: u64) -> f64 {
     if n < 64 {
         return (2..=n).map(|k| (k as f64).ln()).sum();
     }
@@ -36,7 +36,7 @@ pub fn ln_factorial(n: u64) -> f64 {
 }
 
 /// ln C(n, k); −∞ when k > n.
-pub fn ln_choose(n: u64, k: u64) -> f64 {
+pub(crate) fn ln_choose(n: u64, k: u64) -> f64 {
     if k > n {
         return f64::NEG_INFINITY;
     }
@@ -44,7 +44,7 @@ pub fn ln_choose(n: u64, k: u64) -> f64 {
 }
 
 /// ln P[X = k] for X ~ Bin(n, p); handles p = 0 and p = 1 (−∞ for impossible k).
-pub fn binom_ln_pmf(n: u64, k: u64, p: f64) -> f64 {
+pub(crate) fn binom_ln_pmf(n: u64, k: u64, p: f64) -> f64 {
     if k > n {
         return f64::NEG_INFINITY;
     }
@@ -65,7 +65,7 @@ pub fn binom_ln_pmf(n: u64, k: u64, p: f64) -> f64 {
 /// first term is computed in log space (no overflow at any n); the others
 /// follow by the ratio of consecutive terms. That keeps the cost near O(√n)
 /// cheap steps per call, which the power search needs.
-pub fn binom_cdf(n: u64, k: u64, p: f64) -> f64 {
+pub(crate) fn binom_cdf(n: u64, k: u64, p: f64) -> f64 {
     if k >= n {
         return 1.0;
     }
@@ -115,7 +115,7 @@ pub fn binom_cdf(n: u64, k: u64, p: f64) -> f64 {
 /// so b ~ Bin(b + c, 1/2); the p-value is min(1, 2·P[X ≤ min(b, c)]). The
 /// targets both pass or both fail carry no information about the difference
 /// and do not enter. With no disagreements p = 1.
-pub fn mcnemar_exact(b: u64, c: u64) -> f64 {
+pub(crate) fn mcnemar_exact(b: u64, c: u64) -> f64 {
     let n = b + c;
     if n == 0 {
         return 1.0;
@@ -148,7 +148,7 @@ pub fn mcnemar_exact(b: u64, c: u64) -> f64 {
 /// Unlike k/n ± z·se it stays inside [0, 1] and keeps its coverage near 0 and
 /// 1 and for small n, which is where benchmark pass rates live. n = 0 gives
 /// the uninformative (0, 1).
-pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
+pub(crate) fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
@@ -194,7 +194,7 @@ pub struct Wilcoxon {
 ///
 /// Cost is O(n³) time and O(n²) memory: fine for the hundreds of targets a
 /// benchmark has.
-pub fn wilcoxon_signed_rank(diffs: &[f64]) -> Wilcoxon {
+pub(crate) fn wilcoxon_signed_rank(diffs: &[f64]) -> Wilcoxon {
     let nonzero: Vec<f64> = diffs.iter().copied().filter(|d| d.abs() > TIE_TOLERANCE).collect();
     let zeros = diffs.len() - nonzero.len();
     let n = nonzero.len();
@@ -261,7 +261,7 @@ pub enum SampleSize {
 }
 
 /// Below this the search for [`mcnemar_targets_for_power`] tries every size.
-pub const POWER_LINEAR_LIMIT: u64 = 2000;
+pub(crate) const POWER_LINEAR_LIMIT: u64 = 2000;
 
 /// The smallest number of targets at which the exact McNemar test at level
 /// `alpha` reaches `power` (e.g. 0.8), for per-target discordance
@@ -277,7 +277,7 @@ pub const POWER_LINEAR_LIMIT: u64 = 2000;
 /// that starts and ends between two 1% steps above 2000 could be missed; the
 /// saw-tooth there is a small fraction of the power.) The search stops at
 /// `cap`. p10 = p01 (including no discordance at all) is [`SampleSize::NotReachable`].
-pub fn mcnemar_targets_for_power(p10: f64, p01: f64, alpha: f64, power: f64, cap: u64) -> SampleSize {
+pub(crate) fn mcnemar_targets_for_power(p10: f64, p01: f64, alpha: f64, power: f64, cap: u64) -> SampleSize {
     if !(p10 >= 0.0 && p01 >= 0.0) || p10 == p01 || p10 + p01 > 1.0 + 1e-12 {
         return SampleSize::NotReachable;
     }

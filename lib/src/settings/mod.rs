@@ -43,7 +43,7 @@ pub struct UnknownName {
 /// [`UnknownName`] for `T` (the enums' `strum(parse_err_fn)`).
 /// A value longer than any name is shown cut, so that the one error line
 /// stays a line (a 200 KB value would otherwise be echoed whole).
-pub fn unknown_name<T: strum::VariantNames>(value: &str) -> UnknownName {
+pub(crate) fn unknown_name<T: strum::VariantNames>(value: &str) -> UnknownName {
     const SHOWN: usize = 64;
     let value = match value.char_indices().nth(SHOWN) {
         Some((at, _)) => format!("{}… ({} characters)", &value[..at], value.chars().count()),
@@ -103,7 +103,7 @@ named_choice! {
 }
 
 impl KvType {
-    pub fn is_quantized(self) -> bool {
+    pub(crate) fn is_quantized(self) -> bool {
         !matches!(self, KvType::F32 | KvType::F16 | KvType::Bf16)
     }
 }
@@ -250,7 +250,7 @@ pub enum CtxSize {
 
 impl CtxSize {
     /// The smallest context llama.cpp is asked for.
-    pub const MIN: u32 = 64;
+    pub(crate) const MIN: u32 = 64;
     /// The largest (16M tokens: more than any GGUF model is trained for).
     pub const MAX: u32 = 1 << 24;
 }
@@ -308,7 +308,7 @@ pub struct Rope {
 }
 
 impl Rope {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == Rope::default()
     }
 
@@ -328,7 +328,7 @@ impl Rope {
     /// The context `--ctx auto` may use for a model trained on `n_ctx_train`
     /// tokens: YaRN's original context (when given) or the trained one, times
     /// the extension.
-    pub fn auto_cap(&self, n_ctx_train: u32) -> u32 {
+    pub(crate) fn auto_cap(&self, n_ctx_train: u32) -> u32 {
         let base = match self.scaling {
             Some(RopeScaling::Yarn) => self.yarn_orig_ctx.filter(|n| *n > 0).unwrap_or(n_ctx_train),
             _ => n_ctx_train,
@@ -393,16 +393,16 @@ impl Explain for RopeError {
 
 impl RopeInput {
     /// The largest scale (and frequency scale): a stretch past any model's use.
-    pub const MAX_SCALE: f32 = 1024.0;
+    pub(crate) const MAX_SCALE: f32 = 1024.0;
     /// The smallest scale (and frequency scale), as text for messages: a
     /// scale's inverse is the frequency scale llama.cpp is given, which must
     /// stay finite.
-    pub const MIN_SCALE: (f32, &str) = (1.0 / 1024.0, "1/1024");
+    pub(crate) const MIN_SCALE: (f32, &str) = (1.0 / 1024.0, "1/1024");
     /// The largest base frequency.
-    pub const MAX_FREQ_BASE: f32 = 1e12;
+    pub(crate) const MAX_FREQ_BASE: f32 = 1e12;
     /// The smallest base frequency: below 1 the rotation's frequencies grow
     /// with the dimension instead of falling.
-    pub const MIN_FREQ_BASE: (f32, &str) = (1.0, "1");
+    pub(crate) const MIN_FREQ_BASE: (f32, &str) = (1.0, "1");
 
     /// The settings llama.cpp is given, once every value is in range.
     pub fn resolve(self) -> Result<Rope, RopeError> {

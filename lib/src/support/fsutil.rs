@@ -25,7 +25,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// the new file, never written through or into. For the files posrecall
 /// names itself inside a folder the user gave (a sweep's run files), so
 /// that nothing planted in that folder can send them anywhere else.
-pub fn write_atomic_here(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic_here(path: &Path, bytes: &[u8]) -> Result<()> {
     write_to(path, path, bytes, false)
 }
 
@@ -70,7 +70,7 @@ fn write_to(path: &Path, target: &Path, bytes: &[u8], into_special: bool) -> Res
 /// the umask, as any program's `open(O_CREAT, 0666)` gives (temporary files
 /// are otherwise private to their owner, and an output renamed from one
 /// would be unreadable to the group a shared results folder serves).
-pub fn new_file_permissions() -> std::fs::Permissions {
+pub(crate) fn new_file_permissions() -> std::fs::Permissions {
     use std::os::unix::fs::PermissionsExt;
     std::fs::Permissions::from_mode(0o666)
 }
@@ -108,7 +108,7 @@ fn through_links(path: &Path) -> std::io::Result<PathBuf> {
 /// responses file, a sweep file, a template. The largest run files the
 /// tests write are a few MB; a corpus, the largest text in any of them, is
 /// at most 64 MiB (the corpus reader's own limit).
-pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_TEXT_BYTES: u64 = 256 << 20;
 
 /// Reads the input file `path` whole: a regular file of at most `limit`
 /// bytes. Anything else is refused before a byte is read: a FIFO, socket or
@@ -155,7 +155,7 @@ pub fn read_input(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
 /// A text input ([`read_input`], at most [`MAX_TEXT_BYTES`]), with a UTF-8
 /// byte-order mark (which some editors write) dropped, so that JSON and TOML
 /// readers see the text itself.
-pub fn read_text(path: &Path) -> std::io::Result<String> {
+pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
     let text = String::from_utf8(read_input(path, MAX_TEXT_BYTES)?).map_err(|e| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -252,7 +252,7 @@ pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<(), OutputError> {
 
 /// Whether `a` and `b` name one file, compared as the canonical paths they
 /// have or will have (either may not exist yet).
-pub fn same_path(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_path(a: &Path, b: &Path) -> bool {
     let canonical = |p: &Path| {
         let dir = match p.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
@@ -267,7 +267,7 @@ pub fn same_path(a: &Path, b: &Path) -> bool {
 }
 
 /// Whether writing `out` would put a file inside the folder `dir` (or below it).
-pub fn is_inside(out: &Path, dir: &Path) -> bool {
+pub(crate) fn is_inside(out: &Path, dir: &Path) -> bool {
     let parent = match out.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -365,7 +365,7 @@ struct HashEntry {
 
 /// The file's sha256, computed once and cached by (path, size, mtime): hashing
 /// a 20 GB model on every run would cost a minute.
-pub fn cached_sha256(path: &Path) -> Result<String> {
+pub(crate) fn cached_sha256(path: &Path) -> Result<String> {
     let canonical = std::fs::canonicalize(path)?;
     let meta = std::fs::metadata(&canonical)?;
     let mtime_ns = meta.modified().ok().and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos()).unwrap_or(0);

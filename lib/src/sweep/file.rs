@@ -296,7 +296,7 @@ impl SweepRun {
     }
 
     /// The reference file this run writes when it is its model's reference run.
-    pub fn reference_file(&self, dir: &Path) -> PathBuf {
+    pub(crate) fn reference_file(&self, dir: &Path) -> PathBuf {
         dir.join(format!("{}.ref", self.id))
     }
 }
@@ -508,7 +508,7 @@ impl Sweep {
     /// reference file; every run's options are `base`'s with its KV types
     /// and rotation. `corpus` is what the run reads (file or folder), so
     /// that no output lands on it.
-    pub fn of_bench(
+    pub(crate) fn of_bench(
         model: &Path,
         name: &str,
         base: crate::bench::BenchOptions,
@@ -684,7 +684,7 @@ impl Sweep {
     }
 
     /// The run's part in its model's reference, if the model has one.
-    pub fn reference_role(&self, run: &SweepRun) -> Option<ReferenceRole> {
+    pub(crate) fn reference_role(&self, run: &SweepRun) -> Option<ReferenceRole> {
         let maker = self.reference_maker(run.model)?;
         Some(match maker == *run {
             true => ReferenceRole::Saves,
@@ -701,7 +701,7 @@ impl Sweep {
     }
 
     /// The reference run that `run` is measured against, if it is measured.
-    pub fn reference_run_of(&self, run: &SweepRun) -> Option<SweepRun> {
+    pub(crate) fn reference_run_of(&self, run: &SweepRun) -> Option<SweepRun> {
         let ReferenceRole::MeasuredAgainst(_) = self.reference_role(run)? else { return None };
         self.reference_maker(run.model)
     }

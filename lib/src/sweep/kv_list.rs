@@ -47,7 +47,7 @@ pub fn run_kv_list(
 
 /// The list's run files' model name: the build label, else the model file's
 /// stem, in the letters a sweep's model names allow.
-pub fn run_name(model: &Path, build: Option<&str>) -> String {
+pub(crate) fn run_name(model: &Path, build: Option<&str>) -> String {
     let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let raw = build.map(str::to_string).unwrap_or(stem);
     let mut name: String = raw.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' }).collect();

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// A range that cannot be kept. The messages name no command-line flag: the
 /// command that chose the mode adds what would fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CropError {
+pub(crate) enum CropError {
     #[error("lines {first}:{last} go past the end of the corpus ({line_count} lines)")]
     PastTheEnd { first: usize, last: usize, line_count: usize },
     #[error("the corpus has no lines")]
@@ -92,7 +92,7 @@ impl std::str::FromStr for LineRange {
 
 impl LineRange {
     /// Checks the range against a file of `line_count` lines and returns 0-based bounds.
-    pub fn to_zero_based(self, line_count: usize) -> Result<(usize, usize), CropError> {
+    pub(crate) fn to_zero_based(self, line_count: usize) -> Result<(usize, usize), CropError> {
         if self.last > line_count {
             return Err(CropError::PastTheEnd { first: self.first, last: self.last, line_count });
         }
@@ -106,7 +106,7 @@ impl LineRange {
 /// most `budget`. `spans` are the eligible targets as 0-based inclusive line spans
 /// (declaration line through the last line its scoring needs); `densest` keeps the
 /// window that holds the most of them entirely, the earliest among equals.
-pub fn choose_range(mode: CropMode, cost: &[usize], budget: usize, spans: &[(usize, usize)]) -> Result<(usize, usize), CropError> {
+pub(crate) fn choose_range(mode: CropMode, cost: &[usize], budget: usize, spans: &[(usize, usize)]) -> Result<(usize, usize), CropError> {
     let n = cost.len();
     if n == 0 {
         return Err(CropError::NoLines);

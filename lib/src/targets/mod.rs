@@ -93,9 +93,9 @@ impl TargetSpec {
     /// The pass threshold of the method when none is given.
     pub const DEFAULT_PASS: usize = 8;
     /// The most functions one run asks about.
-    pub const MAX_COUNT: usize = 10_000;
+    pub(crate) const MAX_COUNT: usize = 10_000;
     /// The most lines one answer is asked for (a function body, not a file).
-    pub const MAX_LINES: usize = 1_000;
+    pub(crate) const MAX_LINES: usize = 1_000;
 
     /// What eligibility and sampling read.
     pub fn options(&self) -> TargetOptions {
@@ -113,7 +113,7 @@ impl TargetSpec {
     }
 
     /// How answers are scored.
-    pub fn score_options(&self) -> ScoreOptions {
+    pub(crate) fn score_options(&self) -> ScoreOptions {
         ScoreOptions { lines: self.lines, pass: self.pass(), normalize: self.normalize, skip_blank: self.skip_blank }
     }
 
@@ -189,7 +189,7 @@ pub struct TooFewTargets {
 
 impl TooFewTargets {
     /// How many eligible functions there are, where, and what eligible means.
-    pub fn what_was_found(&self) -> String {
+    pub(crate) fn what_was_found(&self) -> String {
         format!(
             "only {} eligible function(s) in lines {}..{} of {} ({} with at least {} lines after {})",
             self.found, self.first, self.last, self.path, self.rule, self.lines, self.after
@@ -339,7 +339,7 @@ impl TooFewTargets {
     /// The error and what would fix it, by how the kept range was chosen
     /// (`crop`; `None` where the range is the whole file or one given by
     /// hand, as for `targets` and `score`).
-    pub fn explain_with(&self, n: &dyn Names, crop: Option<crate::targets::crop::CropMode>) -> String {
+    pub(crate) fn explain_with(&self, n: &dyn Names, crop: Option<crate::targets::crop::CropMode>) -> String {
         use crate::targets::crop::CropMode;
         let name = |s| n.name(s);
         let (count, lines) = (name(Setting::Count), name(Setting::Lines));

@@ -22,13 +22,13 @@ use std::path::Path;
 pub use verdict::render_text;
 
 /// Significance level of every test, and of the power calculation.
-pub const ALPHA: f64 = 0.05;
+pub(crate) const ALPHA: f64 = 0.05;
 /// The power the sample-size estimate asks for.
-pub const POWER: f64 = 0.8;
+pub(crate) const POWER: f64 = 0.8;
 /// The largest number of targets the sample-size search tries.
-pub const POWER_CAP: u64 = 100_000;
+pub(crate) const POWER_CAP: u64 = 100_000;
 /// Version of the compare JSON (docs/RUN_FORMAT.md, "Compare JSON").
-pub const COMPARE_FORMAT: u32 = 1;
+pub(crate) const COMPARE_FORMAT: u32 = 1;
 
 /// One run as the comparison describes it.
 #[derive(Debug, Clone, Serialize)]
@@ -180,7 +180,7 @@ pub struct LengthComparison {
 
 /// Refuses two runs that were not asked the same questions under the same
 /// scoring: then per-target differences would mean nothing.
-pub fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<()> {
+pub(crate) fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<()> {
     let (an, bn) = (a_path.display(), b_path.display());
     let (pa, pb) = (&a.manifest.params, &b.manifest.params);
     let scoring = [

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 /// A p-value for people: three significant digits, "1" at the top, and
 /// scientific notation below 0.001.
-pub fn fmt_p(p: f64) -> String {
+pub(crate) fn fmt_p(p: f64) -> String {
     if p >= 0.9995 {
         return "1".to_string();
     }

@@ -9,7 +9,7 @@ use crate::report::export::Exporter;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-pub struct Csv;
+pub(crate) struct Csv;
 
 /// One run's CSV record: [`Row`] with `kld` flattened into `kld_*` columns.
 #[derive(Serialize)]

@@ -33,7 +33,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub struct Html;
+pub(crate) struct Html;
 
 impl Exporter for Html {
     fn render(&self, runs: &[LoadedRun]) -> Result<String> {

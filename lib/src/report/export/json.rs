@@ -7,7 +7,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 /// Version of the report JSON shape.
-pub const REPORT_FORMAT: u32 = 1;
+pub(crate) const REPORT_FORMAT: u32 = 1;
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -28,7 +28,7 @@ struct RunEntry<'a> {
     by_quarter: &'a [Totals; 4],
 }
 
-pub struct Json;
+pub(crate) struct Json;
 
 impl Exporter for Json {
     fn render(&self, runs: &[LoadedRun]) -> Result<String> {

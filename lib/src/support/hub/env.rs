@@ -26,7 +26,7 @@ impl HubEnv {
     /// As `huggingface_hub` reads them: `HF_ENDPOINT`, `HF_HUB_CACHE` or
     /// `HF_HOME`, `HF_TOKEN` or the token file, `HF_HUB_OFFLINE`,
     /// `HF_HUB_DOWNLOAD_TIMEOUT`.
-    pub fn from_env() -> Result<HubEnv, HubError> {
+    pub(crate) fn from_env() -> Result<HubEnv, HubError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
             let cache = var("XDG_CACHE_HOME")
