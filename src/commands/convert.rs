@@ -188,6 +188,7 @@ fn bench_run(a: &BenchArgs, item: KvItem) -> Result<ValidOptions> {
         effective_at: a.effective_at,
         reference: a.reference.clone(),
         save_reference: a.save_reference.clone(),
+        save_reference_made: false,
         reference_top_k: a.reference_top_k,
     };
     opts.validate().map_err(|e| anyhow!("{}", e.explain(&super::Flags)))

@@ -62,8 +62,9 @@ impl RunSpec<'_> {
         crate::record::keys::reference_identity(&self.manifest(), self.model.vocab_fingerprint())
     }
 
-    /// Writes this run's forced distributions as a reference file.
-    pub fn save_reference(&self, path: &std::path::Path, top_k: usize, saved: &[(RefTarget, Vec<TopK>)]) -> anyhow::Result<()> {
+    /// Writes this run's forced distributions as a reference file (`made`:
+    /// a name posrecall made, see [`reference::save`]).
+    pub fn save_reference(&self, path: &std::path::Path, made: bool, top_k: usize, saved: &[(RefTarget, Vec<TopK>)]) -> anyhow::Result<()> {
         let header = Header {
             format: reference::FORMAT,
             top_k: saved.iter().flat_map(|(_, e)| e.first()).next().map_or(top_k, |e| e.ids.len()),
@@ -77,7 +78,7 @@ impl RunSpec<'_> {
             targets: saved.iter().map(|(t, _)| t.clone()).collect(),
         };
         let entries: Vec<Vec<TopK>> = saved.iter().map(|(_, e)| e.clone()).collect();
-        reference::save(path, &header, &entries)
+        reference::save(path, &header, &entries, made)
     }
 
     fn model_info(&self) -> ModelInfo {

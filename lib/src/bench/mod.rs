@@ -216,7 +216,7 @@ pub fn run(
             let executed = execute(model, plan, &cfg, &score_opts, &exec, |r| sink.result(r))?;
             // The reference file before the run file: a finished reference run always has it.
             if let (Some(path), Some(saved)) = (&opts.save_reference, &executed.saved) {
-                spec.save_reference(path, opts.top_k(), saved)?;
+                spec.save_reference(path, opts.save_reference_made, opts.top_k(), saved)?;
             }
             return Ok(spec.run_file(executed, ms(env.started)));
         }

@@ -33,6 +33,10 @@ pub struct BenchOptions {
     pub reference: Option<PathBuf>,
     /// Save the teacher-forced distributions as a reference file here.
     pub save_reference: Option<PathBuf>,
+    /// `save_reference` is a name posrecall made in a folder the user gave
+    /// (a sweep's `.ref`): written onto that name, never through a link
+    /// planted there; `false`, the path the user gave.
+    pub save_reference_made: bool,
     /// Tokens of each forced position's distribution a saved reference
     /// keeps; `None`: [`crate::record::reference::DEFAULT_TOP_K`]. Given, it needs a
     /// reference to save.
@@ -53,6 +57,7 @@ impl Default for BenchOptions {
             effective_at: super::ladder::DEFAULT_EFFECTIVE_AT,
             reference: None,
             save_reference: None,
+            save_reference_made: false,
             reference_top_k: None,
         }
     }

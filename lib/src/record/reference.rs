@@ -264,8 +264,12 @@ pub fn sidecar(path: &Path) -> PathBuf {
 }
 
 /// Writes a reference and its sidecar, each atomically (the file first, so a
-/// crash never leaves a sidecar that vouches for a missing file).
-pub fn save(path: &Path, header: &Header, entries: &[Vec<TopK>]) -> Result<()> {
+/// crash never leaves a sidecar that vouches for a missing file). `made`: the
+/// name is one posrecall made in a folder the user gave (a sweep's `.ref`),
+/// so both files are written onto their names, never through a symbolic
+/// link planted there while the run went on; a name the user gave is
+/// written through a link, as a shell's `>` does.
+pub fn save(path: &Path, header: &Header, entries: &[Vec<TopK>], made: bool) -> Result<()> {
     let json = serde_json::to_vec(header)?;
     let k = header.top_k;
     let scored: usize = entries.iter().map(Vec::len).sum();
@@ -281,8 +285,9 @@ pub fn save(path: &Path, header: &Header, entries: &[Vec<TopK>]) -> Result<()> {
         e.logprobs.iter().for_each(|l| bytes.extend_from_slice(&l.to_le_bytes()));
         bytes.extend_from_slice(&e.rest.to_le_bytes());
     }
-    write_atomic(path, &bytes)?;
-    write_atomic(&sidecar(path), format!("{}\n", sha256_hex(&bytes)).as_bytes())
+    let write = if made { crate::support::fsutil::write_atomic_here } else { write_atomic };
+    write(path, &bytes)?;
+    write(&sidecar(path), format!("{}\n", sha256_hex(&bytes)).as_bytes())
 }
 
 #[cfg(test)]
@@ -322,6 +327,28 @@ mod tests {
         TopK { ids: vec![x, x + 1], logprobs: vec![-0.5, -1.5], rest: 1.0 - (-0.5f32).exp() - (-1.5f32).exp() }
     }
 
+    /// A reference posrecall names itself (a sweep's `.ref`) replaces a
+    /// symbolic link planted at its name or its sidecar's, leaving what the
+    /// links point at as it was; a name the user gave is written through
+    /// its link.
+    #[test]
+    fn a_made_reference_replaces_a_planted_link_and_a_given_one_follows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (victim, victim_sidecar) = (dir.path().join("victim"), dir.path().join("victim-sidecar"));
+        for made in [true, false] {
+            std::fs::write(&victim, "keep").unwrap();
+            std::fs::write(&victim_sidecar, "keep").unwrap();
+            let path = dir.path().join(format!("run-{made}.ref"));
+            std::os::unix::fs::symlink(&victim, &path).unwrap();
+            std::os::unix::fs::symlink(&victim_sidecar, sidecar(&path)).unwrap();
+            save(&path, &header(2, &[1]), &[vec![entry(1)]], made).unwrap();
+            let linked = std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink();
+            let kept = std::fs::read(&victim).unwrap() == b"keep" && std::fs::read(&victim_sidecar).unwrap() == b"keep";
+            assert_eq!((linked, kept), (!made, made), "made {made}");
+            assert!(Reference::load(&path).is_ok(), "made {made}");
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
 
@@ -332,7 +359,7 @@ mod tests {
         fn a_damaged_reference_with_a_matching_checksum_reads_only_distributions(at in 0usize..4096, byte in proptest::prelude::any::<u8>()) {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("ref.bin");
-            save(&path, &header(2, &[2, 1]), &[vec![entry(1), entry(3)], vec![entry(5)]]).unwrap();
+            save(&path, &header(2, &[2, 1]), &[vec![entry(1), entry(3)], vec![entry(5)]], false).unwrap();
             let mut bytes = std::fs::read(&path).unwrap();
             let i = at % bytes.len();
             bytes[i] = byte;
@@ -371,13 +398,13 @@ mod tests {
             (bad(&|e| e.rest = f32::INFINITY), "not finite"),
         ] {
             // save() recomputes the checksum: only the records are wrong.
-            save(&path, &header(2, &[1, 1]), &[vec![entry(3)], vec![record]]).unwrap();
+            save(&path, &header(2, &[1, 1]), &[vec![entry(3)], vec![record]], false).unwrap();
             let e = Reference::load(&path).unwrap_err().to_string();
             assert!(e.contains("the distribution at forced token 1 of `t1`") && e.contains(why), "{why}: {e}");
         }
         let mut h = header(2, &[1]);
         h.targets[0].tokens.clear();
-        save(&path, &h, &[vec![entry(1)]]).unwrap();
+        save(&path, &h, &[vec![entry(1)]], false).unwrap();
         assert!(Reference::load(&path).unwrap_err().to_string().contains("scores more tokens than it forces"));
     }
 
@@ -387,7 +414,7 @@ mod tests {
         let path = dir.path().join("ref.bin");
         let h = header(2, &[2, 1]);
         let entries = vec![vec![entry(1), entry(3)], vec![entry(5)]];
-        save(&path, &h, &entries).unwrap();
+        save(&path, &h, &entries, false).unwrap();
         let r = Reference::load(&path).unwrap();
         assert_eq!(r.header, h);
         assert_eq!(r.entries, entries);

@@ -625,6 +625,7 @@ impl Sweep {
             // A reference file named on the command line measures every run.
             if o.reference.is_none() {
                 o.reference = reference;
+                o.save_reference_made = save_reference.is_some();
                 o.save_reference = save_reference;
             }
             return o;
@@ -661,6 +662,7 @@ impl Sweep {
             lengths: self.lengths.clone(),
             effective_at: self.effective_at,
             reference,
+            save_reference_made: save_reference.is_some(),
             save_reference,
             reference_top_k: None,
         }
@@ -1069,6 +1071,11 @@ gpu_layers = 0
         let old = Sweep::parse(&with("reference = \"f16\""), Path::new("m.toml"), &env).unwrap();
         assert_eq!(new.models[0].reference_kv, Some((KvType::F16, KvType::F16)));
         assert_eq!(old.models, new.models);
+        // The reference run saves its .ref under a name the sweep made: onto
+        // the name, never through a link planted in the output folder.
+        let saver = new.runs().into_iter().find(|r| new.reference_role(r) == Some(ReferenceRole::Saves)).unwrap();
+        let o = new.options(&saver, None, &crate::bench::DecodeOptions::default(), Path::new("out"));
+        assert_eq!((o.save_reference, o.save_reference_made), (Some(saver.reference_file(Path::new("out"))), true));
         let both = with("reference_kv = \"f16\"\nreference = \"f16\"");
         let e = Sweep::parse(&both, Path::new("m.toml"), &env).unwrap_err().to_string();
         assert!(e.contains("model `small`: reference_kv and reference (its old name) are both given"), "{e}");
