@@ -217,3 +217,34 @@ fn auto_and_off_under_the_disabling_variable_are_refused_before_model_work() {
         assert!(!out.exists(), "something was written");
     }
 }
+
+/// An `--out-dir` that stands as something other than a folder is named for
+/// what it is, before any model work: it used to say only "File exists"
+/// (the folder's creation failing), leaving the user to guess. A list and a
+/// sweep prepare the folder in one place, so both say the same.
+#[test]
+fn an_out_dir_that_is_not_a_folder_says_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("file");
+    std::fs::write(&file, "keep").unwrap();
+    let fifo = d.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let dangling = d.join("dangling");
+    std::os::unix::fs::symlink(d.join("nowhere"), &dangling).unwrap();
+    let rows = [
+        (&file, "is a regular file, not a folder".to_string()),
+        (&fifo, "is a FIFO, not a folder".to_string()),
+        (&dangling, format!("is a symbolic link to {}, which does not exist, not a folder", d.join("nowhere").display())),
+    ];
+    for (out, needle) in &rows {
+        let o = bench(&["--kv", "f16,q8_0", "--out-dir", s(out)], None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("--out-dir: {}", out.display())) && err.contains(needle.as_str()), "{err}");
+        assert!(!err.contains("File exists"), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    assert!(!d.join("nowhere").exists());
+}
