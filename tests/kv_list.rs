@@ -145,6 +145,10 @@ fn bad_kv_lists_are_refused_before_the_model_loads() {
     let d = dir.path();
     let out_dir = d.join("runs");
     let (x, r) = (d.join("x.json"), d.join("r"));
+    // Not a reference, with a checksum that matches: only its header tells.
+    let garbage = d.join("garbage.ref");
+    std::fs::write(&garbage, "garbage").unwrap();
+    std::fs::write(d.join("garbage.ref.sha256"), posrecall::support::fsutil::sha256_hex(b"garbage")).unwrap();
     let rows: &[(&[&str], &str)] = &[
         (&["--kv", "f16,,q8_0", "--out-dir", s(&out_dir)], "--kv <KV,...>': an empty item"),
         (&["--kv", "f16,q8_0,f16", "--out-dir", s(&out_dir)], "--kv: `f16` is listed twice"),
@@ -156,6 +160,10 @@ fn bad_kv_lists_are_refused_before_the_model_loads() {
         (&["--kv-rotation", "sideways"], "unknown variant `sideways`, expected `auto` or `off`"),
         (&["--format", "md"], "--format is for a KV list"),
         (&["--kv", "f16/q9_0,q8_0", "--out-dir", s(&out_dir)], "unknown variant `q9_0`"),
+        // A reference that is a folder or not a reference at all is refused
+        // before the list starts (the output folder is its first step).
+        (&["--kv", "f16,q8_0", "--reference", s(d), "--out-dir", s(&out_dir)], "a folder, not a file"),
+        (&["--kv", "f16,q8_0", "--reference", s(&garbage), "--out-dir", s(&out_dir)], "garbage.ref: not a posrecall reference file"),
     ];
     for (args, needle) in rows {
         let o = bench(args, None);
