@@ -668,6 +668,11 @@ fn a_hostile_hub_writes_nothing_outside_the_cache_and_ends_cleanly() {
     let o = with_hub(&prompt_args(&reference), &with_password, &cache, &[]);
     assert_clean_failure(&o, &out, &format!("the hub at {} has no repository", hub.url));
     assert!(!String::from_utf8_lossy(&o.stderr).contains("hunter2"));
+    // Nor a query-string secret, the same rule for every URL shown.
+    let with_query = format!("{}/?key=hunter3hunter", hub.url);
+    let o = with_hub(&prompt_args(&reference), &with_query, &cache, &[]);
+    assert_clean_failure(&o, &out, &format!("the hub at {}/?… has no repository", hub.url));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("hunter3"), "{}", String::from_utf8_lossy(&o.stderr));
     // A revision that is a path, and a bad timeout, are refused before any request.
     let seen = hub.seen.lock().unwrap().len();
     for revision in [victim_s.as_str(), "../..", "main/../../x"] {
