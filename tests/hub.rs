@@ -661,6 +661,12 @@ fn a_hostile_hub_writes_nothing_outside_the_cache_and_ends_cleanly() {
     }
     assert!(failures.is_empty(), "failed: {failures:?}");
 
+    // A listed name that would reorder or hide text on a terminal is shown
+    // escaped, so that it cannot pass for another.
+    let hub = serve(files.clone());
+    hub.behaviour.lock().unwrap().hostile = Some(Hostile::FileName("evil\u{202e}\u{200b}fdp.gguf"));
+    let o = with_hub(&prompt_args(&format!("{REPO}/absent.gguf")), &hub.url, &cache, &[]);
+    assert_clean_failure(&o, &out, "evil\\u{202e}\\u{200b}fdp.gguf");
     // The password in HF_ENDPOINT is never shown.
     let hub = serve(files.clone());
     hub.behaviour.lock().unwrap().hostile = Some(Hostile::Status("404 Not Found"));

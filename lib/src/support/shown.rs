@@ -54,6 +54,36 @@ pub(crate) fn redact(msg: &str, url: &str) -> String {
     msg
 }
 
+/// Whether `c` acts on a terminal instead of showing: a control character
+/// but the tab (it moves the cursor, restyles), or one that reorders or
+/// hides text (bidi controls, zero-width characters, the byte-order mark),
+/// with which `evil\u{202e}fdp.gguf` reads as another name.
+fn acts(c: char) -> bool {
+    (c.is_control() && c != '\t')
+        || matches!(
+            c,
+            '\u{ad}'
+                | '\u{61c}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{feff}'
+        )
+}
+
+/// `text` for a terminal: each character that would act on it instead of
+/// showing escaped (`\r`, `\u{1b}`, `\u{202e}`); other text as it is. The
+/// one rule for what a server or a model sends and a message or a diff
+/// shows (run files keep the bytes).
+pub(crate) fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars().map(|c| if acts(c) { c.escape_debug().to_string() } else { c.to_string() }).collect::<String>().into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,6 +97,8 @@ mod tests {
         assert_eq!(shown_url("not a url"), "not a url");
         let msg = redact("GET http://h/x?key=sekrit123 failed: the server said key sekrit123 is wrong", "http://h/x?key=sekrit123");
         assert_eq!(msg, "GET http://h/x?… failed: the server said key … is wrong");
+        assert_eq!(for_terminal("a\u{202e}b\u{200b}\u{2066}\u{feff}\u{200e}c\té"), "a\\u{202e}b\\u{200b}\\u{2066}\\u{feff}\\u{200e}c\té");
+        assert_eq!(for_terminal("\r\u{1b}"), "\\r\\u{1b}");
         assert_eq!(secrets_of("http://u:pass%20word@h/?token=a%2Fbcd&x=1"), ["pass%20word", "a%2Fbcd", "a/bcd"]);
     }
 }
