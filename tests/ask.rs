@@ -889,12 +889,12 @@ fn url_queries_and_credentials_and_bad_bodies() {
             echo_all(req, n)
         }
     });
-    let url = server.url.replace("http://", "http://user:s3cr3t@") + "/proxy/?token=abc";
+    let url = server.url.replace("http://", "http://user:s3cr3t@") + "/proxy/?token=t0ps3cret";
     let out = dir.path().join("r.jsonl");
     let o = ask(&tpath, &out, &url, &["--retries", "0"]);
     let err = fails(&o);
     assert!(
-        server.requests().iter().all(|r| r.path == "/proxy/v1/chat/completions?token=abc"),
+        server.requests().iter().all(|r| r.path == "/proxy/v1/chat/completions?token=t0ps3cret"),
         "{:?}",
         server.requests().iter().map(|r| r.path.clone()).collect::<Vec<_>>()
     );
@@ -903,14 +903,20 @@ fn url_queries_and_credentials_and_bad_bodies() {
     assert!(err.contains("2 of 4 target(s) asked failed"), "{err}");
     assert_eq!(answered(&out).len(), 2);
     assert!(!err.contains("s3cr3t") && !text(&o.stdout).contains("s3cr3t"), "the password leaked: {err}");
+    // A proxy's query-string token is as secret as the password.
+    assert!(!err.contains("t0ps3cret") && !text(&o.stdout).contains("t0ps3cret"), "the query's token leaked: {err}");
 
     // Once all are answered, the hint to score them and the scored run file
-    // name the server without its credentials.
+    // name the server without its credentials or its query's values.
     let fixed = serve(None, echo(&t));
-    let fixed_url = fixed.url.replace("http://", "http://user:s3cr3t@");
+    let fixed_url = fixed.url.replace("http://", "http://user:s3cr3t@") + "/?key=t0ps3cret";
     let o = ask(&tpath, &out, &fixed_url, &[]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(o.status.success() && err.contains(&format!("--url {}", fixed.url)) && !err.contains("s3cr3t"), "{err}");
+    let shown = format!("{}/?…", fixed.url);
+    assert!(
+        o.status.success() && err.contains(&format!("--url {shown}")) && !err.contains("s3cr3t") && !err.contains("t0ps3cret"),
+        "{err}"
+    );
     let run = score(dir.path(), &tpath, &out, &["--url", &fixed_url]);
-    assert_eq!(run["manifest"]["external"]["url"], fixed.url.as_str(), "{}", run["manifest"]);
+    assert_eq!(run["manifest"]["external"]["url"], shown.as_str(), "{}", run["manifest"]);
 }

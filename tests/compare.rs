@@ -466,6 +466,32 @@ fn runs_that_decoded_differently_carry_a_note() {
     assert!(c.notes[0].contains("draft mode none, B in draft mode truth"), "{}", c.notes[0]);
 }
 
+/// Runs labelled alike (model name, build, KV) but made by another model
+/// file or another probe say so: the header alone would present a quant A/B
+/// or chat against completion as two runs of one setting.
+#[test]
+fn runs_labelled_alike_but_of_another_model_or_probe_are_noted() {
+    let a = load("a.json");
+    let same = compare(&a, &fixture("a.json"), &a, &fixture("a.json")).unwrap();
+    assert!(same.notes.is_empty(), "{:?}", same.notes);
+    let mut b = a.clone();
+    b.manifest.model.as_mut().unwrap().sha256 = "9".repeat(64);
+    b.manifest.params.probe = Some(posrecall::prompt::ProbeKind::Completion);
+    let c = compare(&a, &fixture("a.json"), &b, &fixture("b.json")).unwrap();
+    assert_eq!(c.a.label, c.b.label);
+    assert_eq!(
+        c.notes,
+        [
+            "A and B are labelled alike but differ in the model file's sha256 (A 5de3a8420644, B 999999999999) and the probe (A chat, B completion)"
+        ]
+    );
+    // Labelled apart (another KV), the difference is the label's to show.
+    let mut other = load("b.json");
+    other.manifest.model.as_mut().unwrap().sha256 = "9".repeat(64);
+    let c = compare(&a, &fixture("a.json"), &other, &fixture("b.json")).unwrap();
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+}
+
 #[test]
 fn runs_scored_under_the_old_blank_line_rule_are_refused() {
     // A format-1 run file: the same run as a.json, as the previous scoring

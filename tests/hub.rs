@@ -661,6 +661,12 @@ fn a_hostile_hub_writes_nothing_outside_the_cache_and_ends_cleanly() {
     }
     assert!(failures.is_empty(), "failed: {failures:?}");
 
+    // A listed name that would reorder or hide text on a terminal is shown
+    // escaped, so that it cannot pass for another.
+    let hub = serve(files.clone());
+    hub.behaviour.lock().unwrap().hostile = Some(Hostile::FileName("evil\u{202e}\u{200b}fdp.gguf"));
+    let o = with_hub(&prompt_args(&format!("{REPO}/absent.gguf")), &hub.url, &cache, &[]);
+    assert_clean_failure(&o, &out, "evil\\u{202e}\\u{200b}fdp.gguf");
     // The password in HF_ENDPOINT is never shown.
     let hub = serve(files.clone());
     hub.behaviour.lock().unwrap().hostile = Some(Hostile::Status("404 Not Found"));
@@ -668,6 +674,11 @@ fn a_hostile_hub_writes_nothing_outside_the_cache_and_ends_cleanly() {
     let o = with_hub(&prompt_args(&reference), &with_password, &cache, &[]);
     assert_clean_failure(&o, &out, &format!("the hub at {} has no repository", hub.url));
     assert!(!String::from_utf8_lossy(&o.stderr).contains("hunter2"));
+    // Nor a query-string secret, the same rule for every URL shown.
+    let with_query = format!("{}/?key=hunter3hunter", hub.url);
+    let o = with_hub(&prompt_args(&reference), &with_query, &cache, &[]);
+    assert_clean_failure(&o, &out, &format!("the hub at {}/?… has no repository", hub.url));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("hunter3"), "{}", String::from_utf8_lossy(&o.stderr));
     // A revision that is a path, and a bad timeout, are refused before any request.
     let seen = hub.seen.lock().unwrap().len();
     for revision in [victim_s.as_str(), "../..", "main/../../x"] {

@@ -145,6 +145,10 @@ fn bad_kv_lists_are_refused_before_the_model_loads() {
     let d = dir.path();
     let out_dir = d.join("runs");
     let (x, r) = (d.join("x.json"), d.join("r"));
+    // Not a reference, with a checksum that matches: only its header tells.
+    let garbage = d.join("garbage.ref");
+    std::fs::write(&garbage, "garbage").unwrap();
+    std::fs::write(d.join("garbage.ref.sha256"), posrecall::support::fsutil::sha256_hex(b"garbage")).unwrap();
     let rows: &[(&[&str], &str)] = &[
         (&["--kv", "f16,,q8_0", "--out-dir", s(&out_dir)], "--kv <KV,...>': an empty item"),
         (&["--kv", "f16,q8_0,f16", "--out-dir", s(&out_dir)], "--kv: `f16` is listed twice"),
@@ -156,6 +160,10 @@ fn bad_kv_lists_are_refused_before_the_model_loads() {
         (&["--kv-rotation", "sideways"], "unknown variant `sideways`, expected `auto` or `off`"),
         (&["--format", "md"], "--format is for a KV list"),
         (&["--kv", "f16/q9_0,q8_0", "--out-dir", s(&out_dir)], "unknown variant `q9_0`"),
+        // A reference that is a folder or not a reference at all is refused
+        // before the list starts (the output folder is its first step).
+        (&["--kv", "f16,q8_0", "--reference", s(d), "--out-dir", s(&out_dir)], "a folder, not a file"),
+        (&["--kv", "f16,q8_0", "--reference", s(&garbage), "--out-dir", s(&out_dir)], "garbage.ref: not a posrecall reference file"),
     ];
     for (args, needle) in rows {
         let o = bench(args, None);
@@ -216,4 +224,35 @@ fn auto_and_off_under_the_disabling_variable_are_refused_before_model_work() {
         assert!(err.contains("--kv-rotation: KV rotation auto and off are the same runs") && err.contains(value), "{err}");
         assert!(!out.exists(), "something was written");
     }
+}
+
+/// An `--out-dir` that stands as something other than a folder is named for
+/// what it is, before any model work: it used to say only "File exists"
+/// (the folder's creation failing), leaving the user to guess. A list and a
+/// sweep prepare the folder in one place, so both say the same.
+#[test]
+fn an_out_dir_that_is_not_a_folder_says_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("file");
+    std::fs::write(&file, "keep").unwrap();
+    let fifo = d.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let dangling = d.join("dangling");
+    std::os::unix::fs::symlink(d.join("nowhere"), &dangling).unwrap();
+    let rows = [
+        (&file, "is a regular file, not a folder".to_string()),
+        (&fifo, "is a FIFO, not a folder".to_string()),
+        (&dangling, format!("is a symbolic link to {}, which does not exist, not a folder", d.join("nowhere").display())),
+    ];
+    for (out, needle) in &rows {
+        let o = bench(&["--kv", "f16,q8_0", "--out-dir", s(out)], None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("--out-dir: {}", out.display())) && err.contains(needle.as_str()), "{err}");
+        assert!(!err.contains("File exists"), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    assert!(!d.join("nowhere").exists());
 }

@@ -673,3 +673,22 @@ fn a_sweep_never_writes_through_a_planted_link_nor_over_another_models_runs() {
     assert_one_error_line(&o, "holds the results of another model file (fixture-1b.Q4_K_M.gguf, sha256 5de3a8420644…)");
     assert_eq!(std::fs::read(out.join("smol__f16-f16.json")).unwrap(), std::fs::read(&theirs).unwrap());
 }
+
+/// A sweep's `--out-dir` that is a regular file is named as one, before any
+/// model loads (it used to say only "File exists").
+#[test]
+fn a_sweep_out_dir_that_is_a_file_says_so() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let toml = dir.path().join("one.toml");
+    let text = format!(
+        "[corpus]\npath = {}\n[params]\ncount = 2\nlines = 6\n[[model]]\nname = \"smol\"\npath = {}\nkv = [\"f16\"]\nctx = 512\n",
+        toml_path(&fixture("dense.js")),
+        toml_path(&smollm2())
+    );
+    std::fs::write(&toml, text).unwrap();
+    let out = dir.path().join("runs");
+    std::fs::write(&out, "keep").unwrap();
+    let o = matrix_cmd(&toml, &["--out-dir", out.to_str().unwrap(), "-q"]).output().unwrap();
+    assert_one_error_line(&o, &format!("--out-dir: {} is a regular file, not a folder", out.display()));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep");
+}

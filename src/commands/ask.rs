@@ -130,7 +130,7 @@ fn conclude(args: &AskArgs, tally: &ask::Tally, before: usize, total: usize, ask
         "score them: posrecall score {} {} --url {}{}",
         args.targets.display(),
         args.out.display(),
-        ask::without_credentials(&args.url),
+        posrecall::support::shown::shown_url(&args.url),
         args.model.as_deref().map(|m| format!(" --model {m}")).unwrap_or_default()
     );
     Ok(())

@@ -16,7 +16,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         normalize: args.normalize,
         external: (args.url.is_some() || args.model.is_some()).then(|| External {
             // Credentials in a URL are not recorded (reports show it).
-            url: args.url.as_deref().map(posrecall::ask::without_credentials),
+            url: args.url.as_deref().map(posrecall::support::shown::shown_url),
             model: args.model.clone(),
         }),
     };

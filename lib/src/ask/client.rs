@@ -99,7 +99,7 @@ impl Asker {
         Asker {
             agent: config.into(),
             endpoint: o.endpoint.clone(),
-            shown: super::without_credentials(&o.endpoint),
+            shown: crate::support::shown::shown_url(&o.endpoint),
             model: o.model.clone(),
             api: o.api,
             max_tokens: o.max_tokens,
@@ -112,12 +112,9 @@ impl Asker {
     }
 
     /// Replaces every occurrence of the API key, and of the URL's
-    /// credentials, in a message.
+    /// credentials and query values, in a message.
     fn redact(&self, msg: String) -> String {
-        let msg = match self.shown == self.endpoint {
-            true => msg,
-            false => msg.replace(self.endpoint.as_str(), &self.shown),
-        };
+        let msg = crate::support::shown::redact(&msg, &self.endpoint);
         match &self.key {
             Some(k) if !k.is_empty() => msg.replace(k.as_str(), "[API key]"),
             _ => msg,

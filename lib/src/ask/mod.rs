@@ -139,7 +139,7 @@ pub struct BadUrl(pub String);
 /// accepted). The API path goes after the base URL's own path and before
 /// its query (a proxy's `?token=`), which is kept; a fragment is dropped.
 pub fn endpoint(url: &str, api: ApiKind) -> Result<String, BadUrl> {
-    let bad = || BadUrl(without_credentials(url));
+    let bad = || BadUrl(crate::support::shown::shown_url(url));
     let mut u = url::Url::parse(url.trim()).map_err(|_| bad())?;
     if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none_or(str::is_empty) || u.port() == Some(0) {
         return Err(bad());
@@ -159,19 +159,6 @@ pub fn endpoint(url: &str, api: ApiKind) -> Result<String, BadUrl> {
         Ok(uri) if uri.host().is_some_and(|h| !h.is_empty()) && port_ok(uri.authority()) => Ok(endpoint),
         _ => Err(bad()),
     }
-}
-
-/// `url` without the `user:password@` of its authority, for anything shown
-/// or recorded (messages, hints, run files, reports): credentials in a URL
-/// are as secret as an API key.
-pub fn without_credentials(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-        if let Some(at) = authority.rfind('@') {
-            return format!("{scheme}://{}", &rest[at + 1..]);
-        }
-    }
-    url.to_string()
 }
 
 /// Whether the authority's port, if it has one, is a port (1 to 65535).
@@ -450,9 +437,6 @@ mod tests {
         assert_eq!(endpoint("https://h/v1?k=1#frag", ApiKind::Completion).unwrap(), "https://h/v1/completions?k=1");
         // Credentials stay in the request's URL and leave every shown one.
         assert_eq!(endpoint("http://u:p@h:1", ApiKind::Chat).unwrap(), "http://u:p@h:1/v1/chat/completions");
-        assert_eq!(without_credentials("http://u:p%40x@h:1/a?b=c@d"), "http://h:1/a?b=c@d");
-        assert_eq!(without_credentials("http://h:1/a@b"), "http://h:1/a@b");
-        assert_eq!(without_credentials("not a url"), "not a url");
         assert_eq!(
             endpoint("http://u:secret@exa mple:1", ApiKind::Chat).unwrap_err().to_string(),
             "`http://exa mple:1`: expected http://HOST:PORT or https://HOST"

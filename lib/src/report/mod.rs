@@ -16,16 +16,18 @@ pub mod tabular;
 /// to `max` characters; the run file keeps it whole.
 /// Control characters but the tab are shown escaped (`\r`, `\u{1b}`): a
 /// lone CR kept in a line, or an escape sequence in an answer, would move
-/// the cursor or restyle the terminal instead of showing.
+/// the cursor or restyle the terminal instead of showing; so are bidi and
+/// zero-width characters, which would reorder or hide the line's text
+/// (`support::shown::for_terminal`).
 pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     let shown = match text.char_indices().nth(max) {
         Some((i, _)) => format!("{}… ({} more chars)", &text[..i], text[i..].chars().count()).into(),
         None => std::borrow::Cow::Borrowed(text),
     };
-    if !shown.chars().any(|c| c.is_control() && c != '\t') {
-        return shown;
+    match crate::support::shown::for_terminal(&shown) {
+        std::borrow::Cow::Borrowed(_) => shown,
+        std::borrow::Cow::Owned(escaped) => escaped.into(),
     }
-    shown.chars().map(|c| if c.is_control() && c != '\t' { c.escape_debug().to_string() } else { c.to_string() }).collect::<String>().into()
 }
 
 /// One answer's verdict and counts as phrases, for the terminal's and the
@@ -67,6 +69,7 @@ mod tests {
         assert_eq!(clip("let a = 1;\r// b", 160), "let a = 1;\\r// b");
         assert_eq!(clip("\u{1b}[31mred\u{1b}[0m\tx", 160), "\\u{1b}[31mred\\u{1b}[0m\tx");
         assert_eq!(clip("plain", 160), "plain");
+        assert_eq!(clip("if (a) {\u{202e} }\u{2066}", 160), "if (a) {\\u{202e} }\\u{2066}");
         assert_eq!(clip("abcdef", 3), "abc… (3 more chars)");
         assert_eq!(clip("a\rbcdef", 3), "a\\rb… (4 more chars)");
     }

@@ -457,6 +457,17 @@ impl Sweep {
             if models.iter().any(|o| o.name == entry.name) {
                 bail!("{file}: model[{i}].name: `{}` is used twice", m.name);
             }
+            // Run files are named by the model (`NAME__K-V.json`): on a
+            // case-insensitive file system (macOS, Windows) `Qwen` and
+            // `qwen` would write one file, the second replacing the first.
+            if let Some((j, o)) = models.iter().enumerate().find(|(_, o)| o.name.to_lowercase() == entry.name.to_lowercase()) {
+                bail!(
+                    "{file}: model[{i}].name: `{}` and model[{j}]'s `{}` differ only in case, and their run files would be one \
+                     file where case is not told apart; rename one",
+                    m.name,
+                    o.name
+                );
+            }
             models.push(entry);
         }
         let (lengths, effective_at) = r.ladder(p)?;
@@ -1232,6 +1243,8 @@ gpu_layers = 0
         assert!(e.contains("corpus.crop"), "{e}");
         let e = err(&GOOD.replace("name = \"base\"", "name = \"small\""));
         assert!(e.contains("twice"), "{e}");
+        let e = err(&GOOD.replace("name = \"base\"", "name = \"SMALL\""));
+        assert!(e.contains("model[1].name: `SMALL` and model[0]'s `small` differ only in case") && !e.contains('\n'), "{e}");
         let e = err(&GOOD.replace("ctx = 1024", "ctx = 10"));
         assert!(e.contains("ctx"), "{e}");
         let e = err(&GOOD.replace("lines = 6", "lines = 6\npass = 9"));

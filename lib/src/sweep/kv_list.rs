@@ -27,6 +27,12 @@ pub fn run_kv_list(
     show: &dyn Show,
 ) -> Result<Vec<KvRow>> {
     let name = run_name(model, opts.build.as_deref());
+    // A reference given is read and verified first, as `bench::open` does
+    // for one run: each item reads it only once the model has loaded, so a
+    // folder or a garbage file would cost a model load to find.
+    if let Some(path) = opts.reference.as_deref() {
+        crate::record::reference::Reference::load(path)?;
+    }
     let src = Source::open_spec(spec, opts.plan.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         show.note(&note);

@@ -162,6 +162,15 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
 /// and renames it); no other shard writes these.
 fn prepare_out_dir(ctx: &Ctx) -> Result<()> {
     let dir = &ctx.opts.out_dir;
+    // `create_dir_all` on a name that is something else says only "File
+    // exists": say what is there, so the user knows what to move.
+    if let Some(what) = not_a_folder(dir) {
+        return Err(OutDirError(format!(
+            "{} is {what}, not a folder: the output folder must be a folder (or not exist yet)",
+            dir.display()
+        ))
+        .into());
+    }
     std::fs::create_dir_all(dir).map_err(|e| OutDirError(format!("cannot create the output folder {}: {e}", dir.display())))?;
     crate::support::fsutil::check_output(&dir.join(".posrecall-out-dir-check"), &[]).map_err(|e| OutDirError(format!("{e:#}")))?;
     // Every file this shard writes, before any model work: none may be a
@@ -470,6 +479,37 @@ pub fn is_finished(existing: &crate::record::run::RunFile, manifest: &Manifest, 
         && existing.targets.iter().zip(targets).all(|(t, (name, line))| &t.name == name && t.line == *line)
         && existing.summary.total.count == targets.len()
         && existing.timings.is_some()
+}
+
+/// What stands at `path` when it is not a folder (nor a link to one), in
+/// words; `None` when it is a folder or nothing is there.
+fn not_a_folder(path: &Path) -> Option<String> {
+    let here = std::fs::symlink_metadata(path).ok()?;
+    if here.file_type().is_symlink() {
+        let to = std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
+        return match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => None,
+            Ok(m) => Some(format!("a symbolic link to {to}, which is {}", kind(&m.file_type()))),
+            Err(_) => Some(format!("a symbolic link to {to}, which does not exist")),
+        };
+    }
+    (!here.is_dir()).then(|| kind(&here.file_type()).to_string())
+}
+
+/// A file type in words.
+fn kind(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if t.is_fifo() {
+            return "a FIFO";
+        } else if t.is_socket() {
+            return "a socket";
+        } else if t.is_block_device() || t.is_char_device() {
+            return "a device";
+        }
+    }
+    if t.is_file() { "a regular file" } else { "something other than a folder" }
 }
 
 impl crate::settings::Explain for OutDirError {

@@ -306,6 +306,7 @@ fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<Com
         notes: decoding_notes(a, b),
         per_length: Vec::new(),
     };
+    c.notes.extend(same_label_note(a, a_path, b, b_path));
     // The words read the figures above, so they are written last.
     c.verdict = verdict::verdict(&c);
     if let Some(l) = &a.ladder {
@@ -451,6 +452,28 @@ fn decoding_notes(a: &RunFile, b: &RunFile) -> Vec<String> {
         notes.push(format!("A generated {}, B {}", show(fa), show(fb)));
     }
     notes
+}
+
+/// Two runs whose header names them alike (same model name, build and KV)
+/// although they ran another model file or another probe: the label alone
+/// would let the reader take a quant A/B, or chat against completion, for
+/// two runs of one setting.
+fn same_label_note(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Option<String> {
+    if label(a, a_path) != label(b, b_path) {
+        return None;
+    }
+    let mut differ = Vec::new();
+    if let (Some(ma), Some(mb)) = (&a.manifest.model, &b.manifest.model)
+        && ma.sha256 != mb.sha256
+    {
+        differ.push(format!("the model file's sha256 (A {}, B {})", short(&ma.sha256), short(&mb.sha256)));
+    }
+    let (pa, pb) = (a.manifest.params.probe, b.manifest.params.probe);
+    if pa != pb {
+        let show = |p: Option<crate::prompt::ProbeKind>| p.map_or("unrecorded", |p| p.as_str());
+        differ.push(format!("the probe (A {}, B {})", show(pa), show(pb)));
+    }
+    (!differ.is_empty()).then(|| format!("A and B are labelled alike but differ in {}", differ.join(" and ")))
 }
 
 /// Two runs computed by different CPU kernels (a portable AVX2 build and a

@@ -75,7 +75,10 @@ pub(super) fn listing(files: &[String]) -> String {
 }
 
 /// Names joined for a message, the first [`LISTED`] of them.
-fn capped(mut names: Vec<String>) -> String {
+/// The hub's names are shown as `for_terminal` shows them: a listed name
+/// holding a bidi or zero-width character would read as another.
+fn capped(names: Vec<String>) -> String {
+    let mut names: Vec<String> = names.iter().map(|n| crate::support::shown::for_terminal(n).into_owned()).collect();
     let more = names.len().saturating_sub(LISTED);
     names.truncate(LISTED);
     if more > 0 {
@@ -99,7 +102,12 @@ pub(super) fn choose(reference: &str, select: &Select, files: &[String]) -> Resu
                 let s = split_name(f).expect("a .gguf name");
                 return Err(HubError::NoMatch {
                     reference: reference.into(),
-                    what: format!("{f} is part {} of {} of a split model; name its first part", s.index, s.count),
+                    what: format!(
+                        "{} is part {} of {} of a split model; name its first part",
+                        crate::support::shown::for_terminal(f),
+                        s.index,
+                        s.count
+                    ),
                     listing: listing(files),
                 });
             }

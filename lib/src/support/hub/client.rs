@@ -83,6 +83,8 @@ impl<'a> Client<'a> {
     }
 
     fn listing_error(&self, why: String) -> HubError {
+        // The transport's own words may quote the URL asked, query and all.
+        let why = crate::support::shown::redact(&why, &self.env.endpoint);
         HubError::Listing { reference: self.r.text.clone(), endpoint: self.shown.clone(), why }
     }
 

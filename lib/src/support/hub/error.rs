@@ -47,14 +47,8 @@ pub(super) fn shown_name(s: &str) -> String {
     format!("\"{out}\"")
 }
 
-/// The hub's address for messages: without a user name or password.
+/// The hub's address for messages: without a user name, password or
+/// query ([`crate::support::shown::shown_url`]).
 pub(super) fn shown_endpoint(endpoint: &str) -> String {
-    match url::Url::parse(endpoint) {
-        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.as_str().trim_end_matches('/').to_string()
-        }
-        _ => endpoint.to_string(),
-    }
+    crate::support::shown::shown_url(endpoint).trim_end_matches('/').to_string()
 }
