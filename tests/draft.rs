@@ -69,11 +69,24 @@ fn agrees_with(run: &Value, none: &Value, check: &str) -> usize {
         let c = &t[check];
         assert!(c.is_object(), "{} was not checked ({check}): {t}", t["name"]);
         let (drafted, undrafted) = (t["response"].as_str().unwrap(), n["response"].as_str().unwrap());
+        // The check's own answer is the independent run's: the same length.
+        let undrafted_tokens = n["generated_tokens"].as_u64().unwrap();
+        assert_eq!(c["sequential_tokens"].as_u64(), Some(undrafted_tokens), "{}: {c}", t["name"]);
+        let (common, drafted_tokens) = (c["common_tokens"].as_u64().unwrap(), t["generated_tokens"].as_u64().unwrap());
         if drafted == undrafted {
             identical += 1;
             assert_eq!(c["identical"], true, "{}: the check finds a difference the independent run does not: {c}", t["name"]);
+            // The same answer shares every token.
+            assert_eq!((common, drafted_tokens), (undrafted_tokens, undrafted_tokens), "{}: shared prefix {c}", t["name"]);
             continue;
         }
+        // Answers that part share a prefix shorter than the longer of them,
+        // and no longer than the shorter.
+        assert!(
+            common <= drafted_tokens.min(undrafted_tokens) && common < drafted_tokens.max(undrafted_tokens),
+            "{}: shared prefix of {common} tokens, answers of {drafted_tokens} and {undrafted_tokens}: {c}",
+            t["name"]
+        );
         assert_eq!(c["identical"], false, "{}: the check missed a difference: {c}", t["name"]);
         assert_eq!(c["response"].as_str(), Some(undrafted), "{}: the check's undrafted answer is not the `--draft none` answer", t["name"]);
         let gap = c["parting_gap"].as_f64().expect("a parting answer records the logit gap where it parts");

@@ -72,7 +72,15 @@ fn a_kv_list_is_its_runs_and_its_table_their_figures() {
     for (row, run) in rows.iter().zip(&runs) {
         let t = &run["summary"];
         assert_eq!((&row["passes"], &row["count"], &row["matched"]), (&t["passes"], &t["count"], &t["matched"]), "{}", row["run"]);
+        // Every item after the first is measured against the first, so its
+        // KLD figures must be there: an item that lost them would otherwise
+        // match a row that lost them too (both null).
         let kld = &run["summary"]["forced"]["kld"];
+        if row["run"] != ids[0].as_str() {
+            for key in ["mean", "same_top1"] {
+                assert!(kld[key].as_f64().is_some(), "{}: no KLD {key} in the run file: {kld}", row["run"]);
+            }
+        }
         assert_eq!(row["kld_mean"], kld.get("mean").cloned().unwrap_or(Value::Null), "{}", row["run"]);
         assert_eq!(row["same_top1"], kld.get("same_top1").cloned().unwrap_or(Value::Null), "{}", row["run"]);
         assert_eq!(row["kv_k"], run["manifest"]["context"]["type_k"]);
@@ -93,13 +101,18 @@ fn a_kv_list_is_its_runs_and_its_table_their_figures() {
     assert_eq!(answers(&single), answers(&runs[0]));
     assert_eq!(forced_logprobs(&single), forced_logprobs(&runs[0]));
 
-    // A later item's divergence is what a separate --reference run measures.
-    let separate = d.join("separate.json");
+    // Every later item's divergence is what a separate --reference run of
+    // that item measures (each is a small run: a few seconds apiece), so no
+    // item of the list is measured against anything but the first.
     let reference = out.join(format!("{}.ref", ids[0]));
-    ok(&bench(&[SMALL, &["--kv", "q4_0", "--kv-rotation", "off", "--reference", s(&reference), "--out", s(&separate)]].concat(), None));
-    let separate = read(&separate);
-    assert_eq!(separate["summary"]["forced"]["kld"], runs[3]["summary"]["forced"]["kld"]);
-    assert_eq!(answers(&separate), answers(&runs[3]));
+    for (i, (kv, rot)) in [("f16", "off"), ("q4_0", "auto"), ("q4_0", "off")].into_iter().enumerate() {
+        let (item, separate) = (&runs[i + 1], d.join(format!("separate-{}.json", i + 1)));
+        ok(&bench(&[SMALL, &["--kv", kv, "--kv-rotation", rot, "--reference", s(&reference), "--out", s(&separate)]].concat(), None));
+        let separate = read(&separate);
+        assert!(separate["summary"]["forced"]["kld"]["mean"].as_f64().is_some(), "{}: no KLD in the separate run", ids[i + 1]);
+        assert_eq!(separate["summary"]["forced"]["kld"], item["summary"]["forced"]["kld"], "{}", ids[i + 1]);
+        assert_eq!(answers(&separate), answers(item), "{}", ids[i + 1]);
+    }
 }
 
 #[test]

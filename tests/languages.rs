@@ -604,6 +604,10 @@ fn typescript_targets_agree_with_the_typescript_compiler() {
     let (mut not_clean, mut given_up) = (Vec::new(), Vec::new());
     for (path, lines) in files.into_iter().chain([(fixture("sample.ts"), 3), (fixture("sample.tsx"), 3)]) {
         let theirs = match lines {
+            // The compiler lists only files that hold targets: a file it
+            // lists none for is one with none (checked below: every file it
+            // listed is taken from the map, so none is lost to a path spelled
+            // otherwise).
             20 => compiler.remove(&path).unwrap_or_default(),
             _ => script_targets("node", "ts-targets", &path, lines),
         };
@@ -638,6 +642,8 @@ fn typescript_targets_agree_with_the_typescript_compiler() {
     // 1 given up in action.ts).
     assert_eq!(not_clean, want(&[("api/computed.ts", 0), ("api/observable.ts", 1), ("mobx.ts", 0)]));
     assert_eq!(given_up, want(&[("api/action.ts", 1)]));
+    let unread: Vec<_> = compiler.keys().collect();
+    assert!(unread.is_empty(), "the compiler listed targets of files never compared: {unread:?}");
     assert!(targets > 55, "{targets} targets in all");
 }
 
@@ -671,9 +677,14 @@ fn java_targets_agree_with_java_parser() {
         let src = Source::open_spec(&CorpusSpec::file(path), None).unwrap();
         assert_eq!(src.parsed.error_regions, 0, "{}", path.display());
         let ours: Vec<Listed> = all(&src, 20).into_iter().map(|t| (t.name, t.line, t.expected)).collect();
+        // java-parser lists only files that hold targets: one it lists none
+        // for has none (and every file it listed must be taken from the map,
+        // checked below, so none is lost to a path spelled otherwise).
         assert_eq!(ours, parser.remove(path).unwrap_or_default(), "{}", path.display());
         targets += ours.len();
     }
+    let unread: Vec<_> = parser.keys().collect();
+    assert!(unread.is_empty(), "java-parser listed targets of files never compared: {unread:?}");
     assert!(targets > 50, "{targets} targets in all");
     let sample = fixture("Sample.java");
     assert_eq!(our_targets(&sample, 3), script_targets("node", "java-targets", &sample, 3));

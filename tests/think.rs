@@ -331,7 +331,9 @@ fn an_answer_that_never_reasons_gets_no_reasoning_budget() {
     for t in run["targets"].as_array().unwrap() {
         let response = t["response"].as_str().unwrap();
         assert!(!response.trim_start().starts_with("<think>"), "{t}");
-        assert!(t["reasoning_tokens"].as_u64().unwrap_or(0) == 0, "{t}");
+        // Nothing was split off as reasoning, so none is recorded (a run
+        // records reasoning and its tokens only where an answer had some).
+        assert!(t.get("reasoning").is_none() && t.get("reasoning_tokens").is_none(), "{t}");
         assert!(t["generated_tokens"].as_u64().unwrap() <= 12, "an answer without reasoning took the think budget: {t}");
     }
 }
