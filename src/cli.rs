@@ -527,8 +527,9 @@ pub struct RopeArgs {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// The model file (GGUF).
-    pub model: PathBuf,
+    /// The model file(s) (GGUF, a split model's first part, or a hub reference); more than one runs each over the same targets, the first the others' reference (needs --out-dir).
+    #[arg(required = true, value_name = "MODEL")]
+    pub model: Vec<PathBuf>,
     /// The source file to recall from (default: the corpus `scripts/env/fetch-corpus` fetched).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
@@ -551,9 +552,9 @@ pub struct BenchArgs {
     /// Layers to offload to the GPU [default: on a build with a GPU backend, as many as fit in 90% of its free memory; else none].
     #[arg(long)]
     pub gpu_layers: Option<u32>,
-    /// Context size in tokens, or `auto`: prefix + question + answer budget, capped at the trained context (times --rope-scale with a scaling).
-    #[arg(long, default_value_t = CtxSize::default())]
-    pub ctx: CtxSize,
+    /// Context size in tokens, or `auto`: prefix + question + answer budget, capped at the trained context (times --rope-scale with a scaling); a comma list runs each (the kept file fits the smallest).
+    #[arg(long, value_name = "N,...", default_value_t = List(vec![CtxSize::default()]))]
+    pub ctx: List<CtxSize>,
     #[command(flatten)]
     pub rope: RopeArgs,
     /// When the corpus does not fit: keep the first lines (head), the densest window (densest), or fail (none).
@@ -565,15 +566,15 @@ pub struct BenchArgs {
     /// CPU threads (default: all cores; at most 1024).
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i32>,
-    /// Flash attention.
-    #[arg(long, value_parser = named::<FlashAttn>(), default_value_t = FlashAttn::default())]
-    pub flash_attn: FlashAttn,
+    /// Flash attention: auto, on or off; a comma list runs each.
+    #[arg(long, value_name = "MODE,...", default_value_t = List(vec![FlashAttn::default()]))]
+    pub flash_attn: List<FlashAttn>,
     /// Keep the whole sequence in a sliding-window model's cache (off keeps only the window, as llama-server does).
     #[arg(long, value_enum, default_value_t = OnOff::Off)]
     pub swa_full: OnOff,
-    /// How the question is put to the model.
-    #[arg(long, value_parser = named::<Probe>(), default_value_t = Probe::default())]
-    pub probe: Probe,
+    /// How the question is put to the model: auto, chat or completion; a comma list runs each.
+    #[arg(long, value_name = "PROBE,...", default_value_t = List(vec![Probe::default()]))]
+    pub probe: List<Probe>,
     /// A label for this model build in reports (default: the file name).
     #[arg(long)]
     pub build: Option<String>,
@@ -619,11 +620,11 @@ pub struct BenchArgs {
     /// Write the run file (JSON) here.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
-    /// With a KV list: write each run's file (MODEL__K-V.json) and the reference (.ref) into this folder.
+    /// With a list (models, --kv, --ctx, --probe, --flash-attn, --kv-rotation): write each run's file (MODEL__K-V.json) and the reference (.ref) into this folder.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
-    /// With a KV list: the format of its table, one row per item.
-    #[arg(long, value_parser = names_of(&posrecall::report::kv_table::FORMATS), default_value_t = posrecall::report::export::Format::default())]
+    /// With a list: the format of its table, one row per instance.
+    #[arg(long, value_parser = names_of(&posrecall::report::list_table::FORMATS), default_value_t = posrecall::report::export::Format::default())]
     pub format: posrecall::report::export::Format,
     /// Also write the HTML report of this run here (as `posrecall report --format html`).
     #[arg(long, value_name = "FILE")]

@@ -162,21 +162,38 @@ fn bad_kv_lists_are_refused_before_the_model_loads() {
     let garbage = d.join("garbage.ref");
     std::fs::write(&garbage, "garbage").unwrap();
     std::fs::write(d.join("garbage.ref.sha256"), posrecall::support::fsutil::sha256_hex(b"garbage")).unwrap();
+    let (smol, gemma, absent) = (smollm2(), gemma3(), d.join("absent.gguf"));
+    // Another file of the first model's name: their run files would be one.
+    let namesake = d.join("other").join(smol.file_name().unwrap());
+    std::fs::create_dir_all(namesake.parent().unwrap()).unwrap();
+    std::fs::write(&namesake, "not read: refused by its name").unwrap();
     let rows: &[(&[&str], &str)] = &[
         (&["--kv", "f16,,q8_0", "--out-dir", s(&out_dir)], "--kv <KV,...>': an empty item"),
         (&["--kv", "f16,q8_0,f16", "--out-dir", s(&out_dir)], "--kv: `f16` is listed twice"),
         (&["--kv-k", "f16,q8_0", "--kv-v", "f16,q8_0,q4_0", "--out-dir", s(&out_dir)], "--kv-k lists 2 items and --kv-v 3"),
         (&["--kv", "f16,q8_0", "--kv-rotation", "off,off", "--out-dir", s(&out_dir)], "--kv-rotation: `off` is listed twice"),
-        (&["--kv", "f16,q8_0", "--out", s(&x), "--out-dir", s(&out_dir)], "--out with a KV list of 2 items"),
-        (&["--kv", "f16,q8_0", "--save-reference", s(&r), "--out-dir", s(&out_dir)], "--save-reference with a KV list of 2 items"),
+        (&["--kv", "f16,q8_0", "--out", s(&x), "--out-dir", s(&out_dir)], "--out with a list of 2 runs"),
+        (&["--kv", "f16,q8_0", "--save-reference", s(&r), "--out-dir", s(&out_dir)], "--save-reference with a list of 2 runs"),
         (&["--kv", "f16,q8_0"], "give --out-dir DIR"),
         (&["--kv-rotation", "sideways"], "unknown variant `sideways`, expected `auto` or `off`"),
-        (&["--format", "md"], "--format is for a KV list"),
+        (&["--format", "md"], "--format is for a list"),
         (&["--kv", "f16/q9_0,q8_0", "--out-dir", s(&out_dir)], "unknown variant `q9_0`"),
         // A reference that is a folder or not a reference at all is refused
         // before the list starts (the output folder is its first step).
         (&["--kv", "f16,q8_0", "--reference", s(d), "--out-dir", s(&out_dir)], "a folder, not a file"),
         (&["--kv", "f16,q8_0", "--reference", s(&garbage), "--out-dir", s(&out_dir)], "garbage.ref: not a posrecall reference file"),
+        // Lists of models and of the other settings.
+        (&[s(&smol), "--out-dir", s(&out_dir)], "is listed twice"),
+        (&[s(&absent), "--out-dir", s(&out_dir)], "absent.gguf does not exist"),
+        (&[s(d), "--out-dir", s(&out_dir)], "is a folder, not a model file"),
+        (&[s(&namesake), "--out-dir", s(&out_dir)], "would write run files of one name (SmolLM2-135M-Instruct.Q4_1)"),
+        (&[s(&gemma), "--build", "mine", "--out-dir", s(&out_dir)], "a build label names one model build, and the list has 2 models"),
+        (&[s(&gemma), "--out", s(&x)], "--out with a list of 2 runs"),
+        (&[s(&gemma)], "a list of 2 runs writes one run file each: give --out-dir DIR"),
+        (&[s(&gemma), "--lengths", "2k,4k", "--out-dir", s(&out_dir)], "--lengths with a list of 2 runs"),
+        (&["--ctx", "1024,1024", "--out-dir", s(&out_dir)], "--ctx: `1024` is listed twice"),
+        (&["--probe", "chat,completion,chat", "--out-dir", s(&out_dir)], "--probe: `chat` is listed twice"),
+        (&["--flash-attn", "on,off,on", "--out-dir", s(&out_dir)], "--flash-attn: `on` is listed twice"),
     ];
     for (args, needle) in rows {
         let o = bench(args, None);
@@ -268,4 +285,130 @@ fn an_out_dir_that_is_not_a_folder_says_what_it_is() {
     }
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
     assert!(!d.join("nowhere").exists());
+}
+
+/// `bench A B C --kv …`: every model is asked the same questions (planned on
+/// one shared range), each build of the first's vocabulary is measured
+/// against the first instance, as a separate `--reference` run measures it,
+/// and answers as a single run of it does; a model of another vocabulary
+/// runs without divergence and the table says why, once.
+#[test]
+fn a_model_list_asks_every_build_the_same_and_measures_it_against_the_first() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = d.join("runs");
+    let q8 = tool_test_model("quantize").unwrap();
+    let models = [smollm2(), q8.clone(), gemma3()];
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench")
+        .args(&models)
+        .args(["--corpus", s(&fixture("dense.js")), "--threads", "2", "--quiet"])
+        .args(SMALL)
+        .args(["--out-dir", s(&out), "--format", "md"])
+        .env("NO_COLOR", "1")
+        .env_remove("LLAMA_ATTN_ROT_DISABLE");
+    let table = ok(&cmd.output().unwrap());
+    let stems: Vec<String> = models.iter().map(|m| m.file_stem().unwrap().to_string_lossy().replace("__", "_")).collect();
+    let ids: Vec<String> = stems.iter().map(|m| format!("{m}__q8_0-q8_0")).collect();
+    let runs: Vec<Value> = ids.iter().map(|id| read(&out.join(format!("{id}.json")))).collect();
+    let asked = |r: &Value| -> Vec<(String, u64)> {
+        r["targets"].as_array().unwrap().iter().map(|t| (t["name"].as_str().unwrap().to_string(), t["line"].as_u64().unwrap())).collect()
+    };
+    assert_eq!(asked(&runs[0]).len(), 4);
+    for r in &runs[1..] {
+        assert_eq!(asked(r), asked(&runs[0]), "every model is asked the same questions");
+        assert_eq!(r["manifest"]["corpus"]["crop"], runs[0]["manifest"]["corpus"]["crop"]);
+    }
+    // The requantised build: as a separate run against the first's reference.
+    let reference = out.join(format!("{}.ref", ids[0]));
+    let separate = d.join("separate.json");
+    ok(&bench_model(&q8, &[SMALL, &["--reference", s(&reference), "--out", s(&separate)]].concat()));
+    let separate = read(&separate);
+    assert!(runs[1]["summary"]["forced"]["kld"]["mean"].as_f64().is_some(), "the second build is measured");
+    assert_eq!(separate["summary"]["forced"]["kld"], runs[1]["summary"]["forced"]["kld"]);
+    assert_eq!(answers(&separate), answers(&runs[1]));
+    // Gemma's vocabulary is not SmolLM2's: no divergence, said once under the table.
+    assert!(runs[2]["summary"]["forced"]["kld"].is_null() && runs[2]["manifest"]["reference"].is_null(), "{}", runs[2]["manifest"]);
+    assert_eq!(table.matches("no KLD for").count(), 1, "{table}");
+    assert!(
+        table.contains(&format!("no KLD for {}: its vocabulary (262144 tokens) is not the first model's (49152 tokens)", ids[2])),
+        "{table}"
+    );
+    // The table's model columns are the run files' figures.
+    for (run, line) in runs.iter().zip(table.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| model") && !l.contains("---"))) {
+        let m = &run["manifest"]["model"];
+        let bpw = m["size_bytes"].as_f64().unwrap() * 8.0 / m["n_params"].as_f64().unwrap();
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cells[1], m["build"].as_str().unwrap(), "{line}");
+        assert_eq!(cells[2], m["file_type"].as_str().unwrap(), "{line}");
+        assert_eq!(cells[4], format!("{bpw:.2}"), "{line}");
+    }
+    // A reference of SmolLM2's vocabulary cannot measure Gemma: refused
+    // before any run, nothing written.
+    let other = d.join("other");
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench")
+        .args([smollm2(), gemma3()])
+        .args(["--corpus", s(&fixture("dense.js")), "--threads", "2", "--quiet"])
+        .args(SMALL)
+        .args(["--reference", s(&reference), "--out-dir", s(&other)]);
+    let o = cmd.output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("its vocabulary (49152 tokens) is not the one of the model") && err.lines().count() == 1, "{err}");
+    assert!(std::fs::read_dir(&other).map_or(true, |mut e| e.next().is_none()), "a run file was written");
+}
+
+/// Lists cross in the documented order (models slowest, then the K/V items,
+/// then flash attention), each instance once, named by what varies.
+#[test]
+fn models_cross_with_kv_and_flash_attention_in_the_documented_order() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    let q8 = tool_test_model("quantize").unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench")
+        .args([smollm2(), q8.clone()])
+        .args(["--corpus", s(&fixture("dense.js")), "--threads", "2", "--quiet"])
+        .args(["--count", "2", "--lines", "4", "--crop-lines", "1:100", "--max-new-tokens", "8", "--no-forced"])
+        .args(["--kv", "f16,q8_0", "--flash-attn", "on,off", "--out-dir", s(&out), "--format", "jsonl"])
+        .env_remove("LLAMA_ATTN_ROT_DISABLE");
+    let lines = ok(&cmd.output().unwrap());
+    let rows: Vec<Value> = lines.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    let mut want = Vec::new();
+    for m in [smollm2(), q8] {
+        for kv in ["f16-f16", "q8_0-q8_0"] {
+            for fa in ["on", "off"] {
+                want.push(format!("{}__{kv}-fa_{fa}", m.file_stem().unwrap().to_string_lossy()));
+            }
+        }
+    }
+    assert_eq!(rows.iter().map(|r| r["run"].as_str().unwrap().to_string()).collect::<Vec<_>>(), want);
+    for (r, id) in rows.iter().zip(&want) {
+        let run = read(&out.join(format!("{id}.json")));
+        let c = &run["manifest"]["context"];
+        assert_eq!(r["flash_attn"], c["flash_attn"], "{id}");
+        assert_eq!(c["flash_attn"], if id.ends_with("fa_on") { "on" } else { "off" }, "{id}");
+        assert_eq!(c["type_k"], if id.contains("q8_0-q8_0") { "q8_0" } else { "f16" }, "{id}");
+        assert_eq!(
+            (&r["passes"], &r["matched"]),
+            (&run["summary"]["total"]["recall"]["passes"], &run["summary"]["total"]["recall"]["matched"])
+        );
+    }
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 8, "each instance once");
+}
+
+/// `bench` on `model` and dense.js (the rotation variable never inherited).
+fn bench_model(model: &std::path::Path, extra: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("bench")
+        .arg(model)
+        .args(["--corpus", s(&fixture("dense.js")), "--threads", "2", "--quiet"])
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .env_remove("LLAMA_ATTN_ROT_DISABLE")
+        .output()
+        .unwrap()
 }

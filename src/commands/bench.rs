@@ -5,12 +5,11 @@
 use crate::cli::BenchArgs;
 use crate::commands::{corpus_spec, hint};
 use anyhow::Result;
-use posrecall::bench::kv_list::KvItem;
 use posrecall::bench::{self, Env};
 use posrecall::report::export::Format;
-use posrecall::report::kv_table;
+use posrecall::report::list_table;
 use posrecall::report::terminal;
-use posrecall::sweep::kv_list::run_kv_list;
+use posrecall::sweep::list::{BenchList, run_list};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -18,14 +17,14 @@ use crate::commands::progress::Terminal;
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
-    let (opts, items) = super::convert::bench(args)?;
+    let (opts, list) = super::convert::bench(args)?;
     let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
-    if items.len() > 1 {
-        return kv_list(args, opts, &items, &spec);
+    if list.len() > 1 {
+        return run_as_list(args, opts, &list, &spec);
     }
     check_outputs(args, &spec)?;
     let term = Terminal::new(args.quiet);
-    let bench::Opened { model, src, reference } = bench::open(&args.model, &spec, &opts, &term, &term).map_err(|e| hint(e, None))?;
+    let bench::Opened { model, src, reference } = bench::open(&list.models[0], &spec, &opts, &term, &term).map_err(|e| hint(e, None))?;
     let planned = bench::plan_run(&model, &src, &opts, &term).map_err(|e| hint(e, Some(args.crop)))?;
     if let bench::Planned::Ladder(l) = &planned
         && let Some(note) = &l.stopped
@@ -58,7 +57,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 fn check_outputs(args: &BenchArgs, corpus: &posrecall::corpus::CorpusSpec) -> Result<()> {
     let sidecars: Vec<PathBuf> =
         [&args.reference, &args.save_reference].iter().filter_map(|p| p.as_deref()).map(posrecall::record::reference::sidecar).collect();
-    let mut inputs: Vec<&Path> = vec![args.model.as_path()];
+    let mut inputs: Vec<&Path> = args.model.iter().map(PathBuf::as_path).collect();
     let mut dirs: Vec<(&str, &Path)> = Vec::new();
     match corpus.dir {
         true => dirs.push(("--corpus-dir", &corpus.path)),
@@ -79,17 +78,26 @@ fn check_outputs(args: &BenchArgs, corpus: &posrecall::corpus::CorpusSpec) -> Re
     crate::commands::check_outputs(&outputs, &inputs, &dirs)
 }
 
-/// `--kv A,B,…`: the list's runs (the sweep's loop) and their table.
-fn kv_list(args: &BenchArgs, opts: bench::ValidOptions, items: &[KvItem], spec: &posrecall::corpus::CorpusSpec) -> Result<()> {
-    let out_dir = args.out_dir.clone().expect("options::bench refuses a list without --out-dir");
+/// A list (several models, `--kv A,B,…`, …): its runs (the sweep's loop)
+/// and their table, with why a row has no divergence under it.
+fn run_as_list(args: &BenchArgs, opts: bench::ValidOptions, list: &BenchList, spec: &posrecall::corpus::CorpusSpec) -> Result<()> {
+    let out_dir = args.out_dir.clone().expect("convert::bench refuses a list without --out-dir");
     let term = Terminal::new(args.quiet);
     // A table's reader reads the lines too; JSON, CSV and the other exports
     // on standard output must parse as what they claim, so the lines go to
     // standard error.
+    let to_stdout = matches!(args.format, Format::Table | Format::Md);
     let mut shown = super::shown::List { term: &term, quiet: args.quiet, crop: args.crop, to_stdout: args.format == Format::Table };
-    let rows = run_kv_list(&args.model, opts, items, spec, out_dir, &mut shown, &term).map_err(|e| hint(e, None))?;
+    let rows = run_list(list, opts, spec, out_dir, &mut shown, &term).map_err(|e| hint(e, None))?;
     if !args.quiet && args.format == Format::Table {
         outln!()?;
     }
-    crate::commands::out(&kv_table::render(&rows, args.format)?)
+    crate::commands::out(&list_table::render(&rows, args.format)?)?;
+    if let Some(note) = list_table::missing_note(&rows) {
+        match to_stdout {
+            true => crate::commands::out(&format!("\n{note}\n"))?,
+            false => posrecall::support::progress::Notes::note(&term, &note),
+        }
+    }
+    Ok(())
 }

@@ -7,10 +7,13 @@
 
 use crate::cli::{BenchArgs, DecodeArgs, OnOff, PromptArgs, RopeArgs, TargetArgs, TemplateArgs};
 use anyhow::{Result, anyhow};
-use posrecall::bench::kv_list::{KvItem, kv_items};
+use posrecall::bench::instances::{self, Item, ListError};
 use posrecall::bench::{BenchOptions, DecodeOptions, PlanOptions, ValidOptions};
+use posrecall::prompt::Probe;
 use posrecall::prompt::template::{TemplateFile, TemplateVars};
 use posrecall::settings::{ContextSettings, Explain, Rope, RopeInput};
+use posrecall::settings::{CtxSize, Setting};
+use posrecall::sweep::list::BenchList;
 use posrecall::targets::TargetSpec;
 
 /// What picks the targets and scores the answers.
@@ -105,62 +108,81 @@ pub fn prompt(a: &PromptArgs) -> Result<PlanOptions> {
     Ok(opts)
 }
 
-/// `bench`'s flags as the runs of its KV list (one run without a list):
-/// the first run's options and every run's KV types and rotation, all
+/// `bench`'s flags as the instances of its list (one run without a list):
+/// the first instance's options and the list, every instance's options
 /// checked before any model work.
-pub fn bench(a: &BenchArgs) -> Result<(ValidOptions, Vec<KvItem>)> {
-    let items = kv_items(
+pub fn bench(a: &BenchArgs) -> Result<(ValidOptions, BenchList)> {
+    let named = |e: ListError| anyhow!("{}", e.explain(&super::Flags));
+    let items = instances::items(
         &a.kv.0,
         a.kv_k.as_ref().map_or(&[][..], |l| &l.0),
         a.kv_v.as_ref().map_or(&[][..], |l| &l.0),
         &a.kv_rotation.0,
+        &a.flash_attn.0,
         ContextSettings::default().kv,
     )
-    .map_err(|e| anyhow!("{}", e.explain(&super::Flags)))?;
-    list_flags(a, items.len())?;
-    let opts = bench_run(a, items[0])?;
-    for &item in &items[1..] {
-        let mut o = (*opts).clone();
-        o.context.kv = (item.k, item.v);
-        o.context.kv_rotation = item.rotation;
-        o.validate().map_err(|e| anyhow!("{}", e.explain(&super::Flags)))?;
+    .map_err(named)?;
+    instances::once(Setting::Ctx, &a.ctx.0).map_err(named)?;
+    instances::once(Setting::Probe, &a.probe.0).map_err(named)?;
+    let list = BenchList { models: a.model.clone(), ctx: a.ctx.0.clone(), probe: a.probe.0.clone(), items };
+    list_flags(a, &list)?;
+    let opts = bench_run(a, list.items[0], list.ctx[0], list.probe[0])?;
+    for &ctx in &list.ctx {
+        for &probe in &list.probe {
+            for &item in &list.items {
+                let mut o = (*opts).clone();
+                o.plan.ctx = ctx;
+                o.plan.probe = probe;
+                o.context.kv = (item.k, item.v);
+                o.context.kv_rotation = item.rotation;
+                o.context.flash_attn = item.flash_attn;
+                o.validate().map_err(|e| anyhow!("{}", e.explain(&super::Flags)))?;
+            }
+        }
     }
-    Ok((opts, items))
+    Ok((opts, list))
 }
 
-/// The flags that belong to one run or to a list of `n` runs.
-fn list_flags(a: &BenchArgs, n: usize) -> Result<()> {
+/// The flags that belong to one run or to a list.
+fn list_flags(a: &BenchArgs, list: &BenchList) -> Result<()> {
+    let n = list.len();
     if n == 1 {
         for (given, flag) in [(a.out_dir.is_some(), "--out-dir"), (a.format != posrecall::report::export::Format::Table, "--format")] {
             if given {
-                return Err(anyhow!("{flag} is for a KV list (--kv A,B,…); one run writes --out"));
+                return Err(anyhow!("{flag} is for a list (several models, or --kv A,B,…); one run writes --out"));
             }
         }
         return Ok(());
     }
     let refused = [
         (a.out.is_some(), "--out", "names one run's file; give --out-dir DIR for the list's"),
-        (a.save_reference.is_some(), "--save-reference", "names one run's reference; the first item's is saved in --out-dir as its .ref"),
+        (
+            a.save_reference.is_some(),
+            "--save-reference",
+            "names one run's reference; the first instance's is saved in --out-dir as its .ref",
+        ),
         (a.html.is_some(), "--html", "is one run's page; `posrecall report --format html DIR` makes the list's"),
+        (a.lengths.is_some() && list.models.len() > 1, "--lengths", "is one model's ladder of windows; give each model its own run"),
     ];
     if let Some((_, flag, why)) = refused.iter().find(|r| r.0) {
-        return Err(anyhow!("{flag} with a KV list of {n} items: {flag} {why}"));
+        return Err(anyhow!("{flag} with a list of {n} runs: {flag} {why}"));
     }
     match a.out_dir {
         Some(_) => Ok(()),
-        None => Err(anyhow!("a KV list of {n} items writes one run file each: give --out-dir DIR")),
+        None => Err(anyhow!("a list of {n} runs writes one run file each: give --out-dir DIR")),
     }
 }
 
-/// One run's options: `bench`'s flags with the KV types and rotation of `item`.
-fn bench_run(a: &BenchArgs, item: KvItem) -> Result<ValidOptions> {
+/// One run's options: `bench`'s flags with the context size, probe and the
+/// KV types, rotation and flash attention of `item`.
+fn bench_run(a: &BenchArgs, item: Item, ctx: CtxSize, probe: Probe) -> Result<ValidOptions> {
     let (template, template_file) = template(&a.template)?;
     let opts = BenchOptions {
         plan: PlanOptions {
             target: target_spec(&a.target),
-            probe: a.probe,
+            probe,
             crop: a.crop,
-            ctx: a.ctx,
+            ctx,
             max_prefix_tokens: a.max_prefix_tokens,
             max_new_tokens: a.max_new_tokens,
             // `--only 'a, b'`: the names, not the spaces around them.
@@ -174,7 +196,7 @@ fn bench_run(a: &BenchArgs, item: KvItem) -> Result<ValidOptions> {
         context: ContextSettings {
             kv: (item.k, item.v),
             kv_rotation: item.rotation,
-            flash_attn: a.flash_attn,
+            flash_attn: item.flash_attn,
             swa_full: a.swa_full == OnOff::On,
             threads: a.threads,
             gpu_layers: a.gpu_layers.unwrap_or_else(posrecall::bench::default_gpu_layers),

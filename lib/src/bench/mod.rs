@@ -14,7 +14,7 @@
 
 pub mod decoding;
 pub mod execute;
-pub mod kv_list;
+pub mod instances;
 pub mod ladder;
 pub mod manifest;
 pub mod options;

@@ -9,7 +9,7 @@ pub mod terminal;
 pub mod aggregate;
 pub mod compare;
 pub mod export;
-pub mod kv_table;
+pub mod list_table;
 pub mod tabular;
 
 /// A runaway answer line (a model looping without a newline) is shown cut

@@ -5,6 +5,7 @@
 //! "Sweeps".
 
 use super::shard::Shard;
+use crate::bench::instances::Item;
 use crate::prompt::Probe;
 use crate::prompt::template::{TemplateFile, TemplateVars, Think};
 use crate::score::Normalize;
@@ -60,7 +61,7 @@ struct RawParams {
     rename: Option<bool>,
     max_new_tokens: Option<usize>,
     threads: Option<i32>,
-    flash_attn: Option<FlashAttn>,
+    flash_attn: Option<OneOrMany<FlashAttn>>,
     swa_full: Option<bool>,
     closed_book: Option<bool>,
     think: Option<Think>,
@@ -214,13 +215,17 @@ pub struct ModelEntry {
     /// Rotation modes, each crossed with every KV entry; the first is the
     /// reference run's.
     pub kv_rotation: Vec<KvRotation>,
+    /// Flash attention settings, each crossed with every KV entry and
+    /// rotation mode (`params.flash_attn`, one or a list).
+    pub flash_attn: Vec<FlashAttn>,
 }
 
 impl ModelEntry {
-    /// The model's runs' (K, V, rotation), in the order they run: each KV
-    /// entry with each rotation mode.
-    pub fn items(&self) -> Vec<(KvType, KvType, KvRotation)> {
-        self.kv.iter().flat_map(|&(k, v)| self.kv_rotation.iter().map(move |&r| (k, v, r))).collect()
+    /// The model's runs, in the order they run: each KV entry with each
+    /// rotation mode with each flash attention setting, by the one engine
+    /// of lists ([`crate::bench::instances::cross`]).
+    pub fn items(&self) -> Vec<Item> {
+        crate::bench::instances::cross(&self.kv, &self.kv_rotation, &self.flash_attn)
     }
 }
 
@@ -246,7 +251,6 @@ pub struct Sweep {
     pub target: TargetSpec,
     pub max_new_tokens: Option<usize>,
     pub threads: Option<i32>,
-    pub flash_attn: FlashAttn,
     pub swa_full: bool,
     /// Also ask every question with no file in the context (`bench --closed-book`).
     pub closed_book: bool,
@@ -261,7 +265,10 @@ pub struct Sweep {
     pub draft: Option<crate::decode::draft::DraftMode>,
     pub draft_max: Option<usize>,
     pub models: Vec<ModelEntry>,
-    /// A sweep made by `bench` with a KV list ([`Sweep::of_bench`]): every
+    /// The first run of the first model is every model's reference (a
+    /// `bench` list), not each model's own `reference_kv` run (`models.toml`).
+    pub first_is_reference: bool,
+    /// A sweep made by `bench` with a list ([`Sweep::of_bench`]): every
     /// run's options are these, with the run's KV types and rotation and
     /// its part in the reference.
     pub bench: Option<Box<crate::bench::BenchOptions>>,
@@ -277,17 +284,34 @@ pub struct SweepRun {
     pub kv_k: KvType,
     pub kv_v: KvType,
     pub rotation: KvRotation,
+    pub flash_attn: FlashAttn,
 }
 
 impl SweepRun {
-    fn new(model: usize, name: &str, (kv_k, kv_v, rotation): (KvType, KvType, KvRotation)) -> SweepRun {
+    /// Run `item` of model `model` named `name`; `name_flash`: its model
+    /// lists more than one flash attention setting, so the id says which.
+    fn new(model: usize, name: &str, item: Item, name_flash: bool) -> SweepRun {
         // Rotation `off` is named; `auto` is not, so that files named before
-        // rotation could be chosen keep their names.
-        let rot = match rotation {
+        // rotation could be chosen keep their names; flash attention only
+        // where the model's runs differ by it, for the same reason.
+        let rot = match item.rotation {
             KvRotation::Auto => String::new(),
             other => format!("-rot_{other}"),
         };
-        SweepRun { id: format!("{name}__{}-{}{rot}", kv_k.as_str(), kv_v.as_str()), model, kv_k, kv_v, rotation }
+        let fa = if name_flash { format!("-fa_{}", item.flash_attn) } else { String::new() };
+        SweepRun {
+            id: format!("{name}__{}-{}{rot}{fa}", item.k.as_str(), item.v.as_str()),
+            model,
+            kv_k: item.k,
+            kv_v: item.v,
+            rotation: item.rotation,
+            flash_attn: item.flash_attn,
+        }
+    }
+
+    /// The run's item of its model.
+    pub fn item(&self) -> Item {
+        Item { k: self.kv_k, v: self.kv_v, rotation: self.rotation, flash_attn: self.flash_attn }
     }
 
     /// The run file in `dir`.
@@ -433,7 +457,10 @@ impl Sweep {
         let crop = c.crop.unwrap_or(CropMode::Head);
         let p = &raw.params;
         let target = r.target_spec(c, p)?;
-        let flash_attn = p.flash_attn.unwrap_or(FlashAttn::Auto);
+        let flash_attn = match &p.flash_attn {
+            Some(list) => r.flash_attn(list, "params.flash_attn")?,
+            None => vec![FlashAttn::default()],
+        };
         // The run's ranges, by the rule `bench`'s flags go through.
         use crate::bench::Numeric;
         let range = |n: Numeric, v: Option<i64>| n.check(v).map_err(|e| anyhow!("{file}: {}", e.explain(&Keys)));
@@ -453,7 +480,7 @@ impl Sweep {
             None => vec![KvRotation::Auto],
         };
         for (i, m) in raw.model.iter().enumerate() {
-            let entry = r.model_entry(i, m, &defaults, &rotation)?;
+            let entry = r.model_entry(i, m, &defaults, &rotation, &flash_attn)?;
             if models.iter().any(|o| o.name == entry.name) {
                 bail!("{file}: model[{i}].name: `{}` is used twice", m.name);
             }
@@ -484,7 +511,6 @@ impl Sweep {
             target,
             max_new_tokens: p.max_new_tokens,
             threads: p.threads,
-            flash_attn,
             swa_full: p.swa_full.unwrap_or(false),
             closed_book: p.closed_book.unwrap_or(false),
             think_budget,
@@ -493,6 +519,7 @@ impl Sweep {
             draft: p.draft,
             draft_max: p.draft_max,
             models,
+            first_is_reference: false,
             bench: None,
         };
         sweep.validate()?;
@@ -513,52 +540,73 @@ impl Sweep {
         Ok(())
     }
 
-    /// The sweep `bench MODEL --kv A,B,…` asks for: one model, named `name`
-    /// (its run files `name__K-V.json`), run once per item of the KV list,
-    /// the first item the others' reference unless `base` names a
-    /// reference file; every run's options are `base`'s with its KV types
-    /// and rotation. `corpus` is what the run reads (file or folder), so
-    /// that no output lands on it.
+    /// The sweep a `bench` list asks for ([`crate::bench::instances`]): an
+    /// entry per model (`models`: its file and its run files' name), per
+    /// context size in `ctx` and per probe in `probe` (named `-ctx_N`,
+    /// `-probe_P` where the list has more than one), each running every
+    /// item; the first run of the first entry is every run's reference
+    /// unless `base` names a reference file or measures no forced pass.
+    /// Every run's options are `base`'s with its entry's and item's
+    /// settings. `corpus` is what the run reads (file or folder), so that no
+    /// output lands on it.
     pub(crate) fn of_bench(
-        model: &Path,
-        name: &str,
+        models: &[(PathBuf, String)],
         base: crate::bench::BenchOptions,
-        items: &[crate::bench::kv_list::KvItem],
+        ctx: &[CtxSize],
+        probe: &[Probe],
+        items: &[Item],
         corpus: &crate::corpus::CorpusSpec,
     ) -> Sweep {
-        let mut kv: Vec<(KvType, KvType)> = Vec::new();
-        let mut kv_rotation: Vec<KvRotation> = Vec::new();
-        for i in items {
-            if !kv.contains(&(i.k, i.v)) {
-                kv.push((i.k, i.v));
+        fn distinct<T: PartialEq + Copy>(all: impl Iterator<Item = T>) -> Vec<T> {
+            let mut out: Vec<T> = Vec::new();
+            for x in all {
+                if !out.contains(&x) {
+                    out.push(x);
+                }
             }
-            if !kv_rotation.contains(&i.rotation) {
-                kv_rotation.push(i.rotation);
-            }
+            out
         }
+        let kv = distinct(items.iter().map(|i| (i.k, i.v)));
+        let kv_rotation = distinct(items.iter().map(|i| i.rotation));
+        let flash_attn = distinct(items.iter().map(|i| i.flash_attn));
         // The first item is the others' reference, unless one is given, or
         // no item has a forced pass to measure (`--no-forced`: recall only).
         let reference_kv = match (&base.reference, items.first()) {
             (None, Some(first)) if !base.decode.no_forced => Some((first.k, first.v)),
             _ => None,
         };
-        let entry = ModelEntry {
-            name: name.to_string(),
-            path: model.to_path_buf(),
-            path_as_written: model.display().to_string(),
-            build: base.build.clone(),
-            kv,
-            gpu_layers: Some(base.context.gpu_layers),
-            ctx: base.plan.ctx,
-            probe: base.plan.probe,
-            reference_kv,
-            template: base.plan.template.clone(),
-            chat_template: None,
-            rope: base.context.rope,
-            kv_rotation,
-        };
+        let mut entries = Vec::with_capacity(models.len() * ctx.len() * probe.len());
+        for (path, name) in models {
+            for &c in ctx {
+                for &pr in probe {
+                    let mut entry_name = name.clone();
+                    if ctx.len() > 1 {
+                        entry_name.push_str(&format!("-ctx_{c}"));
+                    }
+                    if probe.len() > 1 {
+                        entry_name.push_str(&format!("-probe_{}", pr.as_str()));
+                    }
+                    entries.push(ModelEntry {
+                        name: entry_name,
+                        path: path.clone(),
+                        path_as_written: path.display().to_string(),
+                        build: base.build.clone(),
+                        kv: kv.clone(),
+                        gpu_layers: Some(base.context.gpu_layers),
+                        ctx: c,
+                        probe: pr,
+                        reference_kv: if entries.is_empty() { reference_kv } else { None },
+                        template: base.plan.template.clone(),
+                        chat_template: None,
+                        rope: base.context.rope,
+                        kv_rotation: kv_rotation.clone(),
+                        flash_attn: flash_attn.clone(),
+                    });
+                }
+            }
+        }
         Sweep {
-            file: model.to_path_buf(),
+            file: models.first().map(|(p, _)| p.clone()).unwrap_or_default(),
             corpus: (!corpus.dir).then(|| corpus.path.clone()),
             corpus_as_written: (!corpus.dir).then(|| corpus.path.display().to_string()),
             corpus_dir: corpus.dir.then(|| corpus.path.clone()),
@@ -570,7 +618,6 @@ impl Sweep {
             target: base.plan.target.clone(),
             max_new_tokens: base.plan.max_new_tokens,
             threads: base.context.threads,
-            flash_attn: base.context.flash_attn,
             swa_full: base.context.swa_full,
             closed_book: base.closed_book,
             think_budget: base.plan.think_budget.unwrap_or(crate::prompt::template::DEFAULT_THINK_BUDGET),
@@ -578,7 +625,8 @@ impl Sweep {
             effective_at: base.effective_at,
             draft: None,
             draft_max: None,
-            models: vec![entry],
+            models: entries,
+            first_is_reference: true,
             bench: Some(Box::new(base)),
         }
     }
@@ -633,6 +681,9 @@ impl Sweep {
             let mut o = (**base).clone();
             o.context.kv = (run.kv_k, run.kv_v);
             o.context.kv_rotation = run.rotation;
+            o.context.flash_attn = run.flash_attn;
+            o.plan.ctx = m.ctx;
+            o.plan.probe = m.probe;
             // A reference file named on the command line measures every run.
             if o.reference.is_none() {
                 o.reference = reference;
@@ -659,7 +710,7 @@ impl Sweep {
             },
             context: crate::settings::ContextSettings {
                 kv: (run.kv_k, run.kv_v),
-                flash_attn: self.flash_attn,
+                flash_attn: run.flash_attn,
                 swa_full: self.swa_full,
                 threads: self.threads,
                 gpu_layers: m.gpu_layers.unwrap_or_else(crate::bench::default_gpu_layers),
@@ -708,9 +759,11 @@ impl Sweep {
     /// The run of model `i` that saves its reference: its `reference_kv`
     /// with its first rotation mode.
     fn reference_maker(&self, i: usize) -> Option<SweepRun> {
+        let i = if self.first_is_reference { 0 } else { i };
         let m = &self.models[i];
         let (k, v) = m.reference_kv?;
-        Some(SweepRun::new(i, &m.name, (k, v, *m.kv_rotation.first()?)))
+        let item = Item { k, v, rotation: *m.kv_rotation.first()?, flash_attn: *m.flash_attn.first()? };
+        Some(SweepRun::new(i, &m.name, item, m.flash_attn.len() > 1))
     }
 
     /// The reference run that `run` is measured against, if it is measured.
@@ -725,7 +778,7 @@ impl Sweep {
             .models
             .iter()
             .enumerate()
-            .flat_map(|(i, m)| m.items().into_iter().map(move |item| SweepRun::new(i, &m.name, item)))
+            .flat_map(|(i, m)| m.items().into_iter().map(move |item| SweepRun::new(i, &m.name, item, m.flash_attn.len() > 1)))
             .collect();
         runs.sort_by(|a, b| a.id.cmp(&b.id));
         runs
@@ -893,7 +946,14 @@ impl Reader<'_> {
     }
 
     /// The `i`-th `[[model]]`, checked.
-    fn model_entry(&self, i: usize, m: &RawModel, defaults: &TemplateVars, rotation: &[KvRotation]) -> Result<ModelEntry> {
+    fn model_entry(
+        &self,
+        i: usize,
+        m: &RawModel,
+        defaults: &TemplateVars,
+        rotation: &[KvRotation],
+        flash_attn: &[FlashAttn],
+    ) -> Result<ModelEntry> {
         let file = self.file;
         let who = format!("model `{}`", m.name);
         if !valid_name(&m.name) {
@@ -956,7 +1016,19 @@ impl Reader<'_> {
                 Some(list) => self.rotations(list, &format!("{who}: kv_rotation"))?,
                 None => rotation.to_vec(),
             },
+            flash_attn: flash_attn.to_vec(),
         })
+    }
+
+    /// A `flash_attn` list: not empty, no setting twice.
+    fn flash_attn(&self, list: &OneOrMany<FlashAttn>, key: &str) -> Result<Vec<FlashAttn>> {
+        let settings = list.to_vec();
+        if settings.is_empty() {
+            bail!("{}: {key}: empty; give \"auto\", \"on\", \"off\" or a list of them", self.file);
+        }
+        crate::bench::instances::once(crate::settings::Setting::FlashAttn, &settings)
+            .map_err(|e| anyhow!("{}: {}", self.file, e.explain(&Keys)))?;
+        Ok(settings)
     }
 
     /// A `kv_rotation` list: not empty, no mode twice.
@@ -1274,7 +1346,7 @@ gpu_layers = 0
             assert_eq!(params(&format!("normalize = \"{}\"", n.as_str())).target.normalize, n);
         }
         for &f in <FlashAttn as strum::VariantArray>::VARIANTS {
-            assert_eq!(params(&format!("flash_attn = \"{}\"", f.as_str())).flash_attn, f);
+            assert_eq!(params(&format!("flash_attn = \"{}\"", f.as_str())).models[0].flash_attn, [f]);
         }
         for &d in <DraftMode as strum::VariantArray>::VARIANTS {
             assert_eq!(params(&format!("draft = \"{}\"", d.as_str())).draft, Some(d));

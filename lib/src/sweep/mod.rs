@@ -3,15 +3,15 @@
 //! (model × KV) run, [`shard`] says which of the runs this process owns, and
 //! [`run`] runs them: one shared range, each model loaded once, its reference
 //! run first, each run file written as soon as it is done, resumable;
-//! [`kv_list`] runs `bench --kv A,B,…` as a sweep of one model.
+//! [`list`] runs a `bench` list (several models, `--kv A,B,…`, …) as a sweep.
 
 pub mod file;
-pub mod kv_list;
+pub mod list;
 pub mod run;
 pub mod shard;
 
 pub use file::{ModelEntry, ReferenceRole, Sweep, SweepRun, expand_vars, process_env};
-pub use run::{OutDirError, SweepOptions, SweepSink, is_finished, run_sweep};
+pub use run::{OutDirError, Outcome, SweepOptions, SweepSink, is_finished, run_sweep};
 pub use shard::{Shard, ShardArg, ShardError};
 
 /// Where a sweep's run files go when nothing is said.

@@ -37,6 +37,15 @@ pub struct SweepOptions {
 #[error("{0}")]
 pub struct OutDirError(pub String);
 
+/// What a sweep leaves to say beside its run files.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Runs of a list ([`Sweep::first_is_reference`]) not measured against
+    /// the first, with why (another vocabulary, another prompt): their run
+    /// files have no divergence, and the table says why.
+    pub unmeasured: Vec<(String, String)>,
+}
+
 /// Where a sweep shows what it does: the face passes one in.
 pub trait SweepSink {
     /// Every model is planned: `plan` is the first model's, on the kept range
@@ -68,6 +77,12 @@ struct Model1 {
     model: Option<Model>,
     planned: Planned,
     gpu_layers: u32,
+    /// The model file's sha256, for the reference checks once the planning
+    /// load is gone.
+    sha256: String,
+    /// Why this model's runs cannot be measured against the list's first
+    /// run (another vocabulary): they run without it.
+    unmeasured: Option<String>,
 }
 
 /// The sweep as it runs: the file, its options, this shard's runs.
@@ -100,15 +115,58 @@ pub fn run_sweep(
     opts: &SweepOptions,
     sink: &mut dyn SweepSink,
     show: &dyn Show,
-) -> Result<()> {
+) -> Result<Outcome> {
     let ctx = Ctx { sweep, opts, mine, templates, notes: show, progress: show };
     // The output folder first: a wrong one must not cost loading every model.
     prepare_out_dir(&ctx)?;
     let mut models = plan_every_model(&ctx, src, sink)?;
     check_owners(&ctx, &models)?;
+    check_vocabularies(&ctx, &mut models)?;
     sink.planned(models[0].planned.run_plan())?;
     let pending = pending_runs(&ctx, &models, src, sink)?;
     run_pending(&ctx, &mut models, src, &pending, sink)
+}
+
+/// A list's runs are measured against one reference: a reference file the
+/// user named must have every model's vocabulary (refused before any run
+/// otherwise), and a model whose vocabulary differs from the list's first
+/// runs without the first's reference (noted once; the run goes on).
+fn check_vocabularies(ctx: &Ctx, models: &mut [Model1]) -> Result<()> {
+    let sweep = ctx.sweep;
+    if !sweep.first_is_reference {
+        return Ok(());
+    }
+    let vocab = |m: &Model1| m.model.as_ref().map(|x| x.vocab_fingerprint());
+    if let Some(path) = sweep.bench.as_ref().and_then(|b| b.reference.as_deref()) {
+        let reference = Reference::load(path)?;
+        let theirs = (reference.header.identity.n_vocab, reference.header.identity.vocab_sha256.clone());
+        for (m, e) in models.iter().zip(&sweep.models) {
+            if vocab(m).is_some_and(|v| v != theirs) {
+                bail!(
+                    "reference {}: its vocabulary ({} tokens) is not the one of the model {} in the list: one reference measures models of one vocabulary; list them apart",
+                    path.display(),
+                    theirs.0,
+                    e.path_as_written
+                );
+            }
+        }
+        return Ok(());
+    }
+    let Some(first) = models.first().and_then(vocab) else { return Ok(()) };
+    if sweep.models[0].reference_kv.is_none() {
+        return Ok(());
+    }
+    for (m, e) in models.iter_mut().zip(&sweep.models).skip(1) {
+        if let Some(v) = vocab(m).filter(|v| *v != first) {
+            let why = format!(
+                "its vocabulary ({} tokens) is not the first model's ({} tokens), so there is no divergence to measure",
+                v.0, first.0
+            );
+            ctx.notes.note(&format!("note: {}: not measured against the list's first run: {why}", e.name));
+            m.unmeasured = Some(why);
+        }
+    }
+    Ok(())
 }
 
 /// Plans every model, shard or not, so that every shard picks the same range.
@@ -130,6 +188,7 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
     let names: Vec<&str> = sweep.models.iter().map(|e| e.name.as_str()).collect();
     let refs: Vec<&Model> = models.iter().collect();
     let plans = plan_shared(&refs, &names, src, &options, ctx.notes).map_err(|e| match e.downcast_ref::<NoSharedRange>() {
+        Some(n) if sweep.bench.is_some() => anyhow!("{n}; keep fewer lines of the file, or give the runs a larger context"),
         Some(n) => anyhow!("{n}; set [corpus] crop_lines or max_tokens, or give that model a larger ctx"),
         None => sink.explain(e),
     })?;
@@ -152,7 +211,8 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
         // What a load offloads on this machine, so that the runs record it.
         let gpu_layers = model::resolve_gpu_layers(&path, e.gpu_layers.unwrap_or_else(bench::default_gpu_layers))
             .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?;
-        out.push(Model1 { path, origin, model: Some(model), planned, gpu_layers });
+        let sha256 = model.sha256.clone();
+        out.push(Model1 { path, origin, model: Some(model), planned, gpu_layers, sha256, unmeasured: None });
     }
     Ok(out)
 }
@@ -314,9 +374,9 @@ enum Kept {
 /// f16 one), or made by another build (AVX2 kernels where these are
 /// AVX-512), is not: its distributions would carry the other kernels'
 /// rounding into every KLD measured against it.
-fn made_by(reference: &Reference, model: &Model, r: &SweepRun) -> std::result::Result<(), String> {
+fn made_by(reference: &Reference, model_sha256: &str, r: &SweepRun) -> std::result::Result<(), String> {
     let s = &reference.header.source;
-    if s.model_sha256 != model.sha256 {
+    if s.model_sha256 != model_sha256 {
         return Err(format!(
             "it was made by another model file ({}, sha256 {}…)",
             s.build,
@@ -361,7 +421,7 @@ fn keeps(ctx: &Ctx, r: &SweepRun, model: &Model, existing: &RunFile, spec: &RunS
         (None, _) => Kept::Yes,
         (Some(ReferenceRole::Saves), _) => {
             let path = r.reference_file(&ctx.opts.out_dir);
-            match Reference::load(&path).map_err(|e| format!("{e:#}")).and_then(|f| made_by(&f, model, r)) {
+            match Reference::load(&path).map_err(|e| format!("{e:#}")).and_then(|f| made_by(&f, &model.sha256, r)) {
                 Ok(()) => Kept::Yes,
                 Err(why) if path.exists() => {
                     ctx.notes.note(&format!("note: {} is not the reference run {} writes: {why}; the run is redone", path.display(), r.id));
@@ -377,7 +437,7 @@ fn keeps(ctx: &Ctx, r: &SweepRun, model: &Model, existing: &RunFile, spec: &RunS
 
 /// The reference a run is measured against: the file its model's reference
 /// run wrote in the output folder.
-fn reference_for(ctx: &Ctx, r: &SweepRun, model: &Model, path: Option<&Path>) -> Result<Option<Reference>> {
+fn reference_for(ctx: &Ctx, r: &SweepRun, models: &[Model1], path: Option<&Path>) -> Result<Option<Reference>> {
     let Some(path) = path else { return Ok(None) };
     if !path.exists() {
         let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
@@ -391,7 +451,7 @@ fn reference_for(ctx: &Ctx, r: &SweepRun, model: &Model, path: Option<&Path>) ->
     // The file must be the one the model's reference run wrote, not another
     // run's put in its place.
     if let Some(maker) = ctx.sweep.reference_run_of(r) {
-        made_by(&reference, model, &maker).map_err(|why| {
+        made_by(&reference, &models[maker.model].sha256, &maker).map_err(|why| {
             anyhow!("run {}: {} is not the reference run {} writes: {why}; run {} again", r.id, path.display(), maker.id, maker.id)
         })?;
     }
@@ -400,33 +460,39 @@ fn reference_for(ctx: &Ctx, r: &SweepRun, model: &Model, path: Option<&Path>) ->
 
 /// Runs the pending runs, model by model: each model is loaded once for all
 /// its KV types, its reference run first, the others in the order listed.
-fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pending], sink: &mut dyn SweepSink) -> Result<()> {
+fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pending], sink: &mut dyn SweepSink) -> Result<Outcome> {
     let total: usize = pending.iter().map(|p| models[p.run.model].planned.targets().len()).sum();
     let overall = ctx.progress.bar(total as u64, "sweep", Unit::Targets);
+    let mut outcome = Outcome::default();
     for (i, e) in ctx.sweep.models.iter().enumerate() {
         let mut runs: Vec<Pending> = pending.iter().filter(|p| p.run.model == i).cloned().collect();
         // The model's reference run first: the others are measured against it.
+        let items = e.items();
         runs.sort_by_key(|p| {
-            let r = p.run;
-            (ctx.sweep.reference_role(r) != Some(ReferenceRole::Saves), e.items().iter().position(|&i| i == (r.kv_k, r.kv_v, r.rotation)))
+            (ctx.sweep.reference_role(p.run) != Some(ReferenceRole::Saves), items.iter().position(|&i| i == p.run.item()))
         });
-        let m = &mut models[i];
         if runs.is_empty() {
-            m.model = None;
+            models[i].model = None;
             continue;
         }
         // The planning load when it offloads nothing, else a load with its GPU layers.
-        let model = match m.model.take() {
-            Some(loaded) if m.gpu_layers == 0 => loaded,
+        let model = match models[i].model.take() {
+            Some(loaded) if models[i].gpu_layers == 0 => loaded,
             other => {
                 drop(other);
                 overall.set_message(&format!("loading {}", e.name));
-                model::load(&m.path, m.gpu_layers).map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?
+                model::load(&models[i].path, models[i].gpu_layers)
+                    .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?
             }
         };
-        let model = Model { origin: m.origin.clone(), ..model };
+        let model = Model { origin: models[i].origin.clone(), ..model };
+        let m = &models[i];
         for Pending { run: r, kept_if_reference } in &runs {
-            let o = ctx.options(r)?;
+            let mut o = ctx.options(r)?;
+            if let Some(why) = &m.unmeasured {
+                o = without_reference(o)?;
+                outcome.unmeasured.push((r.id.clone(), why.clone()));
+            }
             if let (Some(sha), Some(path)) = (kept_if_reference, o.reference.as_deref()) {
                 if crate::support::fsutil::file_sha256(path).is_ok_and(|now| now == *sha) {
                     overall.inc(m.planned.targets().len() as u64);
@@ -441,17 +507,41 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
             }
             overall.set_message(&r.id);
             let started = Instant::now();
-            let reference = reference_for(ctx, r, &model, o.reference.as_deref())?;
+            let mut reference = reference_for(ctx, r, models, o.reference.as_deref())?;
             let env = Env { progress: ctx.progress, started, notes: ctx.notes };
             let mut counted = Counted { bar: overall.as_ref(), outer: sink };
-            let run =
-                bench::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted).with_context(|| format!("run {}", r.id))?;
+            let mut result = bench::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted);
+            // A list's later run whose prompt is not the first's (another
+            // probe, another template) runs without the first's reference:
+            // noted, and the table says why. A reference the user named, or
+            // a sweep's own, must measure its runs.
+            if let Err(err) = &result
+                && ctx.sweep.first_is_reference
+                && ctx.sweep.bench.as_ref().is_some_and(|b| b.reference.is_none())
+                && let Some(mismatch) = err.downcast_ref::<bench::ReferenceMismatch>()
+            {
+                let why = format!("its prompt is not the first run's ({})", mismatch.mismatch);
+                ctx.notes.note(&format!("note: {}: not measured against the list's first run: {why}", r.id));
+                outcome.unmeasured.push((r.id.clone(), why));
+                o = without_reference(o)?;
+                reference = None;
+                let mut counted = Counted { bar: overall.as_ref(), outer: sink };
+                result = bench::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted);
+            }
+            let run = result.with_context(|| format!("run {}", r.id))?;
             run.save_here(&r.file(&ctx.opts.out_dir))?;
             sink.finished(r, &run, started)?;
         }
     }
     drop(overall);
-    Ok(())
+    Ok(outcome)
+}
+
+/// `o` measured against nothing.
+fn without_reference(o: ValidOptions) -> Result<ValidOptions> {
+    let mut o = o.into_inner();
+    o.reference = None;
+    o.validate().map_err(|e| anyhow!("{}", e.explain(&Keys)))
 }
 
 /// A sweep run's sink: each result moves the sweep's bar.

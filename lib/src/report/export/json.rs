@@ -1,4 +1,5 @@
-//! `--format json`: the "Report JSON" shape documented in docs/RUN_FORMAT.md.
+//! `--format json`: the "Report JSON" shape documented in docs/RUN_FORMAT.md;
+//! `--format jsonl`: its run entries, one compact object per line (no grid).
 
 use crate::record::run::Totals;
 use crate::report::aggregate::{Grid, LoadedRun, Row, rows};
@@ -28,7 +29,10 @@ struct RunEntry<'a> {
     by_quarter: &'a [Totals; 4],
 }
 
-pub(crate) struct Json;
+pub(crate) struct Json {
+    /// One run entry per line instead of the whole report.
+    pub lines: bool,
+}
 
 impl Exporter for Json {
     fn render(&self, runs: &[LoadedRun]) -> Result<String> {
@@ -47,6 +51,14 @@ impl Exporter for Json {
                 .collect(),
             grid: Grid::of(runs),
         };
+        if self.lines {
+            let mut text = String::new();
+            for run in &report.runs {
+                text.push_str(&serde_json::to_string(run)?);
+                text.push('\n');
+            }
+            return Ok(text);
+        }
         let mut text = serde_json::to_string_pretty(&report)?;
         text.push('\n');
         Ok(text)

@@ -32,6 +32,8 @@ crate::settings::named_choice! {
         Csv,
         /// The documented "Report JSON" shape (docs/RUN_FORMAT.md).
         Json,
+        /// JSON lines: one compact object per run (per row of a list's table).
+        Jsonl,
         /// One self-contained HTML page: table, chart and every diff.
         Html,
     }
@@ -57,9 +59,10 @@ pub fn exporter(format: Format, opts: Options) -> Result<Box<dyn Exporter>> {
     Ok(match format {
         Format::Table => Box::new(table::Table { diff: opts.diff, color: opts.color }),
         Format::Md => Box::new(markdown::Markdown { diff: opts.diff }),
-        Format::Csv | Format::Json if opts.diff => return Err(NoDiffs(format).into()),
+        Format::Csv | Format::Json | Format::Jsonl if opts.diff => return Err(NoDiffs(format).into()),
         Format::Csv => Box::new(csv::Csv),
-        Format::Json => Box::new(json::Json),
+        Format::Json => Box::new(json::Json { lines: false }),
+        Format::Jsonl => Box::new(json::Json { lines: true }),
         Format::Html => Box::new(html::Html),
     })
 }
