@@ -189,7 +189,7 @@ pub(crate) fn grid_caption(grid: &Grid, runs: &[LoadedRun]) -> String {
 }
 
 /// What the statistics tables hold, for a line above them.
-pub(crate) const KLD_STATS_CAPTION: &str = "llama-perplexity's --kl-divergence figures over the forced tokens of each run \
+pub(crate) const KLD_STATS_CAPTION: &str = "llama-perplexity's KL-divergence figures over the forced tokens of each run \
      (all, then per depth quarter): KL(reference ‖ run) in nats per token; Δp, the forced token's probability in the run \
      minus in the reference, in %; ± is the standard error (docs/METHOD.md §4d).";
 
