@@ -55,6 +55,10 @@ fn reference_divergence_is_zero_for_itself_and_grows_with_coarser_kv() {
         assert_eq!((k["mean"].as_f64(), k["max"].as_f64()), (Some(0.0), Some(0.0)));
         assert_eq!(k["same_top1"].as_f64(), Some(1.0));
         assert_eq!(k["mean_delta_p"].as_f64(), Some(0.0));
+        // The forced token's own probability, kept in the reference, is this run's too.
+        assert!(k["token_delta_p"].as_array().unwrap().iter().all(|d| d.as_f64() == Some(0.0)), "{k}");
+        assert_eq!(k["token_delta_p"].as_array().unwrap().len(), t.len());
+        assert_eq!(k["top_changed"].as_array().map(Vec::len), Some(0), "{k}");
         forced_tokens += t.len();
         // The forced readings themselves are the reference run's.
         assert_eq!(same["targets"][i]["forced"]["mean_logprob"], base["targets"][i]["forced"]["mean_logprob"]);
@@ -62,6 +66,13 @@ fn reference_divergence_is_zero_for_itself_and_grows_with_coarser_kv() {
     let summary = &same["summary"]["forced"]["kld"];
     assert_eq!(summary["tokens"].as_u64().unwrap() as usize, forced_tokens);
     assert_eq!(summary["mean"].as_f64(), Some(0.0));
+    let stats = &summary["stats"];
+    assert_eq!(stats["tokens"].as_u64().unwrap() as usize, forced_tokens);
+    for figure in [&stats["kld"]["max"], &stats["kld"]["mean_se"], &stats["delta_p"]["min"], &stats["delta_p_rms"], &stats["same_top_p_se"]]
+    {
+        assert_eq!(figure.as_f64(), Some(0.0), "{stats}");
+    }
+    assert_eq!(stats["same_top_p"].as_f64(), Some(1.0));
     let reference = &same["manifest"]["reference"];
     assert_eq!(reference["type_k"], "f16");
     assert_eq!(reference["top_k"], 256);

@@ -24,6 +24,7 @@ mod hardening;
 mod hub;
 mod hybrid;
 mod kld;
+mod kld_stats;
 mod kv_list;
 mod ladder;
 mod languages;

@@ -560,11 +560,13 @@ fn forced_pass(run: &Run, session: &mut Session, target: &Target, query: &[Token
             unusable = crate::decode::logits::first_unusable(logits).map(|(id, v)| (scored_index, id, v));
         }
         let t = Instant::now();
+        // The logits at forced position i predict the forced token i.
+        let forced = text.tokens[i].0 as u32;
         if let Some(k) = run.exec.save_top_k {
-            kept.push(reader.top_k(logits, k));
+            kept.push(reader.top_k(logits, k, forced));
         }
         if let Some(entry) = stored.and_then(|(_, e)| e.get(scored_index)) {
-            compared.push(reader.compare(entry, logits));
+            compared.push(reader.compare(entry, logits, forced));
         }
         scored_index += 1;
         reference_ms += ms(t);

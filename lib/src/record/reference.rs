@@ -5,7 +5,8 @@
 //! A reference file is `POSRECALL-REFERENCE\n`, the header's length as a
 //! little-endian u64, the header (JSON), then per target and per scored forced
 //! token the reference's top K: K token ids (u32), their K log-probabilities
-//! (f32), and the mass of every other token (f32), all little-endian. A
+//! (f32), the mass of every other token (f32), and the log-probability of
+//! the forced token itself (f32), all little-endian. A
 //! sidecar `FILE.sha256` holds the file's sha256, as for the prefix cache:
 //! both are written atomically and the file is verified before it is read.
 
@@ -18,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8] = b"POSRECALL-REFERENCE\n";
-/// The format written; others are refused.
-pub(crate) const FORMAT: u32 = 1;
+/// The format written; others are refused. Format 2 added the forced
+/// token's own log-probability to each record (llama-perplexity's Δp).
+pub(crate) const FORMAT: u32 = 2;
 /// Tokens kept per forced position unless asked otherwise: on SmolLM2 the
 /// divergence over the top 256 came within 2% of the whole vocabulary's
 /// (docs/METHOD.md §4d has the measurement).
@@ -188,11 +190,18 @@ impl Reference {
             return Err(malformed("the header is cut short").into());
         }
         let header: Header = serde_json::from_slice(&rest[..len]).map_err(|e| malformed(&format!("bad header ({e})")))?;
+        if header.format == 1 {
+            return Err(malformed(
+                "format 1, made by an older posrecall before references kept the forced token's probability (this posrecall \
+                 reads format 2): save the reference again with this posrecall",
+            )
+            .into());
+        }
         if header.format != FORMAT {
             return Err(malformed(&format!("format {} (this posrecall reads format {FORMAT})", header.format)).into());
         }
         let k = header.top_k;
-        let record = k.checked_mul(8).and_then(|b| b.checked_add(4)).ok_or_else(|| malformed("bad top_k"))?;
+        let record = k.checked_mul(8).and_then(|b| b.checked_add(8)).ok_or_else(|| malformed("bad top_k"))?;
         let scored: usize = header.targets.iter().map(|t| t.scored).sum();
         let body = &rest[len..];
         if k == 0 || scored.checked_mul(record) != Some(body.len()) {
@@ -226,7 +235,7 @@ impl Reference {
 /// says the file is whole; this says it holds distributions.
 fn check_record(r: &TopK, n_vocab: usize) -> Result<(), &'static str> {
     const EPS: f32 = 1e-3;
-    if r.logprobs.iter().any(|l| !l.is_finite() || *l > EPS) || !r.rest.is_finite() {
+    if r.logprobs.iter().chain([&r.forced]).any(|l| !l.is_finite() || *l > EPS) || !r.rest.is_finite() {
         return Err("holds a log-probability that is not finite or is above 0");
     }
     if r.logprobs.windows(2).any(|w| w[1] > w[0] + EPS) {
@@ -253,6 +262,7 @@ fn decode(record: &[u8], k: usize) -> TopK {
         ids: (0..k).map(|i| u32::from_le_bytes(word(i))).collect(),
         logprobs: (k..2 * k).map(|i| f32::from_le_bytes(word(i))).collect(),
         rest: f32::from_le_bytes(word(2 * k)),
+        forced: f32::from_le_bytes(word(2 * k + 1)),
     }
 }
 
@@ -273,7 +283,7 @@ pub fn save(path: &Path, header: &Header, entries: &[Vec<TopK>], made: bool) -> 
     let json = serde_json::to_vec(header)?;
     let k = header.top_k;
     let scored: usize = entries.iter().map(Vec::len).sum();
-    let mut bytes = Vec::with_capacity(MAGIC.len() + 8 + json.len() + scored * (8 * k + 4));
+    let mut bytes = Vec::with_capacity(MAGIC.len() + 8 + json.len() + scored * (8 * k + 8));
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&(json.len() as u64).to_le_bytes());
     bytes.extend_from_slice(&json);
@@ -284,6 +294,7 @@ pub fn save(path: &Path, header: &Header, entries: &[Vec<TopK>], made: bool) -> 
         e.ids.iter().for_each(|i| bytes.extend_from_slice(&i.to_le_bytes()));
         e.logprobs.iter().for_each(|l| bytes.extend_from_slice(&l.to_le_bytes()));
         bytes.extend_from_slice(&e.rest.to_le_bytes());
+        bytes.extend_from_slice(&e.forced.to_le_bytes());
     }
     let write = if made { crate::support::fsutil::write_atomic_here } else { write_atomic };
     write(path, &bytes)?;
@@ -324,7 +335,7 @@ mod tests {
     }
 
     fn entry(x: u32) -> TopK {
-        TopK { ids: vec![x, x + 1], logprobs: vec![-0.5, -1.5], rest: 1.0 - (-0.5f32).exp() - (-1.5f32).exp() }
+        TopK { ids: vec![x, x + 1], logprobs: vec![-0.5, -1.5], rest: 1.0 - (-0.5f32).exp() - (-1.5f32).exp(), forced: -1.5 }
     }
 
     /// A reference posrecall names itself (a sweep's `.ref`) replaces a
@@ -396,6 +407,8 @@ mod tests {
             (bad(&|e| e.ids[1] = 1), "names a token twice"),
             (bad(&|e| e.rest = 0.9), "does not sum to 1"),
             (bad(&|e| e.rest = f32::INFINITY), "not finite"),
+            (bad(&|e| e.forced = f32::NEG_INFINITY), "not finite"),
+            (bad(&|e| e.forced = 0.5), "above 0"),
         ] {
             // save() recomputes the checksum: only the records are wrong.
             save(&path, &header(2, &[1, 1]), &[vec![entry(3)], vec![record]], false).unwrap();
@@ -431,6 +444,19 @@ mod tests {
         assert!(e.contains("does not match") && e.contains("corrupt or truncated"), "{e}");
         std::fs::remove_file(sidecar(&path)).unwrap();
         assert!(Reference::load(&path).unwrap_err().to_string().contains("no checksum file"));
+    }
+
+    /// A format-1 reference (no forced token's probability) is refused with
+    /// what to do, not read with a Δp it cannot give.
+    #[test]
+    fn a_format_1_reference_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.ref");
+        let mut h = header(2, &[1]);
+        h.format = 1;
+        save(&path, &h, &[vec![entry(1)]], false).unwrap();
+        let e = Reference::load(&path).unwrap_err().to_string();
+        assert!(e.contains("format 1, made by an older posrecall") && e.contains("save the reference again"), "{e}");
     }
 
     #[test]

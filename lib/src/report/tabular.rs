@@ -4,6 +4,7 @@
 
 use crate::record::run::{NOT_MEASURED, Recall};
 use crate::report::aggregate::{Cell, Grid, LoadedRun, Row, pass_rate, quarter_label};
+use crate::score::kld::KldStats;
 
 /// A table of text cells; `numeric[i]` says column `i` is right-aligned.
 #[derive(Debug, Clone, PartialEq)]
@@ -185,4 +186,94 @@ pub(crate) fn grid_caption(grid: &Grid, runs: &[LoadedRun]) -> String {
         ""
     };
     format!("Matched lines of {} per target; ✓ pass ({pass} matched), ✗ fail{forced}.", grid.lines)
+}
+
+/// What the statistics tables hold, for a line above them.
+pub(crate) const KLD_STATS_CAPTION: &str = "llama-perplexity's KL-divergence figures over the forced tokens of each run \
+     (all, then per depth quarter): KL(reference ‖ run) in nats per token; Δp, the forced token's probability in the run \
+     minus in the reference, in %; ± is the standard error (docs/METHOD.md §4d).";
+
+/// One column of a statistics table: its heading and how a cell reads.
+type StatColumn = (&'static str, fn(&KldStats) -> String);
+
+/// llama-perplexity's KL-divergence figures (`summary.forced.kld.stats`),
+/// one row per run over all its forced tokens, then one per depth quarter
+/// that has targets; KLD in nats, as llama-perplexity prints it. `None`
+/// when no run has them.
+pub fn kld_stats(runs: &[LoadedRun]) -> Option<Tabular> {
+    let columns: [StatColumn; 13] = [
+        ("KLD mean", |s| format!("{:.6}", s.kld.mean)),
+        ("± s.e.", |s| format!("{:.6}", s.kld.mean_se)),
+        ("max", |s| format!("{:.6}", s.kld.max)),
+        ("99.9%", |s| format!("{:.6}", s.kld.p99_9)),
+        ("99%", |s| format!("{:.6}", s.kld.p99)),
+        ("95%", |s| format!("{:.6}", s.kld.p95)),
+        ("90%", |s| format!("{:.6}", s.kld.p90)),
+        ("median", |s| format!("{:.6}", s.kld.median)),
+        ("10%", |s| format!("{:.6}", s.kld.p10)),
+        ("5%", |s| format!("{:.6}", s.kld.p5)),
+        ("1%", |s| format!("{:.6}", s.kld.p1)),
+        ("0.1%", |s| format!("{:.6}", s.kld.p0_1)),
+        ("min", |s| format!("{:.6}", s.kld.min)),
+    ];
+    stats_table(runs, &columns)
+}
+
+/// llama-perplexity's token-probability figures: Δp (the forced token's
+/// probability, run − reference), its RMS and the share of tokens with the
+/// same most likely token, each ± its standard error where it gives one; in
+/// percent, as llama-perplexity prints them. Rows as [`kld_stats`].
+pub fn delta_p_stats(runs: &[LoadedRun]) -> Option<Tabular> {
+    let columns: [StatColumn; 19] = [
+        ("Δp mean %", |s| pct(s.delta_p.mean)),
+        ("± s.e.", |s| pct(s.delta_p.mean_se)),
+        ("max", |s| pct(s.delta_p.max)),
+        ("99.9%", |s| pct(s.delta_p.p99_9)),
+        ("99%", |s| pct(s.delta_p.p99)),
+        ("95%", |s| pct(s.delta_p.p95)),
+        ("90%", |s| pct(s.delta_p.p90)),
+        ("75%", |s| pct(s.delta_p.p75)),
+        ("median", |s| pct(s.delta_p.median)),
+        ("25%", |s| pct(s.delta_p.p25)),
+        ("10%", |s| pct(s.delta_p.p10)),
+        ("5%", |s| pct(s.delta_p.p5)),
+        ("1%", |s| pct(s.delta_p.p1)),
+        ("0.1%", |s| pct(s.delta_p.p0_1)),
+        ("min", |s| pct(s.delta_p.min)),
+        ("RMS Δp %", |s| pct(s.delta_p_rms)),
+        ("± s.e.", |s| pct(s.delta_p_rms_se)),
+        ("same top p %", |s| pct(s.same_top_p)),
+        ("± s.e.", |s| pct(s.same_top_p_se)),
+    ];
+    stats_table(runs, &columns)
+}
+
+/// A fraction as llama-perplexity prints it: ×100, three decimals.
+fn pct(v: f64) -> String {
+    format!("{:.3}", 100.0 * v)
+}
+
+/// The rows of a statistics table: per run, its whole and its quarters.
+fn stats_table(runs: &[LoadedRun], columns: &[StatColumn]) -> Option<Tabular> {
+    let mut rows = Vec::new();
+    for r in runs {
+        let Some(f) = r.run.summary.forced.as_ref() else { continue };
+        let Some(whole) = f.kld.as_ref().and_then(|k| k.stats.as_ref()) else { continue };
+        let quarters = f.kld_by_quarter.iter().flatten().enumerate();
+        let scopes = std::iter::once(("all".to_string(), whole))
+            .chain(quarters.filter_map(|(q, k)| Some((quarter_label(q), k.as_ref()?.stats.as_ref()?))));
+        for (scope, s) in scopes {
+            let mut row = vec![r.label.clone(), scope, s.tokens.to_string()];
+            row.extend(columns.iter().map(|(_, cell)| cell(s)));
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let mut header = strings(&["run", "depth", "tokens"]);
+    header.extend(columns.iter().map(|(h, _)| h.to_string()));
+    let mut numeric = vec![false, false, true];
+    numeric.extend(columns.iter().map(|_| true));
+    Some(Tabular { header, numeric, rows })
 }

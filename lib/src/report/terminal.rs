@@ -97,6 +97,36 @@ fn forced_line(f: &crate::score::forced::Forced) -> String {
     super::forced_phrases(f).join(", ")
 }
 
+/// A run's divergence from its reference in one line: llama-perplexity's
+/// headline figures where the run file has them (KLD mean ± s.e., p99, max,
+/// RMS Δp ± s.e., same top p ± s.e.; the full list is in the exports), else
+/// the older figures.
+pub(crate) fn kld_line(k: &crate::score::kld::KldSummary) -> String {
+    match &k.stats {
+        Some(s) => format!(
+            "KLD mean {:.5} ± {:.5}, p99 {:.4}, max {:.4}; RMS Δp {:.3} ± {:.3}%, same top p {:.2} ± {:.2}% ({} tokens)",
+            s.kld.mean,
+            s.kld.mean_se,
+            s.kld.p99,
+            s.kld.max,
+            100.0 * s.delta_p_rms,
+            100.0 * s.delta_p_rms_se,
+            100.0 * s.same_top_p,
+            100.0 * s.same_top_p_se,
+            s.tokens
+        ),
+        None => format!(
+            "KLD mean {:.5}, p99 {:.4}, max {:.4}, same top-1 {:.1}%, mean Δp {:+.4} ({} tokens)",
+            k.mean,
+            k.p99,
+            k.max,
+            100.0 * k.same_top1,
+            k.mean_delta_p,
+            k.tokens
+        ),
+    }
+}
+
 /// The aggregate and the per-quarter breakdown.
 pub fn summary(s: &Summary) -> String {
     let mut out = format!("{}\n", totals_line(&s.total));
@@ -117,16 +147,7 @@ pub fn summary(s: &Summary) -> String {
             f.near_ties
         );
         if let Some(k) = &f.kld {
-            let _ = writeln!(
-                out,
-                "against the reference: KLD mean {:.5}, p99 {:.4}, max {:.4}, same top-1 {:.1}%, mean Δp {:+.4} ({} tokens)",
-                k.mean,
-                k.p99,
-                k.max,
-                100.0 * k.same_top1,
-                k.mean_delta_p,
-                k.tokens
-            );
+            let _ = writeln!(out, "against the reference: {}", kld_line(k));
         }
         if let Some(g) = &f.context_gain {
             let _ = writeln!(

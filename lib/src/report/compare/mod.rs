@@ -44,6 +44,11 @@ pub struct Side {
     pub recall: Option<SideRecall>,
     /// Mean teacher-forced top-1 share over the targets with it in both runs.
     pub top1_share_mean: Option<f64>,
+    /// The divergence from the reference over the run's targets, every token
+    /// alike, with llama-perplexity's figures; only where both runs were
+    /// measured against the same reference file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kld: Option<crate::score::kld::KldSummary>,
 }
 
 /// One run's recall over the shared targets.
@@ -306,6 +311,10 @@ fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<Com
         notes: decoding_notes(a, b),
         per_length: Vec::new(),
     };
+    if same_reference(a, b) {
+        let kld = |r: &RunFile| crate::score::kld::KldSummary::of(r.targets.iter().filter_map(|t| t.forced.as_ref()?.kld.as_ref()));
+        (c.a.kld, c.b.kld) = (kld(a), kld(b));
+    }
     c.notes.extend(same_label_note(a, a_path, b, b_path));
     // The words read the figures above, so they are written last.
     c.verdict = verdict::verdict(&c);
@@ -320,10 +329,14 @@ fn compare(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<Com
 
 /// One row per target, paired by position (the pairing check made sure
 /// they are the same targets), ordered by depth.
-fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
-    // Divergences compare only when both runs measured them against one reference.
+/// Divergences compare only when both runs measured them against one reference.
+fn same_reference(a: &RunFile, b: &RunFile) -> bool {
     let reference = |r: &RunFile| r.manifest.reference.as_ref().map(|x| x.sha256.clone());
-    let same_reference = reference(a).is_some() && reference(a) == reference(b);
+    reference(a).is_some() && reference(a) == reference(b)
+}
+
+fn paired_rows(a: &RunFile, b: &RunFile) -> Vec<Row> {
+    let same_reference = same_reference(a, b);
     let kld = |t: &crate::record::run::TargetResult| same_reference.then(|| t.forced.as_ref()?.kld.as_ref().map(|k| k.mean)).flatten();
     let mut rows: Vec<Row> = a
         .targets
@@ -407,6 +420,7 @@ fn side(rows: &[Row], run: &RunFile, path: &Path, recall: fn(&Row) -> Option<(bo
             SideRecall { passes, pass_rate: passes as f64 / n as f64, wilson95: [lo, hi], matched: scored.iter().map(|s| s.1).sum() }
         }),
         top1_share_mean: (!forced.is_empty()).then(|| forced.iter().sum::<f64>() / forced.len() as f64),
+        kld: None,
     }
 }
 

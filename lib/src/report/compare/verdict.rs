@@ -156,6 +156,11 @@ fn matched_verdict(c: &Comparison, t: &RecallTests, out: &mut String) {
 
 /// The verdict on the teacher-forced top-1 share, when both runs have it.
 fn top1_verdict(c: &Comparison, out: &mut String) {
+    for (name, s) in [("A", &c.a), ("B", &c.b)] {
+        if let Some(k) = &s.kld {
+            let _ = writeln!(*out, "against the reference {name}: {}", crate::report::terminal::kld_line(k));
+        }
+    }
     if let (Some(w), Some(ta), Some(tb)) = (&c.wilcoxon_top1_share, c.a.top1_share_mean, c.b.top1_share_mean) {
         if w.n == 0 {
             out.push_str(" Teacher-forced top-1 share is the same on every target.");

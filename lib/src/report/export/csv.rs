@@ -6,6 +6,7 @@
 
 use crate::report::aggregate::{LoadedRun, Row, rows};
 use crate::report::export::Exporter;
+use crate::score::kld::KldStats;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
@@ -83,11 +84,38 @@ impl<'a> Record<'a> {
 
 impl Exporter for Csv {
     fn render(&self, runs: &[LoadedRun]) -> Result<String> {
+        let rows = rows(runs);
         let mut w = ::csv::Writer::from_writer(Vec::new());
-        for row in rows(runs) {
-            w.serialize(Record::of(&row)).context("cannot write CSV")?;
+        for row in &rows {
+            w.serialize(Record::of(row)).context("cannot write CSV")?;
         }
         let bytes = w.into_inner().context("cannot write CSV")?;
+        let bytes = with_stats(&bytes, &rows)?;
         String::from_utf8(bytes).context("CSV is not UTF-8")
     }
+}
+
+/// The records with llama-perplexity's figures appended, one column each
+/// (`stats_` and the figure's name in the run file, `stats_kld_p99_9`),
+/// empty for a run without them. The csv crate writes no header for a
+/// nested struct, so the columns are added to the records it wrote.
+fn with_stats(records: &[u8], rows: &[Row]) -> Result<Vec<u8>> {
+    if rows.is_empty() {
+        return Ok(records.to_vec());
+    }
+    let names: Vec<String> = KldStats::default().figures().into_iter().map(|(n, _)| format!("stats_{n}")).collect();
+    let mut read = ::csv::Reader::from_reader(records);
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    let mut header = read.headers().context("cannot write CSV")?.clone();
+    names.iter().for_each(|n| header.push_field(n));
+    w.write_record(&header).context("cannot write CSV")?;
+    for (record, row) in read.records().zip(rows) {
+        let mut record = record.context("cannot write CSV")?;
+        match row.kld.as_ref().and_then(|k| k.stats.as_ref()) {
+            Some(s) => s.figures().iter().for_each(|(_, v)| record.push_field(&v.to_string())),
+            None => names.iter().for_each(|_| record.push_field("")),
+        }
+        w.write_record(&record).context("cannot write CSV")?;
+    }
+    w.into_inner().context("cannot write CSV")
 }

@@ -107,6 +107,9 @@ struct Page {
     matched: Option<Chart>,
     top1: Option<Chart>,
     kld: Option<Chart>,
+    /// llama-perplexity's figures against the reference, where a run has them.
+    kld_stats: Option<[Table; 2]>,
+    kld_stats_caption: &'static str,
     ladder: Option<Ladder>,
     /// More than one run: the grid (or why there is none) and a diff column per run.
     several: bool,
@@ -264,6 +267,8 @@ fn page(runs: &[LoadedRun]) -> Result<Page> {
         matched,
         top1,
         kld,
+        kld_stats: tabular::kld_stats(runs).zip(tabular::delta_p_stats(runs)).map(|(k, d)| [table(&k, |_| None), table(&d, |_| None)]),
+        kld_stats_caption: tabular::KLD_STATS_CAPTION,
         ladder,
         several: runs.len() > 1,
         grid,

@@ -27,6 +27,10 @@ struct RunEntry<'a> {
     lines: usize,
     pass: usize,
     by_quarter: &'a [Totals; 4],
+    /// The divergence from the reference per depth quarter, llama-perplexity's
+    /// figures included (`summary.forced.kld_by_quarter`); absent without a reference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kld_by_quarter: Option<&'a [Option<crate::score::kld::KldSummary>; 4]>,
 }
 
 pub(crate) struct Json {
@@ -47,6 +51,7 @@ impl Exporter for Json {
                     lines: r.run.manifest.params.lines,
                     pass: r.run.manifest.params.pass,
                     by_quarter: &r.run.summary.by_quarter,
+                    kld_by_quarter: r.run.summary.forced.as_ref().and_then(|f| f.kld_by_quarter.as_ref()),
                 })
                 .collect(),
             grid: Grid::of(runs),

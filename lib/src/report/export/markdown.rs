@@ -27,6 +27,12 @@ impl Exporter for Markdown {
             out.push_str("\n### Pass rate by depth quarter\n\n");
             out.push_str(&table(&tabular::quarters(runs)));
         }
+        if let (Some(kld), Some(delta_p)) = (tabular::kld_stats(runs), tabular::delta_p_stats(runs)) {
+            let _ = writeln!(out, "\n### Against the reference, as llama-perplexity reports it\n\n{}\n", tabular::KLD_STATS_CAPTION);
+            out.push_str(&table(&kld));
+            out.push('\n');
+            out.push_str(&table(&delta_p));
+        }
         if self.diff {
             out.push_str("\n### Diffs\n\n`=` matched, `-` missing, `?` hallucinated, `+` extra\n");
             for r in runs {
