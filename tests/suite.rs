@@ -7,6 +7,7 @@
 
 mod common;
 
+mod anchor;
 mod architecture;
 mod ask;
 mod atomic_writes;

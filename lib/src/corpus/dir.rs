@@ -263,13 +263,15 @@ impl Language for Mixed {
             out.error_regions += parsed.error_regions;
             out.error_bytes += parsed.error_bytes;
             out.error_lines.extend(parsed.error_lines.iter().map(|l| l + lines_before));
-            out.functions.extend(parsed.functions.drain(..).map(|f| FunctionDecl {
+            let moved = |f: FunctionDecl| FunctionDecl {
                 start_byte: f.start_byte + start,
                 open_brace_end: f.open_brace_end + start,
                 body_end: f.body_end + start,
                 clean: f.clean && usable,
                 ..f
-            }));
+            };
+            out.functions.extend(parsed.functions.drain(..).map(moved));
+            out.definitions.extend(parsed.definitions.drain(..).map(moved));
         }
         Ok(out)
     }

@@ -179,6 +179,13 @@ pub struct FunctionDecl {
 pub struct Parsed {
     /// Every named declaration, in file order, clean or not.
     pub functions: Vec<FunctionDecl>,
+    /// Functions a header identifies but no declaration names, in file
+    /// order, clean or not: JavaScript's and TypeScript's property,
+    /// assignment and object-literal method definitions with a block body
+    /// (`val: function( value ) {`). Only a question that quotes the header
+    /// (`--anchor header`) asks about them; they are kept apart so that
+    /// nothing a question by name reads changes (docs/METHOD.md §2).
+    pub definitions: Vec<FunctionDecl>,
     /// How many separate error regions tree-sitter reported.
     pub error_regions: usize,
     /// The 1-based first line of each error region, in file order.
