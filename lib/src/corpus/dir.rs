@@ -276,6 +276,20 @@ impl Language for Mixed {
         Ok(out)
     }
 
+    /// Each file's own, and the path comment lines between files.
+    fn prose_spans(&self, text: &str) -> Result<Vec<super::classify::ProseSpan>> {
+        let mut out = Vec::new();
+        let mut between = 0;
+        for (start, end, language) in &self.parts {
+            out.push((between, *start, super::classify::LineClass::Comment));
+            let spans = language.prose_spans(&text[*start..*end])?;
+            out.extend(spans.into_iter().map(|(s, e, c)| (s + start, e + start, c)));
+            between = *end;
+        }
+        out.push((between, text.len(), super::classify::LineClass::Comment));
+        Ok(out)
+    }
+
     fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
         let mut out = Vec::new();
         for (start, end, language) in &self.parts {

@@ -92,6 +92,10 @@ impl Language for JavaScript {
         Ok(super::walk::spans_of_kinds(&parse(text)?, text, IDENTIFIER_KINDS, wanted))
     }
 
+    fn prose_spans(&self, text: &str) -> Result<Vec<super::classify::ProseSpan>> {
+        Ok(super::classify::prose_spans(&parse(text)?, text, false))
+    }
+
     fn functions(&self, text: &str) -> Result<Parsed> {
         let tree = parse(text)?;
         let mut out = Parsed { rule: "a unique named `function` declaration", after: "its opening brace", ..Parsed::default() };

@@ -7,6 +7,7 @@
 //! [`language_for`].
 
 mod c_family;
+pub mod classify;
 mod dir;
 mod go;
 mod java;
@@ -245,6 +246,12 @@ pub trait Language {
     /// Byte spans, in order, of every plain identifier (a name reference or
     /// binding, not a property name or string) whose text `wanted` accepts.
     fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>>;
+    /// The byte spans of the comments (and Python's docstrings) in `text`.
+    fn prose_spans(&self, text: &str) -> Result<Vec<classify::ProseSpan>>;
+    /// What each line of `text` is made of ([`classify::LineClass`]).
+    fn line_classes(&self, text: &str) -> Result<Vec<classify::LineClass>> {
+        Ok(classify::line_classes(text, &self.prose_spans(text)?))
+    }
 }
 
 /// A corpus read and parsed: what every command starts from.

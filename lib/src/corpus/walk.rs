@@ -40,6 +40,8 @@ pub(crate) trait Grammar {
     const AFTER: &'static str = "its opening brace";
     /// Whether `/* … */` is a comment (every language here but Python).
     const BLOCK_COMMENTS: bool = true;
+    /// Whether a string opening a body is a docstring (Python).
+    const DOCSTRINGS: bool = false;
     fn grammar(&self) -> tree_sitter::Language;
     /// The function `node` is, when it is a named function with a body.
     fn declaration(&self, node: Node, text: &str) -> Option<Decl>;
@@ -166,6 +168,11 @@ pub(crate) fn functions<G: Grammar>(g: &G, text: &str) -> Result<Parsed> {
     Ok(out)
 }
 
+/// The comments (and, where the grammar has them, docstrings) of `text`.
+pub(crate) fn prose_spans<G: Grammar>(g: &G, text: &str) -> Result<Vec<super::classify::ProseSpan>> {
+    Ok(super::classify::prose_spans(&parse(g, text)?, text, G::DOCSTRINGS))
+}
+
 /// Byte spans of the identifiers `wanted` accepts, in order.
 pub(crate) fn identifier_spans<G: Grammar>(g: &G, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
     Ok(spans_of_kinds(&parse(g, text)?, text, G::IDENTIFIER_KINDS, wanted))
@@ -230,6 +237,9 @@ macro_rules! grammar_language {
             }
             fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> anyhow::Result<Vec<(usize, usize)>> {
                 $crate::corpus::walk::identifier_spans(self, text, wanted)
+            }
+            fn prose_spans(&self, text: &str) -> anyhow::Result<Vec<$crate::corpus::classify::ProseSpan>> {
+                $crate::corpus::walk::prose_spans(self, text)
             }
         }
     };
