@@ -12,6 +12,7 @@ use posrecall::prompt::template::Think;
 use posrecall::score::Normalize;
 use posrecall::settings::Named;
 use posrecall::settings::{CtxSize, FlashAttn, KvPair, KvRotation, KvType, List};
+use posrecall::targets::Anchor;
 use posrecall::targets::TargetSpec;
 use posrecall::targets::crop::{CropMode, LineRange};
 
@@ -342,6 +343,10 @@ pub struct TargetArgs {
     /// How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one).
     #[arg(long, value_parser = named::<Normalize>(), default_value_t = TargetSpec::default().normalize)]
     pub normalize: Normalize,
+    /// How a question points at its function: name (`function NAME`), or header (its header
+    /// quoted verbatim; property, assignment and object-literal definitions become targets too).
+    #[arg(long, value_parser = named::<Anchor>(), default_value_t = TargetSpec::default().anchor)]
+    pub anchor: Anchor,
 }
 
 /// `--language`: a name the corpus layer knows.

@@ -3,7 +3,7 @@
 //! their ground truth and header are (SPEC step 2).
 
 use posrecall::corpus::{JavaScript, Language, Source};
-use posrecall::targets::{Target, TargetOptions, eligible, select};
+use posrecall::targets::{Anchor, Target, TargetOptions, eligible, select};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
@@ -15,7 +15,7 @@ fn open(name: &str) -> Source {
 }
 
 fn opts(lines: usize, skip_blank: bool) -> TargetOptions {
-    TargetOptions { count: 1, lines, seed: 1, skip_blank }
+    TargetOptions { count: 1, lines, seed: 1, skip_blank, anchor: Anchor::Name }
 }
 
 /// Every eligible target of the whole file.

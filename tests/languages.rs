@@ -8,7 +8,7 @@ use crate::common;
 
 use common::{ok, posrecall, s};
 use posrecall::corpus::{CorpusSpec, Source};
-use posrecall::targets::{Target, TargetOptions, eligible};
+use posrecall::targets::{Anchor, Target, TargetOptions, eligible};
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
@@ -21,7 +21,7 @@ fn open(name: &str) -> Source {
 }
 
 fn all(src: &Source, lines: usize) -> Vec<Target> {
-    let opts = TargetOptions { count: 1, lines, seed: 1, skip_blank: false };
+    let opts = TargetOptions { count: 1, lines, seed: 1, skip_blank: false, anchor: Anchor::Name };
     eligible(&src.corpus, &src.parsed, 0, src.corpus.line_count() - 1, &opts)
 }
 

@@ -2,7 +2,7 @@
 //! API, on generated corpora whose layout is known line by line.
 
 use posrecall::corpus::{Corpus, JavaScript, Language, Parsed};
-use posrecall::targets::{Target, TargetOptions, eligible, sample, select};
+use posrecall::targets::{Anchor, Target, TargetOptions, eligible, sample, select};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -35,7 +35,7 @@ fn functions(n: usize) -> (Corpus, Parsed) {
 }
 
 fn opts(count: usize, seed: u64) -> TargetOptions {
-    TargetOptions { count, lines: 20, seed, skip_blank: false }
+    TargetOptions { count, lines: 20, seed, skip_blank: false, anchor: Anchor::Name }
 }
 
 fn pick(corpus: &Corpus, parsed: &Parsed, o: &TargetOptions) -> Vec<Target> {
@@ -116,6 +116,7 @@ fn fake(name: &str, depth: f64) -> Target {
         expected: Vec::new(),
         extra_window: Vec::new(),
         last_expected_line: 0,
+        header_only: false,
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod common;
 
+mod anchor;
 mod architecture;
 mod ask;
 mod atomic_writes;
@@ -14,6 +15,7 @@ mod bench_cli;
 mod blank_lines;
 mod cli_model_free;
 mod compare;
+mod composition;
 mod controls;
 mod draft;
 mod engine;

@@ -27,6 +27,7 @@ pub fn target_spec(a: &TargetArgs) -> TargetSpec {
         rename: a.rename,
         pass: a.pass,
         normalize: a.normalize,
+        anchor: a.anchor,
     }
 }
 

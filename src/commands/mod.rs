@@ -99,6 +99,7 @@ impl Flags {
             S::Rename => "--rename",
             S::Pass => "--pass",
             S::Normalize => "--normalize",
+            S::Anchor => "--anchor",
             S::Only => "--only",
             S::Probe => "--probe",
             S::Crop => "--crop",

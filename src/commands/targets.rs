@@ -24,6 +24,9 @@ pub fn run(args: &TargetsArgs) -> Result<()> {
         eprintln!("{note}");
     }
     let file = TargetsFile::select(&src, &spec).map_err(|e| hint(e, None))?;
+    if let Some(note) = posrecall::targets::ambiguity_note(&file.corpus.ambiguous) {
+        eprintln!("{note}");
+    }
     if let Some(path) = &args.emit_prompts {
         fsutil::write_atomic(path, file.prompt_lines(&src, &serde_json::to_value(&kwargs)?).as_bytes())?;
     }

@@ -78,6 +78,7 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
         rename: false,
         pass: Some(params.pass),
         normalize: params.normalize,
+        anchor: params.anchor,
     };
     if let Err(e) = spec.validate() {
         return Err(match (e, settings.pass) {

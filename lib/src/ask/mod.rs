@@ -202,15 +202,15 @@ pub fn prompts(file: &TargetsFile, corpus: Option<&Path>, api: ApiKind) -> Resul
         );
     }
     let kept = text.slice_lines(crop.first_line - 1, crop.last_line - 1);
-    let (lines, skip_blank) = (file.params.lines, file.params.skip_blank);
+    let (lines, skip_blank, anchor) = (file.params.lines, file.params.skip_blank, file.params.anchor);
     let prompts = match api {
         ApiKind::Chat => file
             .targets
             .iter()
-            .map(|t| (t.name.clone(), prompt::instruction_prompt(kept, &prompt::query(&t.name, lines, skip_blank))))
+            .map(|t| (t.name.clone(), prompt::instruction_prompt(kept, &prompt::question(t, lines, skip_blank, anchor))))
             .collect(),
         ApiKind::Completion => {
-            let frame = Frame::completion(source.language.line_comment());
+            let frame = Frame { anchor, ..Frame::completion(source.language.line_comment()) };
             let prefix = frame.prefix(kept);
             file.targets.iter().map(|t| (t.name.clone(), format!("{prefix}{}", frame.suffix(t, lines, skip_blank)))).collect()
         }

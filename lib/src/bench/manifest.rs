@@ -39,7 +39,10 @@ impl RunSpec<'_> {
             command: crate::record::run::MadeBy::Bench,
             model: Some(self.model_info()),
             context: Some(self.cfg.clone()),
-            corpus: CorpusInfo::of(self.src, self.plan.crop.clone(), Some(self.plan.prefix_tokens.len())),
+            corpus: CorpusInfo {
+                ambiguous: self.plan.ambiguous.clone(),
+                ..CorpusInfo::of(self.src, self.plan.crop.clone(), Some(self.plan.prefix_tokens.len()))
+            },
             params: self.params(),
             runtime: self.runtime(),
             external: None,

@@ -109,6 +109,9 @@ pub struct Plan {
     pub boundary_exact: bool,
     /// The names the targets were narrowed to ([`PlanOptions::only`]).
     pub only: Vec<String>,
+    /// The functions of the kept lines left out because neither their name
+    /// nor their header is unique (`--anchor header`).
+    pub ambiguous: Vec<targets::Ambiguous>,
     /// How the chat template was chosen and rendered (chat probe only).
     pub template: Option<TemplateRecord>,
     /// Reasoning tokens allowed before the answer budget (thinking on, chat probe).
@@ -143,6 +146,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions, notes: &dyn Notes) -> 
     let corpus = &src.corpus;
     let topts = o.target.options();
     let (mut frame, template) = frame_for(model, src, o, notes)?;
+    frame.anchor = topts.anchor;
     let think_budget = (template.is_some() && o.template.think == Think::On)
         .then(|| o.think_budget.unwrap_or(crate::prompt::template::DEFAULT_THINK_BUDGET));
     // The functions eligible anywhere in the file bound what each question
@@ -159,6 +163,10 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions, notes: &dyn Notes) -> 
     let (last, prefix_text, prefix_tokens, boundary_exact) =
         fit_prefix(model, corpus, &mut frame, &everywhere, o, &reserve, (first, last, mode)).map_err(capped)?;
 
+    let ambiguous = targets::ambiguous(corpus, &src.parsed, first, last, &topts);
+    if let Some(note) = targets::ambiguity_note(&ambiguous) {
+        notes.note(&note);
+    }
     let mut selected = targets::select(corpus, &src.parsed, first, last, &topts)?;
     set_token_offsets(model, corpus, &frame, &prefix_tokens, first, &mut selected);
     let queries: Vec<Vec<Token>> = selected.iter().map(|t| model.tokenize_rest(&frame.suffix(t, topts.lines, topts.skip_blank))).collect();
@@ -195,6 +203,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions, notes: &dyn Notes) -> 
         n_ctx,
         boundary_exact,
         only: o.only.clone(),
+        ambiguous,
         reasoning_markers,
         template,
         think_budget,

@@ -115,6 +115,9 @@ macro_rules! c_language {
             fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> anyhow::Result<Vec<(usize, usize)>> {
                 walk::identifier_spans(self, text, wanted)
             }
+            fn prose_spans(&self, text: &str) -> anyhow::Result<Vec<super::classify::ProseSpan>> {
+                walk::prose_spans(self, text)
+            }
         }
     };
 }

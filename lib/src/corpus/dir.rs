@@ -263,14 +263,30 @@ impl Language for Mixed {
             out.error_regions += parsed.error_regions;
             out.error_bytes += parsed.error_bytes;
             out.error_lines.extend(parsed.error_lines.iter().map(|l| l + lines_before));
-            out.functions.extend(parsed.functions.drain(..).map(|f| FunctionDecl {
+            let moved = |f: FunctionDecl| FunctionDecl {
                 start_byte: f.start_byte + start,
                 open_brace_end: f.open_brace_end + start,
                 body_end: f.body_end + start,
                 clean: f.clean && usable,
                 ..f
-            }));
+            };
+            out.functions.extend(parsed.functions.drain(..).map(moved));
+            out.definitions.extend(parsed.definitions.drain(..).map(moved));
         }
+        Ok(out)
+    }
+
+    /// Each file's own, and the path comment lines between files.
+    fn prose_spans(&self, text: &str) -> Result<Vec<super::classify::ProseSpan>> {
+        let mut out = Vec::new();
+        let mut between = 0;
+        for (start, end, language) in &self.parts {
+            out.push((between, *start, super::classify::LineClass::Comment));
+            let spans = language.prose_spans(&text[*start..*end])?;
+            out.extend(spans.into_iter().map(|(s, e, c)| (s + start, e + start, c)));
+            between = *end;
+        }
+        out.push((between, text.len(), super::classify::LineClass::Comment));
         Ok(out)
     }
 

@@ -1,5 +1,6 @@
 //! JavaScript through tree-sitter-javascript.
 
+use super::walk::{Decl, braced, text_of};
 use super::{FunctionDecl, Language, Parsed};
 use anyhow::{Context, Result};
 use tree_sitter::{Node, Parser};
@@ -91,6 +92,10 @@ impl Language for JavaScript {
         Ok(super::walk::spans_of_kinds(&parse(text)?, text, IDENTIFIER_KINDS, wanted))
     }
 
+    fn prose_spans(&self, text: &str) -> Result<Vec<super::classify::ProseSpan>> {
+        Ok(super::classify::prose_spans(&parse(text)?, text, false))
+    }
+
     fn functions(&self, text: &str) -> Result<Parsed> {
         let tree = parse(text)?;
         let mut out = Parsed { rule: "a unique named `function` declaration", after: "its opening brace", ..Parsed::default() };
@@ -108,10 +113,13 @@ impl Language for JavaScript {
             {
                 out.functions.push(decl);
             }
+            if let Some(d) = definition(node, text, true) {
+                out.definitions.push(from_definition(d, !node.has_error()));
+            }
             if node.is_error() || node.is_missing() {
                 // Declarations inside an error region are still listed (so that their
                 // names count for uniqueness) but marked unclean by `has_error`.
-                collect_inside_error(node, text, &mut out.functions);
+                collect_inside_error(node, text, &mut out);
                 continue;
             }
             let mut cursor = node.walk();
@@ -119,6 +127,7 @@ impl Language for JavaScript {
             stack.extend(children.into_iter().rev());
         }
         out.functions.sort_by_key(|f| f.start_byte);
+        out.definitions.sort_by_key(|f| f.start_byte);
         out.error_lines.sort_unstable();
         crate::corpus::walk::drop_after_unclosed_comment(&mut out, tree.root_node(), text);
         Ok(out)
@@ -131,8 +140,9 @@ fn parse(text: &str) -> Result<tree_sitter::Tree> {
     parser.parse(text, None).context("tree-sitter gave up parsing the corpus")
 }
 
-/// Lists the declarations inside an error node without counting nested error nodes again.
-fn collect_inside_error(node: Node, text: &str, out: &mut Vec<FunctionDecl>) {
+/// Lists the declarations and definitions inside an error node, unclean,
+/// without counting nested error nodes again.
+fn collect_inside_error(node: Node, text: &str, out: &mut Parsed) {
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
         if n.id() != node.id()
@@ -140,11 +150,77 @@ fn collect_inside_error(node: Node, text: &str, out: &mut Vec<FunctionDecl>) {
             && let Some(mut decl) = declaration(n, text)
         {
             decl.clean = false;
-            out.push(decl);
+            out.functions.push(decl);
+        }
+        if n.id() != node.id()
+            && let Some(d) = definition(n, text, true)
+        {
+            out.definitions.push(from_definition(d, false));
         }
         let mut cursor = n.walk();
         stack.extend(n.children(&mut cursor));
     }
+}
+
+/// A definition as the JavaScript walk lists it: named by what it defines
+/// (`jQuery.fn.extend`, `val`).
+fn from_definition(d: Decl, clean: bool) -> FunctionDecl {
+    FunctionDecl { qualified: Some(d.spelled), name: d.name, start_byte: d.start, open_brace_end: d.open_end, body_end: d.body_end, clean }
+}
+
+/// The function `node` is when only its header identifies it (docs/METHOD.md
+/// §2, `--anchor header`): a function expression, generator or arrow
+/// function with a block body that is the value of an object property
+/// (`val: function( value ) {`), the right side of a plain assignment
+/// (`jQuery.fn.extend = function() {`) or a variable's initial value
+/// (`var x = function() {`); or a method written in an object literal
+/// (`name(args) {`), and with `class_methods` one written in a class too
+/// (TypeScript lists those as declarations already). A function passed as an
+/// argument, returned, or wrapped in parentheses defines nothing. It starts
+/// where the property, the assignment or the variable does, so that its
+/// header holds what names it. JavaScript and TypeScript share it.
+pub(super) fn definition(node: Node, text: &str, class_methods: bool) -> Option<Decl> {
+    let (named, start, body) = match node.kind() {
+        "method_definition" => {
+            let parent = node.parent()?.kind();
+            if !(parent == "object" || (class_methods && parent == "class_body")) {
+                return None;
+            }
+            (node.child_by_field_name("name")?, node.start_byte(), node.child_by_field_name("body")?)
+        }
+        "function_expression" | "generator_function" | "arrow_function" => {
+            let parent = node.parent()?;
+            let (value, key) = match parent.kind() {
+                "pair" => ("value", "key"),
+                "variable_declarator" => ("value", "name"),
+                "assignment_expression" => ("right", "left"),
+                _ => return None,
+            };
+            if parent.child_by_field_name(value)?.id() != node.id() {
+                return None;
+            }
+            (parent.child_by_field_name(key)?, parent.start_byte(), node.child_by_field_name("body")?)
+        }
+        _ => return None,
+    };
+    // What a name can be: not a computed key (`[expr]`) or a destructuring pattern.
+    if !matches!(
+        named.kind(),
+        "identifier"
+            | "property_identifier"
+            | "private_property_identifier"
+            | "string"
+            | "number"
+            | "member_expression"
+            | "subscript_expression"
+    ) || body.kind() != "statement_block"
+    {
+        return None;
+    }
+    let name = text_of(named, text)?;
+    let name = name.trim_matches(['"', '\'', '`']).to_string();
+    let (open_end, body_end) = braced(body)?;
+    Some(Decl { spelled: name.clone(), name, start, open_end, body_end })
 }
 
 fn declaration(node: Node, text: &str) -> Option<FunctionDecl> {

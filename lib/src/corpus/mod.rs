@@ -7,6 +7,7 @@
 //! [`language_for`].
 
 mod c_family;
+pub mod classify;
 mod dir;
 mod go;
 mod java;
@@ -179,6 +180,13 @@ pub struct FunctionDecl {
 pub struct Parsed {
     /// Every named declaration, in file order, clean or not.
     pub functions: Vec<FunctionDecl>,
+    /// Functions a header identifies but no declaration names, in file
+    /// order, clean or not: JavaScript's and TypeScript's property,
+    /// assignment and object-literal method definitions with a block body
+    /// (`val: function( value ) {`). Only a question that quotes the header
+    /// (`--anchor header`) asks about them; they are kept apart so that
+    /// nothing a question by name reads changes (docs/METHOD.md §2).
+    pub definitions: Vec<FunctionDecl>,
     /// How many separate error regions tree-sitter reported.
     pub error_regions: usize,
     /// The 1-based first line of each error region, in file order.
@@ -238,6 +246,12 @@ pub trait Language {
     /// Byte spans, in order, of every plain identifier (a name reference or
     /// binding, not a property name or string) whose text `wanted` accepts.
     fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>>;
+    /// The byte spans of the comments (and Python's docstrings) in `text`.
+    fn prose_spans(&self, text: &str) -> Result<Vec<classify::ProseSpan>>;
+    /// What each line of `text` is made of ([`classify::LineClass`]).
+    fn line_classes(&self, text: &str) -> Result<Vec<classify::LineClass>> {
+        Ok(classify::line_classes(text, &self.prose_spans(text)?))
+    }
 }
 
 /// A corpus read and parsed: what every command starts from.

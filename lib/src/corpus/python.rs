@@ -17,6 +17,7 @@ impl Grammar for Python {
     const SEPARATOR: &'static str = ".";
     const IDENTIFIER_KINDS: &'static [&'static str] = &["identifier"];
     const BLOCK_COMMENTS: bool = false;
+    const DOCSTRINGS: bool = true;
     const AFTER: &'static str = "the line ending its header";
     const RULE: &'static str = "a `def` whose name (or Class.name) is unique";
     fn grammar(&self) -> tree_sitter::Language {

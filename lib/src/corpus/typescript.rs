@@ -88,6 +88,10 @@ macro_rules! ts_grammar {
             fn scope(&self, node: Node, text: &str) -> Option<String> {
                 scope(node, text)
             }
+            fn definition(&self, node: Node, text: &str) -> Option<Decl> {
+                // Class methods are declarations here already.
+                super::javascript::definition(node, text, false)
+            }
         }
     };
 }

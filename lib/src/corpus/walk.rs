@@ -40,9 +40,16 @@ pub(crate) trait Grammar {
     const AFTER: &'static str = "its opening brace";
     /// Whether `/* … */` is a comment (every language here but Python).
     const BLOCK_COMMENTS: bool = true;
+    /// Whether a string opening a body is a docstring (Python).
+    const DOCSTRINGS: bool = false;
     fn grammar(&self) -> tree_sitter::Language;
     /// The function `node` is, when it is a named function with a body.
     fn declaration(&self, node: Node, text: &str) -> Option<Decl>;
+    /// The function `node` defines, when only its header identifies it
+    /// ([`super::Parsed::definitions`]); none in most languages.
+    fn definition(&self, _node: Node, _text: &str) -> Option<Decl> {
+        None
+    }
     /// The name `node` gives the functions inside it, when it is a class,
     /// an `impl`, a namespace or a module.
     fn scope(&self, node: Node, text: &str) -> Option<String>;
@@ -79,7 +86,7 @@ pub(crate) fn unclosed_comment(root: Node, text: &str) -> Option<usize> {
 /// ([`unclosed_comment`]) as not a target: to a compiler it is comment.
 pub(crate) fn drop_after_unclosed_comment(parsed: &mut Parsed, root: Node, text: &str) {
     if let Some(at) = unclosed_comment(root, text) {
-        for f in parsed.functions.iter_mut().filter(|f| f.body_end > at) {
+        for f in parsed.functions.iter_mut().chain(parsed.definitions.iter_mut()).filter(|f| f.body_end > at) {
             f.clean = false;
         }
     }
@@ -135,17 +142,35 @@ pub(crate) fn functions<G: Grammar>(g: &G, text: &str) -> Result<Parsed> {
             });
             inner = Some(qualified);
         }
+        // A definition names no scope: the qualified names of what is
+        // inside it stay those a question by name has always used.
+        if let Some(d) = g.definition(node, text) {
+            out.definitions.push(FunctionDecl {
+                name: d.name,
+                qualified: join(&scope, &d.spelled).as_deref().map(str::to_string),
+                start_byte: d.start,
+                open_brace_end: d.open_end,
+                body_end: d.body_end,
+                clean: !in_error && !node.has_error(),
+            });
+        }
         let inner = inner.unwrap_or(scope);
         let mut cursor = node.walk();
         let children: Vec<Node> = node.children(&mut cursor).collect();
         stack.extend(children.into_iter().rev().map(|c| (c, inner.clone(), in_error)));
     }
     out.functions.sort_by_key(|f| f.start_byte);
+    out.definitions.sort_by_key(|f| f.start_byte);
     out.error_lines.sort_unstable();
     if G::BLOCK_COMMENTS {
         drop_after_unclosed_comment(&mut out, tree.root_node(), text);
     }
     Ok(out)
+}
+
+/// The comments (and, where the grammar has them, docstrings) of `text`.
+pub(crate) fn prose_spans<G: Grammar>(g: &G, text: &str) -> Result<Vec<super::classify::ProseSpan>> {
+    Ok(super::classify::prose_spans(&parse(g, text)?, text, G::DOCSTRINGS))
 }
 
 /// Byte spans of the identifiers `wanted` accepts, in order.
@@ -212,6 +237,9 @@ macro_rules! grammar_language {
             }
             fn identifier_spans(&self, text: &str, wanted: &dyn Fn(&str) -> bool) -> anyhow::Result<Vec<(usize, usize)>> {
                 $crate::corpus::walk::identifier_spans(self, text, wanted)
+            }
+            fn prose_spans(&self, text: &str) -> anyhow::Result<Vec<$crate::corpus::classify::ProseSpan>> {
+                $crate::corpus::walk::prose_spans(self, text)
             }
         }
     };

@@ -8,15 +8,47 @@
 pub mod reasoning;
 pub mod template;
 
-use crate::targets::Target;
+use crate::targets::{Anchor, Target};
 use anyhow::{Result, anyhow, bail};
 
-/// The question (docs/METHOD.md §3, Prompts), with LINES and the blank-line rule spelled out.
+/// The lines a question asks for, with the blank-line rule.
+fn what_lines(lines: usize, skip_blank: bool) -> String {
+    format!("the first {lines} {}", if skip_blank { "non-blank lines" } else { "lines" })
+}
+
+/// The question by name (docs/METHOD.md §4, Prompts), with LINES and the blank-line rule spelled out.
 pub fn query(name: &str, lines: usize, skip_blank: bool) -> String {
-    let kind = if skip_blank { "non-blank lines" } else { "lines" };
     format!(
-        "Reproduce verbatim the first {lines} {kind} following the opening brace of the function named `{name}`. Output only those lines, no commentary."
+        "Reproduce verbatim {} following the opening brace of the function named `{name}`. Output only those lines, no commentary.",
+        what_lines(lines, skip_blank)
     )
+}
+
+/// The question about `target` as `anchor` points at it: by name, or by
+/// its header quoted verbatim on lines of its own, with its name where a
+/// name of its own tells it apart (the header may repeat then). A header
+/// quote asks about text the file holds; "the function named `val`" would
+/// point at a `function val(` that a property definition never writes.
+pub fn question(target: &Target, lines: usize, skip_blank: bool, anchor: Anchor) -> String {
+    match anchor {
+        Anchor::Name => query(&target.name, lines, skip_blank),
+        Anchor::Header => format!(
+            "Reproduce verbatim {} following the opening brace of the function {}whose header reads:\n{}\nOutput only those lines, no commentary.",
+            what_lines(lines, skip_blank),
+            if target.header_only { String::new() } else { format!("`{}` ", target.name) },
+            target.header
+        ),
+    }
+}
+
+/// How the completion probe's comment names `target` (after "The
+/// function"): by its name, or not at all where only its header, which
+/// follows the comment, tells it apart.
+fn called(target: &Target) -> String {
+    match target.header_only {
+        true => String::new(),
+        false => format!(" `{}`", target.name),
+    }
 }
 
 /// The kept text with exactly one guaranteed final newline.
@@ -80,6 +112,9 @@ pub struct Frame {
     pub renderer: Option<String>,
     /// The corpus language's line comment, for the completion probe.
     pub line_comment: &'static str,
+    /// How the chat probe's question points at its function; the completion
+    /// probe quotes the header either way.
+    pub anchor: Anchor,
 }
 
 impl Frame {
@@ -94,6 +129,7 @@ impl Frame {
             tail: String::new(),
             renderer: None,
             line_comment,
+            anchor: Anchor::Name,
         }
     }
 
@@ -115,8 +151,8 @@ impl Frame {
     /// completion: the comment and the header).
     pub(crate) fn closed_book_prompt(&self, target: &Target, lines: usize, skip_blank: bool) -> String {
         match self.kind {
-            ProbeKind::Chat => format!("{}{}{}", self.head, query(&target.name, lines, skip_blank), self.tail),
-            ProbeKind::Completion => format!("{} The function `{}`, verbatim:\n{}\n", self.line_comment, target.name, target.header),
+            ProbeKind::Chat => format!("{}{}{}", self.head, question(target, lines, skip_blank, self.anchor), self.tail),
+            ProbeKind::Completion => format!("{} The function{}, verbatim:\n{}\n", self.line_comment, called(target), target.header),
         }
     }
 
@@ -152,12 +188,12 @@ impl Frame {
     /// What follows the prefix for one target.
     pub fn suffix(&self, target: &Target, lines: usize, skip_blank: bool) -> String {
         match self.kind {
-            ProbeKind::Chat => format!("{}{}{}", self.mid_rest(), query(&target.name, lines, skip_blank), self.tail),
+            ProbeKind::Chat => format!("{}{}{}", self.mid_rest(), question(target, lines, skip_blank, self.anchor), self.tail),
             ProbeKind::Completion => format!(
-                "{}{} The function `{}` from above, repeated verbatim:\n{}\n",
+                "{}{} The function{} from above, repeated verbatim:\n{}\n",
                 self.mid_rest(),
                 self.line_comment,
-                target.name,
+                called(target),
                 target.header
             ),
         }
@@ -284,6 +320,7 @@ pub(crate) fn split_frame(rendered: &str, renderer: &str, line_comment: &'static
         tail: tail.to_string(),
         renderer: Some(renderer.to_string()),
         line_comment,
+        anchor: Anchor::Name,
     })
 }
 
@@ -309,6 +346,7 @@ mod tests {
             expected: vec![],
             extra_window: vec![],
             last_expected_line: 1,
+            header_only: false,
         }
     }
 
@@ -343,6 +381,32 @@ mod tests {
         assert!(s.starts_with("// "));
         assert!(s.ends_with("function foo() {\n"));
         assert_eq!(f.prefix("x"), "x\n\n");
+    }
+
+    /// By header the question quotes the header on its own lines, with the
+    /// name where one tells the function apart, and without it where only
+    /// the header does; by name it is the question as it always was.
+    #[test]
+    fn header_questions_quote_the_header_verbatim() {
+        let mut t = Target { name: "val".into(), header: "\tval: function( value ) {".into(), ..target() };
+        assert_eq!(
+            question(&t, 20, false, Anchor::Header),
+            "Reproduce verbatim the first 20 lines following the opening brace of the function `val` whose header reads:\n\
+             \tval: function( value ) {\nOutput only those lines, no commentary."
+        );
+        assert_eq!(question(&t, 20, false, Anchor::Name), query("val", 20, false));
+        t.name = "val@65".into();
+        t.header_only = true;
+        assert_eq!(
+            question(&t, 7, true, Anchor::Header),
+            "Reproduce verbatim the first 7 non-blank lines following the opening brace of the function whose header reads:\n\
+             \tval: function( value ) {\nOutput only those lines, no commentary."
+        );
+        // The chat frame asks it; the completion probe names none but the header.
+        let f = Frame { anchor: Anchor::Header, ..chat_frame(CHATML, &SpecialTokens::default(), &Default::default(), "//").unwrap() };
+        assert!(f.suffix(&t, 7, true).contains("the function whose header reads:\n\tval: function( value ) {\nOutput"));
+        let c = Frame { anchor: Anchor::Header, ..Frame::completion("//") };
+        assert_eq!(c.suffix(&t, 7, true), "// The function from above, repeated verbatim:\n\tval: function( value ) {\n");
     }
 
     #[test]

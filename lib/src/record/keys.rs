@@ -99,6 +99,7 @@ pub(crate) fn reference_identity(m: &Manifest, vocab: (usize, String)) -> Identi
         prefix_sha256: m.runtime.prefix_sha256.clone().unwrap_or_default(),
         probe: m.params.probe.map(|p| crate::settings::Named::as_str(p).to_string()).unwrap_or_default(),
         lines: m.params.lines,
+        anchor: m.params.anchor,
     }
 }
 
@@ -239,6 +240,11 @@ mod tests {
         assert_ne!(with(resume_key, &|m| m.corpus.sha256 = "cd".into()), key);
         assert_ne!(with(resume_key, &|m| m.params.max_new_tokens = Some(17)), key);
         assert_ne!(with(resume_key, &|m| m.params.seed = 2), key);
+        // Asking by header asks other questions, about other functions; by
+        // name (the default) the params are written as before it existed,
+        // so keys made then hold.
+        assert_ne!(with(resume_key, &|m| m.params.anchor = crate::targets::Anchor::Header), key);
+        assert!(!serde_json::to_string(&manifest().params).unwrap().contains("anchor"));
         assert_ne!(with(resume_key, &|m| m.runtime.prefix_sha256 = Some("ef".into())), key);
         assert_ne!(with(resume_key, &|m| m.runtime.backend = Some("cuda".into())), key);
         assert_ne!(with(resume_key, &|m| m.runtime.cpu_features = Some(vec!["AVX2".into()])), key);
@@ -250,6 +256,7 @@ mod tests {
         // The questions, the scoring, the label and the threads do not change the state.
         assert_eq!(with(prefix_cache_key, &|m| m.model.as_mut().unwrap().build = "c".into()), key);
         assert_eq!(with(prefix_cache_key, &|m| m.params.seed = 2), key);
+        assert_eq!(with(prefix_cache_key, &|m| m.params.anchor = crate::targets::Anchor::Header), key);
         assert_eq!(with(prefix_cache_key, &|m| m.params.max_new_tokens = Some(17)), key);
         assert_eq!(with(prefix_cache_key, &|m| m.context.as_mut().unwrap().threads = 16), key);
         assert_eq!(with(prefix_cache_key, &|m| m.corpus.path = "/d/x.js".into()), key);

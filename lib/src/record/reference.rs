@@ -46,6 +46,11 @@ pub struct Identity {
     pub prefix_sha256: String,
     pub probe: String,
     pub lines: usize,
+    /// How the questions pointed at their functions (the chat probe's
+    /// question differs, and the forced lines follow it); absent for
+    /// `name`, as in references made before it could be chosen.
+    #[serde(default, skip_serializing_if = "crate::targets::Anchor::is_default")]
+    pub anchor: crate::targets::Anchor,
 }
 
 /// The reference run's model and context, for the record.
@@ -112,6 +117,8 @@ pub enum Mismatch {
     Prefix,
     #[error("it asked for {theirs} lines per target, this run for {ours}")]
     Lines { theirs: usize, ours: usize },
+    #[error("it asked about each function by its {theirs}, this run by its {ours}")]
+    Anchor { theirs: crate::targets::Anchor, ours: crate::targets::Anchor },
     #[error("it has no target named `{0}` (another target set or seed)")]
     MissingTarget(String),
     #[error("the forced text of `{0}` tokenizes differently here")]
@@ -150,6 +157,9 @@ impl Identity {
         }
         if self.lines != ours.lines {
             return Err(Mismatch::Lines { theirs: self.lines, ours: ours.lines });
+        }
+        if self.anchor != ours.anchor {
+            return Err(Mismatch::Anchor { theirs: self.anchor, ours: ours.anchor });
         }
         if self.prefix_sha256 != ours.prefix_sha256 {
             return Err(Mismatch::Prefix);
@@ -319,6 +329,7 @@ mod tests {
                 prefix_sha256: "p".into(),
                 probe: "chat".into(),
                 lines: 20,
+                anchor: Default::default(),
             },
             source: Origin {
                 model_sha256: "m".into(),

@@ -234,6 +234,10 @@ pub struct CorpusInfo {
     pub include: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// The functions of the kept lines that no question could point at:
+    /// neither their name nor their header is unique (`--anchor header`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ambiguous: Vec<crate::targets::Ambiguous>,
 }
 
 impl CorpusInfo {
@@ -262,6 +266,7 @@ impl CorpusInfo {
             files: src.files.clone(),
             include: src.include.clone(),
             exclude: src.exclude.clone(),
+            ambiguous: Vec::new(),
         }
     }
 }
@@ -274,6 +279,10 @@ pub struct Params {
     pub seed: u64,
     pub normalize: Normalize,
     pub skip_blank: bool,
+    /// How the questions pointed at their function (`--anchor`); absent
+    /// for `name`, as in runs made before it could be chosen.
+    #[serde(default, skip_serializing_if = "crate::targets::Anchor::is_default")]
+    pub anchor: crate::targets::Anchor,
     #[serde(default)]
     pub probe: Option<crate::prompt::ProbeKind>,
     #[serde(default)]
@@ -318,6 +327,7 @@ impl Params {
             seed: spec.seed,
             normalize: spec.normalize,
             skip_blank: spec.skip_blank,
+            anchor: spec.anchor,
             probe: None,
             max_new_tokens: None,
             decode_mode: None,
@@ -960,9 +970,10 @@ impl TargetsFile {
             None => (CropMode::None, (0, corpus.line_count() - 1)),
         };
         let selected = crate::targets::select(corpus, &src.parsed, first, last, &spec.options())?;
+        let ambiguous = crate::targets::ambiguous(corpus, &src.parsed, first, last, &spec.options());
         Ok(TargetsFile {
             format: TARGETS_FORMAT_VERSION,
-            corpus: CorpusInfo::of(src, Crop::of(corpus, mode, first, last), None),
+            corpus: CorpusInfo { ambiguous, ..CorpusInfo::of(src, Crop::of(corpus, mode, first, last), None) },
             params: Params::of(spec),
             error_regions: src.parsed.error_regions,
             targets: selected,
@@ -988,7 +999,7 @@ impl TargetsFile {
         let kept = src.corpus.slice_lines(self.corpus.crop.first_line - 1, self.corpus.crop.last_line - 1);
         let mut jsonl = String::new();
         for t in &self.targets {
-            let q = crate::prompt::query(&t.name, self.params.lines, self.params.skip_blank);
+            let q = crate::prompt::question(t, self.params.lines, self.params.skip_blank, self.params.anchor);
             let line = serde_json::json!({
                 "name": t.name,
                 "prompt": crate::prompt::instruction_prompt(kept, &q),

@@ -23,6 +23,7 @@ pub enum Setting {
     Rename,
     Pass,
     Normalize,
+    Anchor,
     /// The sampled targets to keep.
     Only,
     // The prompt and its plan.
@@ -122,6 +123,7 @@ impl Keys {
             S::Rename => "params.rename",
             S::Pass => "params.pass",
             S::Normalize => "params.normalize",
+            S::Anchor => "params.anchor",
             S::MaxNewTokens => "params.max_new_tokens",
             S::ThinkBudget => "params.think_budget",
             S::FlashAttn => "params.flash_attn",

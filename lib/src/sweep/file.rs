@@ -59,6 +59,7 @@ struct RawParams {
     normalize: Option<Normalize>,
     skip_blank: Option<bool>,
     rename: Option<bool>,
+    anchor: Option<crate::targets::Anchor>,
     max_new_tokens: Option<usize>,
     threads: Option<i32>,
     flash_attn: Option<OneOrMany<FlashAttn>>,
@@ -247,7 +248,7 @@ pub struct Sweep {
     pub crop: CropMode,
     /// `[corpus] max_tokens`: the most tokens the kept file may take.
     pub max_prefix_tokens: Option<usize>,
-    /// Count, lines, pass, seed, normalize, skip_blank, rename and `[corpus] crop_lines`.
+    /// Count, lines, pass, seed, normalize, skip_blank, rename, anchor and `[corpus] crop_lines`.
     pub target: TargetSpec,
     pub max_new_tokens: Option<usize>,
     pub threads: Option<i32>,
@@ -931,6 +932,7 @@ impl Reader<'_> {
             rename: p.rename.unwrap_or(defaults.rename),
             pass: p.pass,
             normalize: p.normalize.unwrap_or(defaults.normalize),
+            anchor: p.anchor.unwrap_or(defaults.anchor),
         };
         target.validate().map_err(|e| anyhow!("{}: {}", self.file, e.explain(&Keys)))?;
         Ok(target)

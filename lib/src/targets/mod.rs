@@ -9,7 +9,7 @@
 
 pub mod crop;
 
-use crate::corpus::{Corpus, Parsed};
+use crate::corpus::{Corpus, FunctionDecl, Parsed};
 use crate::score::{Normalize, ScoreOptions};
 use crate::settings::{Explain, Names, Setting};
 use crate::targets::crop::LineRange;
@@ -17,6 +17,27 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+
+crate::settings::named_choice! {
+    /// How a question points at its function (docs/METHOD.md §2 and §4).
+    #[derive(Default, Hash)]
+    pub enum Anchor {
+        /// By name (`the function named `NAME``): named declarations whose name is unique.
+        #[default]
+        Name,
+        /// By its header, quoted verbatim: property, assignment and object-literal
+        /// definitions too, where the name or the header is unique.
+        Header,
+    }
+}
+
+impl Anchor {
+    /// Whether runs made before the setting existed had it (it is then left
+    /// out of run files, so that their keys hold).
+    pub fn is_default(&self) -> bool {
+        *self == Anchor::default()
+    }
+}
 
 /// What picks the targets and how their answers are scored: the settings
 /// every command shares, with the method's defaults.
@@ -37,6 +58,8 @@ pub struct TargetSpec {
     /// PASS; `None`: [`TargetSpec::DEFAULT_PASS`] capped at LINES.
     pub pass: Option<usize>,
     pub normalize: Normalize,
+    /// How questions point at their function, and so which functions can be asked about.
+    pub anchor: Anchor,
 }
 
 impl Default for TargetSpec {
@@ -50,6 +73,7 @@ impl Default for TargetSpec {
             rename: false,
             pass: None,
             normalize: Normalize::Trim,
+            anchor: Anchor::Name,
         }
     }
 }
@@ -99,7 +123,7 @@ impl TargetSpec {
 
     /// What eligibility and sampling read.
     pub fn options(&self) -> TargetOptions {
-        TargetOptions { count: self.count, lines: self.lines, seed: self.seed, skip_blank: self.skip_blank }
+        TargetOptions { count: self.count, lines: self.lines, seed: self.seed, skip_blank: self.skip_blank, anchor: self.anchor }
     }
 
     /// The renaming seed when renaming is on (the target seed).
@@ -144,6 +168,7 @@ pub struct TargetOptions {
     pub lines: usize,
     pub seed: u64,
     pub skip_blank: bool,
+    pub anchor: Anchor,
 }
 
 /// One function asked about, with everything the scorer needs.
@@ -169,6 +194,12 @@ pub struct Target {
     /// 1-based line of the last ground-truth line (the span cropping must keep).
     #[serde(skip)]
     pub last_expected_line: usize,
+    /// Only the header tells this function apart (`--anchor header`; no
+    /// name is unique): its question quotes the header and names nothing,
+    /// and `name` is `NAME@LINE`, so that answers, `--only` and resuming
+    /// still find each target by a name of its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub header_only: bool,
 }
 
 /// Fewer eligible functions than COUNT; the command adds what would fix it.
@@ -201,80 +232,169 @@ fn is_blank(s: &str) -> bool {
     s.trim().is_empty()
 }
 
+/// A function left out because neither its name nor its header tells it
+/// from another (`--anchor header`): recorded in the run file and told on
+/// the terminal, so that a user sees what could not be asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ambiguous {
+    pub name: String,
+    /// 1-based line where it starts.
+    pub line: usize,
+    /// Its header, which another function in the kept lines has too.
+    pub header: String,
+}
+
 /// Every eligible function whose declaration and ground truth lie in 0-based
 /// lines `first..=last`, in file order. Depth is relative to that range.
 pub fn eligible(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts: &TargetOptions) -> Vec<Target> {
+    candidates(corpus, parsed, first, last, opts).0
+}
+
+/// The functions `--anchor header` leaves out in lines `first..=last`
+/// because another function there has the same header and none has only
+/// its name; none with `--anchor name`, which asks about declarations whose
+/// name is unique and has never listed the others.
+pub fn ambiguous(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts: &TargetOptions) -> Vec<Ambiguous> {
+    candidates(corpus, parsed, first, last, opts).1
+}
+
+/// What the terminal says of the functions left out as ambiguous (the first
+/// few, each with its line), if any.
+pub fn ambiguity_note(left_out: &[Ambiguous]) -> Option<String> {
+    const SHOWN: usize = 8;
+    left_out.first()?;
+    let mut named: Vec<String> = left_out.iter().take(SHOWN).map(|a| format!("`{}` (line {})", a.name, a.line)).collect();
+    if left_out.len() > SHOWN {
+        named.push(format!("and {} more", left_out.len() - SHOWN));
+    }
+    Some(format!(
+        "note: {} function(s) left out because both their name and their header repeat in the kept lines (listed in the \
+         run file's manifest.corpus.ambiguous): {}",
+        left_out.len(),
+        named.join(", ")
+    ))
+}
+
+/// The kept range's eligible functions, and the ones left out as ambiguous.
+fn candidates(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts: &TargetOptions) -> (Vec<Target>, Vec<Ambiguous>) {
+    // By name, only declarations are asked about; by header, definitions too.
+    let mut all: Vec<&FunctionDecl> = parsed.functions.iter().collect();
+    if opts.anchor == Anchor::Header {
+        all.extend(&parsed.definitions);
+        all.sort_by_key(|f| f.start_byte);
+    }
     // A function is asked about by its bare name when no other function
     // shares it, else by its qualified name (`Class.method`) when that is
-    // unique; otherwise it is ambiguous and skipped.
+    // unique; otherwise its name is ambiguous.
     let mut bare: HashMap<&str, usize> = HashMap::new();
     let mut qualified: HashMap<&str, usize> = HashMap::new();
-    for f in &parsed.functions {
+    for f in &all {
         *bare.entry(f.name.as_str()).or_default() += 1;
         if let Some(q) = &f.qualified {
             *qualified.entry(q.as_str()).or_default() += 1;
         }
     }
+    let unique_name = |f: &FunctionDecl| -> Option<String> {
+        if bare.get(f.name.as_str()) == Some(&1) {
+            Some(f.name.clone())
+        } else {
+            f.qualified.clone().filter(|q| *q != f.name && qualified.get(q.as_str()) == Some(&1))
+        }
+    };
+    // By header: how often each header occurs among the functions whose
+    // header lies in the kept lines, clean or not.
+    let mut headers: HashMap<String, usize> = HashMap::new();
+    if opts.anchor == Anchor::Header {
+        for f in &all {
+            let (decl_line, brace_line) = (corpus.line_of_byte(f.start_byte), corpus.line_of_byte(f.open_brace_end.saturating_sub(1)));
+            if decl_line >= first && brace_line <= last {
+                *headers.entry(header_of(corpus, f)).or_default() += 1;
+            }
+        }
+    }
     let kept_start = corpus.line_start(first);
     let kept_len = (corpus.line_end(last) - kept_start).max(1);
-    let counts = |line: &str| !opts.skip_blank || !is_blank(line);
-
-    let mut out = Vec::new();
-    for f in &parsed.functions {
-        let name = if bare.get(f.name.as_str()) == Some(&1) {
-            &f.name
-        } else if let Some(q) = f.qualified.as_ref().filter(|q| **q != f.name && qualified.get(q.as_str()) == Some(&1)) {
-            q
-        } else {
-            continue;
-        };
-        if !f.clean || f.body_end <= f.open_brace_end {
+    let (mut out, mut left_out) = (Vec::new(), Vec::new());
+    for f in all {
+        let name = unique_name(f);
+        if opts.anchor == Anchor::Name && name.is_none() {
             continue;
         }
-        let decl_line = corpus.line_of_byte(f.start_byte);
-        let brace_line = corpus.line_of_byte(f.open_brace_end.saturating_sub(1));
-        // The body's last line that can be asked for.
-        let body_last_line = corpus.line_of_byte(f.body_end - 1);
-        if decl_line < first || body_last_line <= brace_line || brace_line >= last {
-            continue;
-        }
-        // Lines strictly inside the body, after the brace line, within the kept range.
-        let body_last = body_last_line.min(last);
-        let mut expected = Vec::with_capacity(opts.lines);
-        let mut i = brace_line + 1;
-        while i <= body_last && expected.len() < opts.lines {
-            let l = corpus.line(i);
-            if counts(l) {
-                expected.push(l.to_string());
+        let Some(mut t) = ground_truth(corpus, f, first, last, opts) else { continue };
+        t.depth = (f.start_byte - kept_start) as f64 / kept_len as f64;
+        match (opts.anchor, name) {
+            (Anchor::Name, Some(name)) => t.name = name,
+            (Anchor::Header, Some(name)) => t.name = name,
+            (Anchor::Header, None) if headers.get(&t.header) == Some(&1) => {
+                t.name = format!("{}@{}", f.name, t.line);
+                t.header_only = true;
             }
-            i += 1;
-        }
-        if expected.len() < opts.lines || opts.lines == 0 {
-            continue;
-        }
-        let last_expected = i - 1;
-        let mut extra = Vec::with_capacity(opts.lines);
-        while i <= last && extra.len() < opts.lines {
-            let l = corpus.line(i);
-            if counts(l) {
-                extra.push(l.to_string());
+            _ => {
+                left_out.push(Ambiguous { name: f.name.clone(), line: t.line, header: t.header });
+                continue;
             }
-            i += 1;
         }
-        let header = corpus.text[corpus.line_start(decl_line)..f.open_brace_end].trim_start_matches('\u{feff}').replace("\r\n", "\n");
-        out.push(Target {
-            name: name.clone(),
-            line: decl_line + 1,
-            byte_offset: f.start_byte,
-            token_offset: None,
-            depth: (f.start_byte - kept_start) as f64 / kept_len as f64,
-            header,
-            expected,
-            extra_window: extra,
-            last_expected_line: last_expected + 1,
-        });
+        out.push(t);
     }
-    out
+    (out, left_out)
+}
+
+/// The header of `f` as a question quotes it: from the start of its first
+/// line through the opening brace, verbatim (line endings as `\n`).
+fn header_of(corpus: &Corpus, f: &FunctionDecl) -> String {
+    let decl_line = corpus.line_of_byte(f.start_byte);
+    corpus.text[corpus.line_start(decl_line)..f.open_brace_end].trim_start_matches('\u{feff}').replace("\r\n", "\n")
+}
+
+/// `f` as a target, unnamed and at depth 0, when it is clean and its
+/// header and LINES counted body lines lie in lines `first..=last`.
+fn ground_truth(corpus: &Corpus, f: &FunctionDecl, first: usize, last: usize, opts: &TargetOptions) -> Option<Target> {
+    let counts = |line: &str| !opts.skip_blank || !is_blank(line);
+    if !f.clean || f.body_end <= f.open_brace_end {
+        return None;
+    }
+    let decl_line = corpus.line_of_byte(f.start_byte);
+    let brace_line = corpus.line_of_byte(f.open_brace_end.saturating_sub(1));
+    // The body's last line that can be asked for.
+    let body_last_line = corpus.line_of_byte(f.body_end - 1);
+    if decl_line < first || body_last_line <= brace_line || brace_line >= last {
+        return None;
+    }
+    // Lines strictly inside the body, after the brace line, within the kept range.
+    let body_last = body_last_line.min(last);
+    let mut expected = Vec::with_capacity(opts.lines);
+    let mut i = brace_line + 1;
+    while i <= body_last && expected.len() < opts.lines {
+        let l = corpus.line(i);
+        if counts(l) {
+            expected.push(l.to_string());
+        }
+        i += 1;
+    }
+    if expected.len() < opts.lines || opts.lines == 0 {
+        return None;
+    }
+    let last_expected = i - 1;
+    let mut extra = Vec::with_capacity(opts.lines);
+    while i <= last && extra.len() < opts.lines {
+        let l = corpus.line(i);
+        if counts(l) {
+            extra.push(l.to_string());
+        }
+        i += 1;
+    }
+    Some(Target {
+        name: String::new(),
+        line: decl_line + 1,
+        byte_offset: f.start_byte,
+        token_offset: None,
+        depth: 0.0,
+        header: header_of(corpus, f),
+        expected,
+        extra_window: extra,
+        last_expected_line: last_expected + 1,
+        header_only: false,
+    })
 }
 
 /// Draws `opts.count` targets stratified by depth, returned in file order.
@@ -328,7 +448,10 @@ pub fn select(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts:
             first: first + 1,
             last: last + 1,
             path: corpus.path.display().to_string(),
-            rule: parsed.rule,
+            rule: match opts.anchor {
+                Anchor::Name => parsed.rule,
+                Anchor::Header => "a function whose name or header is unique",
+            },
             after: parsed.after,
         });
     }
@@ -439,6 +562,7 @@ mod tests {
             expected: Vec::new(),
             extra_window: Vec::new(),
             last_expected_line: 1,
+            header_only: false,
         }
     }
 
@@ -447,7 +571,7 @@ mod tests {
     }
 
     fn draw(count: usize, seed: u64, candidates: &[f64]) -> Vec<f64> {
-        let opts = TargetOptions { count, lines: 20, seed, skip_blank: false };
+        let opts = TargetOptions { count, lines: 20, seed, skip_blank: false, anchor: Anchor::Name };
         depths(&sample(candidates.iter().map(|&d| at(d)).collect(), &opts))
     }
 
@@ -495,7 +619,7 @@ mod tests {
         let corpus = Corpus::from_bytes(std::path::Path::new("five.js"), text.into_bytes()).unwrap();
         let parsed = crate::corpus::language_named("javascript").unwrap().functions(&corpus.text).unwrap();
         let last = corpus.line_count() - 1;
-        let opts = |count| TargetOptions { count, lines: 2, seed: 3, skip_blank: false };
+        let opts = |count| TargetOptions { count, lines: 2, seed: 3, skip_blank: false, anchor: Anchor::Name };
         let got = select(&corpus, &parsed, 0, last, &opts(4)).unwrap();
         assert_eq!(got.len(), 4);
         assert_eq!(select(&corpus, &parsed, 0, last, &opts(5)).unwrap().len(), 5);

@@ -199,6 +199,9 @@ pub(crate) fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &P
             bail!("cannot compare {an} and {bn}: they were scored differently ({key} {x} vs {y})");
         }
     }
+    if pa.anchor != pb.anchor {
+        bail!("cannot compare {an} and {bn}: they were asked differently (anchor {} vs {})", pa.anchor, pb.anchor);
+    }
     let (ca, cb) = (&a.manifest.corpus.crop, &b.manifest.corpus.crop);
     if ca.sha256 != cb.sha256 {
         bail!(
