@@ -83,6 +83,9 @@ fn a_kv_list_is_its_runs_and_its_table_their_figures() {
         }
         assert_eq!(row["kld_mean"], kld.get("mean").cloned().unwrap_or(Value::Null), "{}", row["run"]);
         assert_eq!(row["same_top1"], kld.get("same_top1").cloned().unwrap_or(Value::Null), "{}", row["run"]);
+        assert_eq!(row["kld_p99"], kld.get("p99").cloned().unwrap_or(Value::Null), "{}", row["run"]);
+        let rms = kld.get("stats").map_or(Value::Null, |st| st["delta_p_rms"].clone());
+        assert_eq!(row["delta_p_rms"], rms, "{}", row["run"]);
         assert_eq!(row["kv_k"], run["manifest"]["context"]["type_k"]);
         assert_eq!(row["rotation"], run["manifest"]["context"]["kv_rotation"]["mode"]);
         assert_eq!(row["state_bytes"], run["timings"]["context_bytes"]);

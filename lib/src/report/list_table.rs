@@ -62,6 +62,11 @@ pub struct ListRow {
     pub kld_mean: Option<f64>,
     pub kld_p99: Option<f64>,
     pub kld_max: Option<f64>,
+    /// llama-perplexity's RMS Δp (of the forced token's probability, run −
+    /// reference) and its standard error; none in a run file made before
+    /// the statistics were recorded.
+    pub delta_p_rms: Option<f64>,
+    pub delta_p_rms_se: Option<f64>,
     pub same_top1: Option<f64>,
     pub prefill_tok_s: Option<f64>,
     /// Generated tokens over the time spent answering.
@@ -111,6 +116,8 @@ pub fn rows(runs: &[LoadedRun]) -> Result<Vec<ListRow>> {
             kld_mean: kld.map(|k| k.mean),
             kld_p99: kld.map(|k| k.p99),
             kld_max: kld.map(|k| k.max),
+            delta_p_rms: kld.and_then(|k| k.stats.as_ref()).map(|s| s.delta_p_rms),
+            delta_p_rms_se: kld.and_then(|k| k.stats.as_ref()).map(|s| s.delta_p_rms_se),
             same_top1: kld.map(|k| k.same_top1),
             prefill_tok_s: crate::report::aggregate::Row::of(r).prefill_tok_s,
             generation_tok_s: timings
@@ -156,7 +163,7 @@ pub(crate) fn tabular(rows: &[ListRow]) -> Tabular {
         ("FA", false, |r| r.flash_attn.clone()),
     ];
     columns.extend(optional.into_iter().filter(|c| varies(c.2)));
-    let fixed: [(&str, bool, Cell); 15] = [
+    let fixed: [(&str, bool, Cell); 16] = [
         ("K", false, |r| r.kv_k.clone()),
         ("V", false, |r| r.kv_v.clone()),
         ("rotation", false, rotation_cell),
@@ -169,6 +176,7 @@ pub(crate) fn tabular(rows: &[ListRow]) -> Tabular {
         ("KLD mean", true, |r| opt(r.kld_mean, 4)),
         ("KLD p99", true, |r| opt(r.kld_p99, 4)),
         ("KLD max", true, |r| opt(r.kld_max, 3)),
+        ("Δp RMS %", true, |r| opt(r.delta_p_rms.map(|x| x * 100.0), 2)),
         ("same top-1", true, |r| opt(r.same_top1, 3)),
         ("prefill tok/s", true, |r| opt(r.prefill_tok_s, 1)),
         ("gen tok/s", true, |r| opt(r.generation_tok_s, 1)),
