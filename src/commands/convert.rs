@@ -24,6 +24,7 @@ pub fn target_spec(a: &TargetArgs) -> TargetSpec {
         rename: a.rename,
         pass: a.pass,
         normalize: a.normalize,
+        policy: a.policy,
     }
 }
 

@@ -23,6 +23,7 @@ pub mod matrix;
 pub mod progress;
 pub mod prompt;
 pub mod report;
+pub mod rescore;
 pub mod score;
 pub mod shown;
 pub mod targets;
@@ -99,6 +100,7 @@ impl Flags {
             S::Rename => "--rename",
             S::Pass => "--pass",
             S::Normalize => "--normalize",
+            S::Policy => "--policy",
             S::Only => "--only",
             S::Probe => "--probe",
             S::Crop => "--crop",

@@ -23,6 +23,8 @@ pub enum Setting {
     Rename,
     Pass,
     Normalize,
+    /// The scoring policy (posrecall's own or codeneedle's).
+    Policy,
     /// The sampled targets to keep.
     Only,
     // The prompt and its plan.
@@ -122,6 +124,7 @@ impl Keys {
             S::Rename => "params.rename",
             S::Pass => "params.pass",
             S::Normalize => "params.normalize",
+            S::Policy => "params.policy",
             S::MaxNewTokens => "params.max_new_tokens",
             S::ThinkBudget => "params.think_budget",
             S::FlashAttn => "params.flash_attn",

@@ -56,6 +56,7 @@ struct RawParams {
     pass: Option<usize>,
     seed: Option<u64>,
     normalize: Option<Normalize>,
+    policy: Option<crate::score::Policy>,
     skip_blank: Option<bool>,
     rename: Option<bool>,
     max_new_tokens: Option<usize>,
@@ -877,7 +878,8 @@ impl Reader<'_> {
             skip_blank: p.skip_blank.unwrap_or(defaults.skip_blank),
             rename: p.rename.unwrap_or(defaults.rename),
             pass: p.pass,
-            normalize: p.normalize.unwrap_or(defaults.normalize),
+            normalize: p.normalize.or(defaults.normalize),
+            policy: p.policy.unwrap_or(defaults.policy),
         };
         target.validate().map_err(|e| anyhow!("{}: {}", self.file, e.explain(&Keys)))?;
         Ok(target)
@@ -1271,7 +1273,7 @@ gpu_layers = 0
         let params = |line: &str| parse(&with("lines = 6\n", line)).unwrap();
         let small = |line: &str| parse(&with("ctx = 1024\n", line)).unwrap().models.remove(0);
         for &n in <Normalize as strum::VariantArray>::VARIANTS {
-            assert_eq!(params(&format!("normalize = \"{}\"", n.as_str())).target.normalize, n);
+            assert_eq!(params(&format!("normalize = \"{}\"", n.as_str())).target.normalize(), n);
         }
         for &f in <FlashAttn as strum::VariantArray>::VARIANTS {
             assert_eq!(params(&format!("flash_attn = \"{}\"", f.as_str())).flash_attn, f);
@@ -1300,7 +1302,7 @@ gpu_layers = 0
         for (text, needle) in [
             (
                 with("lines = 6\n", "normalize = \"loose\""),
-                "m.toml:7:13: params.normalize: unknown variant `loose`, expected one of `trim`, `exact`, `squash`",
+                "m.toml:7:13: params.normalize: unknown variant `loose`, expected one of `trim`, `exact`, `squash`, `trim_end`",
             ),
             (
                 with("lines = 6\n", "flash_attn = \"maybe\""),
