@@ -1066,7 +1066,8 @@ gpu_layers = 0
     fn parses_a_sweep() {
         let s = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
         assert_eq!(s.crop, CropMode::Densest);
-        assert_eq!((s.target.count, s.target.lines, s.target.pass()), (4, 6, 6));
+        // No pass given: 40% of 6 lines, rounded up.
+        assert_eq!((s.target.count, s.target.lines, s.target.pass()), (4, 6, 3));
         assert_eq!(s.models[0].path, PathBuf::from("/c/a.gguf"));
         assert_eq!(s.models[1].path, PathBuf::from("/c/b.gguf"));
         assert_eq!(s.models[0].kv, vec![(KvType::F16, KvType::F16), (KvType::Q8_0, KvType::F16)]);
