@@ -305,3 +305,30 @@ fn a_run_rescored_under_codeneedle_and_back_scores_as_it_did() {
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--pass"));
     assert!(!d.join("x.json").exists());
 }
+
+/// A targets file carries its policy (its extra window is the policy's):
+/// `score --policy` another one is refused, saying how to make the right
+/// file, and a codeneedle targets file scores under codeneedle by itself.
+#[test]
+fn score_takes_the_targets_files_policy_and_refuses_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plain, cn, answers) = (dir.path().join("t.json"), dir.path().join("cn.json"), dir.path().join("r.jsonl"));
+    let corpus = fixture("dense.js");
+    let targets = |extra: &[&str]| {
+        let mut args = vec!["targets", s(&corpus), "--json", "--count", "2", "--lines", "8"];
+        args.extend_from_slice(extra);
+        ok(&posrecall(&args))
+    };
+    std::fs::write(&plain, targets(&[])).unwrap();
+    std::fs::write(&cn, targets(&["--policy", "codeneedle"])).unwrap();
+    std::fs::write(&answers, "").unwrap();
+    let o = posrecall(&["score", s(&plain), s(&answers), "--policy", "codeneedle"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("made for --policy posrecall") && err.contains("targets --policy codeneedle"), "{err}");
+    let out = dir.path().join("run.json");
+    ok(&posrecall(&["score", s(&cn), s(&answers), "--out", s(&out), "--quiet"]));
+    let run = read(&out);
+    assert_eq!(run["manifest"]["params"]["policy"], "codeneedle");
+    assert!(run["targets"].as_array().unwrap().iter().all(|t| t["scored"].is_u64() && t["pass"] == false));
+}
