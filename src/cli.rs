@@ -9,7 +9,7 @@ use posrecall::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
 use posrecall::bench::MAX_NEW_TOKENS;
 use posrecall::prompt::Probe;
 use posrecall::prompt::template::Think;
-use posrecall::score::Normalize;
+use posrecall::score::{Normalize, Policy};
 use posrecall::settings::Named;
 use posrecall::settings::{CtxSize, FlashAttn, KvPair, KvRotation, KvType, List};
 use posrecall::targets::Anchor;
@@ -103,6 +103,11 @@ pub enum Command {
     Targets(TargetsArgs),
     /// Score answers produced elsewhere (JSONL of {"name", "response"}).
     Score(ScoreArgs),
+    /// Score the answers stored in run files again, under another policy, comparison or pass, without a model.
+    ///
+    /// The targets are found again in the corpus each run names (it must be the same file); the new run file
+    /// records the policy and the run file it was rescored from (its sha256). Inputs are never written over.
+    Rescore(RescoreArgs),
     /// Aggregate tables, per-target diffs and one HTML page from run files.
     Report(ReportArgs),
     /// Paired comparison of two runs over their shared targets, with exact tests and a verdict.
@@ -285,6 +290,33 @@ pub struct AskArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RescoreArgs {
+    /// Run files written by bench, score, matrix or rescore.
+    #[arg(required = true, value_name = "RUN.json")]
+    pub runs: Vec<PathBuf>,
+    /// The policy to score under.
+    #[arg(long, value_parser = named::<Policy>())]
+    pub policy: Policy,
+    /// How lines are compared (as bench's --normalize). Left out: the run's own when the policy is
+    /// the run's, else the policy's.
+    #[arg(long, value_parser = named::<Normalize>())]
+    pub normalize: Option<Normalize>,
+    /// A target passes when at least this many lines match (posrecall's policy only). Left out: the
+    /// run's own when the policy is the run's, else 40% of LINES, rounded up.
+    #[arg(long)]
+    pub pass: Option<usize>,
+    /// Write the one rescored run here.
+    #[arg(long, short, required_unless_present = "out_dir", conflicts_with = "out_dir")]
+    pub out: Option<PathBuf>,
+    /// Write each rescored run into this folder, under its input's file name.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Print only the aggregate, not the per-target diffs.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The first run file (A).
     #[arg(value_name = "A.json")]
@@ -336,17 +368,35 @@ pub struct TargetArgs {
     #[arg(long)]
     pub rename: bool,
     #[arg(long, help = with_default(
-        "A target passes when at least this many lines match",
-        format!("{}, or LINES when smaller", TargetSpec::DEFAULT_PASS),
+        "A target passes when at least this many lines match (posrecall's policy only)",
+        default_pass_words(),
     ))]
     pub pass: Option<usize>,
-    /// How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one).
-    #[arg(long, value_parser = named::<Normalize>(), default_value_t = TargetSpec::default().normalize)]
-    pub normalize: Normalize,
+    #[arg(long, value_parser = named::<Normalize>(), help = with_default(
+        "How lines are compared: trim (ignore leading/trailing space), exact, squash (every space run is one), \
+         trim_end (ignore trailing space only); under codeneedle, trim is its relax-indent option",
+        default_normalize_words(),
+    ))]
+    pub normalize: Option<Normalize>,
     /// How a question points at its function: name (`function NAME`), or header (its header
     /// quoted verbatim; property, assignment and object-literal definitions become targets too).
     #[arg(long, value_parser = named::<Anchor>(), default_value_t = TargetSpec::default().anchor)]
     pub anchor: Anchor,
+    /// Which scoring rule counts the lines: posrecall (every line, blank ones credited in place),
+    /// or codeneedle (the corrected policy of the plan author's benchmark: blank lines not counted,
+    /// a pass at 40% of the scored lines, re-indented lines apart).
+    #[arg(long, value_parser = named::<Policy>(), default_value_t = Policy::default())]
+    pub policy: Policy,
+}
+
+/// `--pass`'s default, in words, from the library's constant.
+pub fn default_pass_words() -> String {
+    format!("{}% of LINES, rounded up", posrecall::score::PASS_PERCENT)
+}
+
+/// `--normalize`'s default, which is the policy's.
+pub fn default_normalize_words() -> String {
+    format!("{}; {} under --policy {}", Policy::Posrecall.default_normalize(), Policy::Codeneedle.default_normalize(), Policy::Codeneedle)
 }
 
 /// `--language`: a name the corpus layer knows.
@@ -420,6 +470,10 @@ pub struct ScoreArgs {
     /// Override the normalisation recorded in the targets file.
     #[arg(long, value_parser = named::<Normalize>())]
     pub normalize: Option<Normalize>,
+    /// Score under this policy; the targets file must have been made under it (its extra window
+    /// is the policy's). Left out: the targets file's.
+    #[arg(long, value_parser = named::<Policy>())]
+    pub policy: Option<Policy>,
     /// Print only the aggregate, not the per-target diffs.
     #[arg(long, short)]
     pub quiet: bool,

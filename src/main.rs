@@ -34,6 +34,7 @@ fn main() {
         Command::Bench(a) => commands::bench::run(a),
         Command::Targets(a) => commands::targets::run(a),
         Command::Score(a) => commands::score::run(a),
+        Command::Rescore(a) => commands::rescore::run(a),
         Command::Report(a) => commands::report::run(a),
         Command::Compare(a) => commands::compare::run(a),
         Command::Ask(a) => commands::ask::run(a),

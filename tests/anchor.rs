@@ -16,7 +16,7 @@ fn jquery_like() -> PathBuf {
 }
 
 fn opts(lines: usize, anchor: Anchor) -> TargetOptions {
-    TargetOptions { count: 1, lines, seed: 1, skip_blank: false, anchor }
+    TargetOptions { count: 1, lines, seed: 1, skip_blank: false, anchor, policy: Default::default() }
 }
 
 /// (name, line, expected lines, header) of every eligible function of `src`.

@@ -197,8 +197,13 @@ fn library_default(flag: &str) -> Option<String> {
         "count" => target.count.to_string(),
         "lines" => target.lines.to_string(),
         "seed" => target.seed.to_string(),
-        "pass" => format!("{}, or LINES when smaller", TargetSpec::DEFAULT_PASS),
-        "normalize" => target.normalize.to_string(),
+        "pass" => format!("{}% of LINES, rounded up", posrecall::score::PASS_PERCENT),
+        "normalize" => format!(
+            "{}; {} under --policy codeneedle",
+            posrecall::score::Policy::Posrecall.default_normalize(),
+            posrecall::score::Policy::Codeneedle.default_normalize()
+        ),
+        "policy" => target.policy.to_string(),
         "kv" => kv,
         "kv-rotation" => context.kv_rotation.to_string(),
         "flash-attn" => context.flash_attn.to_string(),

@@ -339,6 +339,7 @@ fn marker(status: LineStatus) -> char {
         LineStatus::Missing => '-',
         LineStatus::Hallucinated => '?',
         LineStatus::Extra => '+',
+        LineStatus::Reindented => '~',
     }
 }
 

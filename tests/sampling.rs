@@ -35,7 +35,7 @@ fn functions(n: usize) -> (Corpus, Parsed) {
 }
 
 fn opts(count: usize, seed: u64) -> TargetOptions {
-    TargetOptions { count, lines: 20, seed, skip_blank: false, anchor: Anchor::Name }
+    TargetOptions { count, lines: 20, seed, skip_blank: false, anchor: Anchor::Name, policy: Default::default() }
 }
 
 fn pick(corpus: &Corpus, parsed: &Parsed, o: &TargetOptions) -> Vec<Target> {

@@ -32,6 +32,7 @@ mod ladder;
 mod languages;
 mod matrix;
 mod parallel;
+mod policy;
 mod qwen_coder;
 mod real_corpus;
 mod report;

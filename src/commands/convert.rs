@@ -28,6 +28,7 @@ pub fn target_spec(a: &TargetArgs) -> TargetSpec {
         pass: a.pass,
         normalize: a.normalize,
         anchor: a.anchor,
+        policy: a.policy,
     }
 }
 

@@ -23,6 +23,7 @@ pub mod matrix;
 pub mod progress;
 pub mod prompt;
 pub mod report;
+pub mod rescore;
 pub mod score;
 pub mod shown;
 pub mod targets;
@@ -100,6 +101,7 @@ impl Flags {
             S::Pass => "--pass",
             S::Normalize => "--normalize",
             S::Anchor => "--anchor",
+            S::Policy => "--policy",
             S::Only => "--only",
             S::Probe => "--probe",
             S::Crop => "--crop",

@@ -14,6 +14,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         crop_lines: args.crop_lines,
         pass: args.pass,
         normalize: args.normalize,
+        policy: args.policy,
         external: (args.url.is_some() || args.model.is_some()).then(|| External {
             // Credentials in a URL are not recorded (reports show it).
             url: args.url.as_deref().map(posrecall::support::shown::shown_url),
@@ -34,6 +35,9 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
             anyhow::anyhow!("--pass {pass} is more than the targets' {lines} lines: nothing could pass")
         }
         Ok(ScoreError::Pass(e)) => anyhow::anyhow!("--pass {e}"),
+        Ok(ScoreError::Policy { path, made, asked }) => anyhow::anyhow!(
+            "{path} was made for --policy {made}, whose extra window differs; make it with `posrecall targets --policy {asked} --json`, or leave --policy out"
+        ),
         Ok(e) => e.into(),
         Err(e) => e,
     })?;

@@ -5,7 +5,7 @@
 use super::responses::{self, Response};
 use crate::prompt::reasoning;
 use crate::record::run::{External, FORMAT_VERSION, Manifest, RunFile, Runtime, Summary, TargetResult, TargetsFile};
-use crate::score::{self, Normalize, ScoreOptions};
+use crate::score::{self, Normalize, Policy, ScoreOptions};
 use crate::support::progress::Notes;
 use crate::targets::crop::LineRange;
 use crate::targets::{SpecError, TargetSpec};
@@ -22,6 +22,9 @@ pub struct ScoreSettings {
     pub pass: Option<usize>,
     /// Instead of the targets file's line comparison.
     pub normalize: Option<Normalize>,
+    /// The policy to score under: the targets file's (its extra window is
+    /// made for it), or an error.
+    pub policy: Option<Policy>,
     /// The server and model that answered, for the manifest.
     pub external: Option<External>,
 }
@@ -43,6 +46,9 @@ pub enum ScoreError {
     TargetsParams { path: String, source: SpecError },
     #[error("{responses} answers `{name}`, which is not a target in {targets}")]
     UnknownTarget { responses: String, name: String, targets: String },
+    /// The policy asked for is not the one the targets file's windows were made for.
+    #[error("{path} was made for the {made} policy, not {asked}")]
+    Policy { path: String, made: Policy, asked: Policy },
 }
 
 /// Scores `responses_path` against `targets_path`: every target's answer (an
@@ -66,6 +72,9 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
         .into());
     }
     let mut params = targets.params.clone();
+    if let Some(asked) = settings.policy.filter(|p| *p != params.policy) {
+        return Err(ScoreError::Policy { path: targets_path.display().to_string(), made: params.policy, asked }.into());
+    }
     params.pass = settings.pass.unwrap_or(params.pass);
     params.normalize = settings.normalize.unwrap_or(params.normalize);
     // The targets file's settings get the bounds the flags get, by the same rule.
@@ -76,8 +85,11 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
         crop_lines: None,
         skip_blank: params.skip_blank,
         rename: false,
-        pass: Some(params.pass),
-        normalize: params.normalize,
+        // The file's own pass is the default one under codeneedle, which
+        // has none of its own: only one given here is refused there.
+        pass: (params.policy == Policy::Posrecall || settings.pass.is_some()).then_some(params.pass),
+        normalize: Some(params.normalize),
+        policy: params.policy,
         anchor: params.anchor,
     };
     if let Err(e) = spec.validate() {
@@ -88,7 +100,7 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
         }
         .into());
     }
-    let opts = ScoreOptions { lines: params.lines, pass: params.pass, normalize: params.normalize, skip_blank: params.skip_blank };
+    let opts = params.score_options();
     let results = score_all(&targets, answers, &opts, notes);
     Ok(RunFile {
         format: FORMAT_VERSION,
@@ -101,6 +113,7 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
             runtime: Runtime::current(),
             external: settings.external.clone(),
             reference: None,
+            rescored_from: None,
         },
         summary: Summary::of(&results),
         targets: results,

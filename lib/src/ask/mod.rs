@@ -20,6 +20,7 @@
 
 pub mod client;
 pub mod grade;
+pub mod rescore;
 pub mod responses;
 
 use crate::corpus::Source;

@@ -56,6 +56,7 @@ impl RunSpec<'_> {
                 kv_rotation: r.header.source.context.kv_rotation,
                 top_k: r.header.top_k,
             }),
+            rescored_from: None,
         }
     }
 

@@ -6,7 +6,7 @@
 
 use crate::decode::StepStats;
 use crate::score::forced::{Forced, ForcedSummary};
-use crate::score::{Normalize, Score};
+use crate::score::{Normalize, Policy, Score};
 use crate::settings::ContextConfig;
 use crate::targets::Target;
 use crate::targets::crop::Crop;
@@ -133,6 +133,19 @@ pub struct Manifest {
     /// The reference the forced pass was measured against (`bench --reference`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<ReferenceInfo>,
+    /// The run file this one was rescored from (`posrecall rescore`): its
+    /// answers, scored again under `params`, without a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescored_from: Option<RescoredFrom>,
+}
+
+/// The run file a rescored run's answers came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RescoredFrom {
+    /// As given to `rescore`.
+    pub path: String,
+    /// Of the file's bytes as read.
+    pub sha256: String,
 }
 
 /// The reference run behind `forced.kld`.
@@ -315,9 +328,24 @@ pub struct Params {
     /// Reasoning tokens allowed before the answer budget (`--think on`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_budget: Option<usize>,
+    /// The scoring policy (`--policy`); absent for posrecall's own, so that
+    /// a run scored as before is the same file as before.
+    #[serde(default, skip_serializing_if = "Policy::is_default")]
+    pub policy: Policy,
 }
 
 impl Params {
+    /// How this run's answers were scored, as the scorer takes it.
+    pub fn score_options(&self) -> crate::score::ScoreOptions {
+        crate::score::ScoreOptions {
+            lines: self.lines,
+            pass: self.pass,
+            normalize: self.normalize,
+            skip_blank: self.skip_blank,
+            policy: self.policy,
+        }
+    }
+
     /// The parameters of `spec`, before any model is involved.
     pub fn of(spec: &crate::targets::TargetSpec) -> Params {
         Params {
@@ -325,7 +353,7 @@ impl Params {
             lines: spec.lines,
             pass: spec.pass(),
             seed: spec.seed,
-            normalize: spec.normalize,
+            normalize: spec.normalize(),
             skip_blank: spec.skip_blank,
             anchor: spec.anchor,
             probe: None,
@@ -339,6 +367,7 @@ impl Params {
             only: None,
             think: None,
             think_budget: None,
+            policy: spec.policy,
         }
     }
 }
@@ -611,6 +640,13 @@ pub struct Recall {
     pub truncated: usize,
     pub hallucinated: usize,
     pub extra: usize,
+    /// Under the codeneedle policy: the scored (non-blank) lines, which its
+    /// matched are a share of, and the re-indented answer lines (absent
+    /// under posrecall).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scored: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reindented: Option<usize>,
 }
 
 impl Totals {
@@ -628,6 +664,13 @@ impl Totals {
             r.truncated += s.truncated;
             r.hallucinated += s.hallucinated;
             r.extra += s.extra;
+            let add = |total: &mut Option<usize>, n: Option<usize>| {
+                if let Some(n) = n {
+                    *total.get_or_insert(0) += n;
+                }
+            };
+            add(&mut r.scored, s.scored);
+            add(&mut r.reindented, s.reindented);
         }
     }
 
@@ -878,9 +921,26 @@ impl RunFile {
         // lines matched or missing, the truncated among the missing, a pass
         // exactly when PASS lines match.
         let (lines, pass) = (self.manifest.params.lines, self.manifest.params.pass);
+        let codeneedle = self.manifest.params.policy == Policy::Codeneedle;
         for t in &self.targets {
             let Some(sc) = &t.score else { continue };
-            let why = if sc.matched + sc.missing != lines {
+            // Under codeneedle the blank lines are in neither count, and the
+            // re-indented are apart: matched and missing stay within the
+            // scored lines, and a pass is 40% of them.
+            let why = if codeneedle {
+                let scored = sc.scored.unwrap_or(0);
+                let ratio_pass = crate::score::codeneedle::passes(sc.matched, scored);
+                if sc.scored.is_none() || sc.reindented.is_none() {
+                    "no scored or reindented count, which the codeneedle policy records".to_string()
+                } else if sc.matched + sc.missing > scored || scored > lines {
+                    format!("{} matched and {} missing of {scored} scored lines in {lines}", sc.matched, sc.missing)
+                } else if sc.pass != ratio_pass {
+                    let percent = crate::score::PASS_PERCENT;
+                    format!("pass {} with {} matched of {scored} scored, where a pass is {percent}% of them", sc.pass, sc.matched)
+                } else {
+                    continue;
+                }
+            } else if sc.matched + sc.missing != lines {
                 format!("{} matched and {} missing, where every one of its {lines} lines is one or the other", sc.matched, sc.missing)
             } else if sc.truncated > sc.missing {
                 format!("{} truncated of {} missing, where the truncated are among the missing", sc.truncated, sc.missing)

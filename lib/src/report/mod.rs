@@ -36,8 +36,12 @@ pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
 pub(crate) fn score_phrases(s: &crate::score::Score, lines: usize) -> [String; 5] {
     [
         if s.pass { "PASS" } else { "FAIL" }.to_string(),
-        format!("matched {}/{lines}", s.matched),
-        format!("missing {} (truncated {})", s.missing, s.truncated),
+        // Under codeneedle, a share of the scored lines, and the re-indented apart.
+        format!("matched {}/{}", s.matched, s.scored.unwrap_or(lines)),
+        match s.reindented {
+            Some(r) => format!("missing {} (re-indented {r})", s.missing),
+            None => format!("missing {} (truncated {})", s.missing, s.truncated),
+        },
         format!("hallucinated {}", s.hallucinated),
         format!("extra {}", s.extra),
     ]

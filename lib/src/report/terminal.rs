@@ -1,7 +1,8 @@
 //! The terminal view: a colour-coded diff per target and one aggregate line.
 //!
 //! Colours follow the method: gray matched, orange missing, yellow
-//! hallucinated, blue extra. Without colour (not a terminal, or `NO_COLOR`
+//! hallucinated, blue extra (and, under the codeneedle policy, cyan
+//! re-indented). Without colour (not a terminal, or `NO_COLOR`
 //! set) every line carries a marker instead, so a log stays readable.
 
 use crate::record::run::{LadderRecord, NOT_MEASURED, Summary, TargetResult, Totals};
@@ -17,6 +18,7 @@ fn look(status: LineStatus, color: bool) -> (&'static str, Style) {
         LineStatus::Missing => ("-", base.color256(208)),
         LineStatus::Hallucinated => ("?", base.yellow()),
         LineStatus::Extra => ("+", base.blue()),
+        LineStatus::Reindented => ("~", base.cyan()),
     }
 }
 
@@ -71,10 +73,17 @@ fn clip(text: &str) -> std::borrow::Cow<'_, str> {
 /// Where no answer was generated: the count, and recall not measured.
 pub fn totals_line(t: &Totals) -> String {
     match &t.recall {
-        Some(r) => format!(
-            "{}/{} passed, {} matched, {} missing ({} truncated), {} hallucinated, {} extra",
-            r.passes, t.count, r.matched, r.missing, r.truncated, r.hallucinated, r.extra
-        ),
+        Some(r) => match (r.scored, r.reindented) {
+            // codeneedle's counts: of the scored lines, re-indented apart, no truncation.
+            (Some(scored), Some(reindented)) => format!(
+                "{}/{} passed (codeneedle policy), {} matched of {scored} scored, {} missing, {reindented} re-indented, {} hallucinated, {} extra",
+                r.passes, t.count, r.matched, r.missing, r.hallucinated, r.extra
+            ),
+            _ => format!(
+                "{}/{} passed, {} matched, {} missing ({} truncated), {} hallucinated, {} extra",
+                r.passes, t.count, r.matched, r.missing, r.truncated, r.hallucinated, r.extra
+            ),
+        },
         None => format!("{}, no answer generated: recall {NOT_MEASURED}", targets(t.count)),
     }
 }

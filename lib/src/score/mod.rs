@@ -11,6 +11,8 @@
 //!
 //! Nothing here panics on any input: the model's answer is untrusted text.
 
+pub mod codeneedle;
+pub mod difflib;
 pub mod forced;
 pub mod kld;
 pub mod stats;
@@ -30,6 +32,50 @@ crate::settings::named_choice! {
         Exact,
         /// Trimmed, and every inner whitespace run counts as one space.
         Squash,
+        /// Trailing whitespace ignored, indentation kept: the codeneedle
+        /// policy's verbatim comparison (its default).
+        TrimEnd,
+    }
+}
+
+/// The share of the lines a pass takes, in percent: posrecall's default
+/// PASS is this share of LINES, rounded up (8 of 20, 4 of 10), so that a
+/// pass means the same at every LINES; the codeneedle policy passes at the
+/// same share of its scored lines ([`codeneedle`]).
+pub const PASS_PERCENT: usize = 40;
+
+crate::settings::named_choice! {
+    /// The rule that decides what a score is made of (docs/METHOD.md §6).
+    #[derive(Default)]
+    pub enum Policy {
+        /// posrecall's own: every one of the LINES lines counts, blank lines
+        /// are credited only in place, PASS lines pass.
+        #[default]
+        Posrecall,
+        /// The corrected policy of codeneedle, the plan author's benchmark:
+        /// blank lines neither credited nor counted, a pass at 40% of the
+        /// scored lines, re-indented lines apart, difflib's alignment.
+        Codeneedle,
+    }
+}
+
+impl Policy {
+    /// Whether this is the default policy (a run file leaves it out, so
+    /// that runs scored as before stay byte for byte as before).
+    #[must_use]
+    pub fn is_default(&self) -> bool {
+        *self == Policy::default()
+    }
+
+    /// The line comparison of this policy when none is given: posrecall
+    /// trims (models often re-indent), codeneedle compares verbatim after
+    /// dropping trailing whitespace.
+    #[must_use]
+    pub fn default_normalize(self) -> Normalize {
+        match self {
+            Policy::Posrecall => Normalize::Trim,
+            Policy::Codeneedle => Normalize::TrimEnd,
+        }
     }
 }
 
@@ -42,6 +88,7 @@ impl Normalize {
             Normalize::Exact => Cow::Borrowed(line),
             Normalize::Trim => Cow::Borrowed(line.trim()),
             Normalize::Squash => squash(line),
+            Normalize::TrimEnd => Cow::Borrowed(line.trim_end()),
         }
     }
 }
@@ -72,6 +119,10 @@ pub enum LineStatus {
     Hallucinated,
     /// An answer line aligned with a line of the extra window, past LINES (blue).
     Extra,
+    /// Under the codeneedle policy, an answer line that matches an expected
+    /// line nothing else matched only once leading whitespace is dropped:
+    /// recalled, but indented otherwise; neither hallucinated nor missing.
+    Reindented,
 }
 
 /// One entry of the diff view.
@@ -95,6 +146,8 @@ pub struct ScoreOptions {
     /// without blanks by the targets stage), so that every answer line it is
     /// handed is accounted for.
     pub skip_blank: bool,
+    /// Which rule scores ([`score_raw`] hands codeneedle's to [`codeneedle`]).
+    pub policy: Policy,
 }
 
 /// The score of one answer.
@@ -124,6 +177,15 @@ pub struct Score {
     /// answer can be any size; what the scorer reads is bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unread_lines: Option<usize>,
+    /// Under the codeneedle policy: the non-blank lines of the first LINES,
+    /// the denominator its pass is a share of (absent under posrecall,
+    /// where every one of the LINES lines is scored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scored: Option<usize>,
+    /// Under the codeneedle policy: answer lines that match an expected line
+    /// only once leading whitespace is dropped (absent under posrecall).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reindented: Option<usize>,
 }
 
 /// The most lines of an answer the scorer reads for a window of
@@ -507,6 +569,8 @@ fn tally(credits: &[Credit], response: &[String], window_raw: &[&str], opts: &Sc
         ignored_blank: 0,
         pass: false,
         unread_lines: None,
+        scored: None,
+        reindented: None,
     };
     let (mut r, mut w) = (0, 0);
     for &(ri, wi) in credits {
@@ -540,6 +604,7 @@ impl Score {
             LineStatus::Missing => self.missing += 1,
             LineStatus::Hallucinated => self.hallucinated += 1,
             LineStatus::Extra => self.extra += 1,
+            LineStatus::Reindented => *self.reindented.get_or_insert(0) += 1,
         }
         self.lines.push(ScoredLine { text: text.to_owned(), status });
     }
@@ -561,13 +626,16 @@ impl Score {
     }
 }
 
-/// Parses a raw answer ([`parse_response`], honouring `opts.skip_blank`) and
-/// scores it ([`score`]).
+/// Parses a raw answer and scores it under `opts.policy`: posrecall's
+/// [`parse_response`] (honouring `opts.skip_blank`) and [`score`], or
+/// codeneedle's own cleaning and scoring ([`codeneedle::score_raw`]).
 #[must_use]
 pub fn score_raw(raw: &str, header: &str, expected: &[String], extra: &[String], opts: &ScoreOptions) -> Score {
     let (read, unread) = first_lines(raw, answer_line_cap(expected.len() + extra.len()));
-    let response = parse_response(read, header, opts.skip_blank);
-    let mut out = score(expected, extra, &response, opts);
+    let mut out = match opts.policy {
+        Policy::Posrecall => score(expected, extra, &parse_response(read, header, opts.skip_blank), opts),
+        Policy::Codeneedle => codeneedle::score_raw(read, expected, extra, opts),
+    };
     out.unread_lines = (unread > 0).then_some(unread);
     out
 }
@@ -583,7 +651,7 @@ mod tests {
     }
 
     fn opts(lines: usize, normalize: Normalize) -> ScoreOptions {
-        ScoreOptions { lines, pass: 2, normalize, skip_blank: false }
+        ScoreOptions { lines, pass: 2, normalize, skip_blank: false, policy: Policy::Posrecall }
     }
 
     fn statuses(s: &Score) -> Vec<LineStatus> {
@@ -1150,7 +1218,7 @@ mod tests {
     proptest! {
         #[test]
         fn invariants((expected, extra, response, normalize, pass) in case()) {
-            let o = ScoreOptions { lines: expected.len(), pass, normalize, skip_blank: false };
+            let o = ScoreOptions { lines: expected.len(), pass, normalize, skip_blank: false, policy: Policy::Posrecall };
             let s = score(&expected, &extra, &response, &o);
             prop_assert_eq!(s.matched + s.missing, o.lines);
             prop_assert!(s.truncated <= s.missing);
@@ -1177,7 +1245,7 @@ mod tests {
 
         #[test]
         fn matched_plus_missing_is_lines_for_any_lines((expected, extra, response, normalize, pass) in case(), lines in 0usize..14) {
-            let o = ScoreOptions { lines, pass, normalize, skip_blank: false };
+            let o = ScoreOptions { lines, pass, normalize, skip_blank: false, policy: Policy::Posrecall };
             let s = score(&expected, &extra, &response, &o);
             prop_assert_eq!(s.matched + s.missing, lines);
             prop_assert_eq!(s.matched + s.hallucinated + s.extra + s.ignored_blank, response.len() + s.implied_blank);
@@ -1185,7 +1253,7 @@ mod tests {
 
         #[test]
         fn the_truth_scores_perfectly((expected, extra, _r, normalize, _p) in case()) {
-            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false };
+            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
             let n = expected.len();
             let closing = n - trim_trailing_blanks(&expected).len();
             let s = score(&expected, &extra, &expected, &o);
@@ -1209,7 +1277,7 @@ mod tests {
             // Computed from the expected lines alone: the lines written, or
             // all of them when only a blank run that closes the window follows.
             let want = if p == 0 { 0 } else if expected[p..].iter().all(|l| is_blank_line(l)) { n } else { p };
-            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false };
+            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
             let s = score(&expected, &extra, &response, &o);
             prop_assert_eq!(
                 (s.matched, s.missing, s.truncated, s.hallucinated, s.extra, s.ignored_blank),
@@ -1224,7 +1292,7 @@ mod tests {
             let solid: Vec<String> = expected.iter().filter(|l| !is_blank_line(l)).cloned().collect();
             let closing = n - trim_trailing_blanks(&expected).len();
             let want = if solid.is_empty() { 0 } else { solid.len() + closing };
-            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false };
+            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
             let s = score(&expected, &extra, &solid, &o);
             // The dropped blank lines are missing, and none of them truncated.
             prop_assert_eq!((s.matched, s.missing, s.hallucinated, s.extra), (want, n - want, 0, 0));
@@ -1236,7 +1304,7 @@ mod tests {
             (expected, extra, _r, normalize, _p) in case(),
             response in prop::collection::vec(garbage_line(), 0..24),
         ) {
-            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false };
+            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
             let solid: Vec<String> = response.iter().filter(|l| !is_blank_line(l)).cloned().collect();
             let blank = response.len() - solid.len();
             for (answer, ignored) in [(&response, blank), (&solid, 0)] {
@@ -1254,7 +1322,7 @@ mod tests {
             (expected, extra, response, normalize, _p) in case(),
             inserts in prop::collection::vec((0usize..17, prop::sample::select(vec!["", " ", "\t"])), 1..4),
         ) {
-            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false };
+            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
             let before = score(&expected, &extra, &response, &o);
             let mut more = response.clone();
             for (at, blank) in inserts {
@@ -1280,7 +1348,7 @@ mod tests {
             let matched = pairs.iter().filter(|&&(_, j)| j < lines).count();
             let (r, w) = pairs.last().map_or((0, 0), |&(i, j)| (i + 1, j + 1));
             let truncated = lines.saturating_sub(w).saturating_sub(response.len() - r);
-            let o = ScoreOptions { lines, pass, normalize, skip_blank };
+            let o = ScoreOptions { lines, pass, normalize, skip_blank, policy: Policy::Posrecall };
             let s = score(&expected, &extra, &response, &o);
             prop_assert_eq!(
                 (s.matched, s.missing, s.truncated, s.hallucinated, s.extra, s.implied_blank, s.ignored_blank),

@@ -24,6 +24,8 @@ pub enum Setting {
     Pass,
     Normalize,
     Anchor,
+    /// The scoring policy (posrecall's own or codeneedle's).
+    Policy,
     /// The sampled targets to keep.
     Only,
     // The prompt and its plan.
@@ -124,6 +126,7 @@ impl Keys {
             S::Pass => "params.pass",
             S::Normalize => "params.normalize",
             S::Anchor => "params.anchor",
+            S::Policy => "params.policy",
             S::MaxNewTokens => "params.max_new_tokens",
             S::ThinkBudget => "params.think_budget",
             S::FlashAttn => "params.flash_attn",

@@ -57,6 +57,7 @@ struct RawParams {
     pass: Option<usize>,
     seed: Option<u64>,
     normalize: Option<Normalize>,
+    policy: Option<crate::score::Policy>,
     skip_blank: Option<bool>,
     rename: Option<bool>,
     anchor: Option<crate::targets::Anchor>,
@@ -931,7 +932,8 @@ impl Reader<'_> {
             skip_blank: p.skip_blank.unwrap_or(defaults.skip_blank),
             rename: p.rename.unwrap_or(defaults.rename),
             pass: p.pass,
-            normalize: p.normalize.unwrap_or(defaults.normalize),
+            normalize: p.normalize.or(defaults.normalize),
+            policy: p.policy.unwrap_or(defaults.policy),
             anchor: p.anchor.unwrap_or(defaults.anchor),
         };
         target.validate().map_err(|e| anyhow!("{}: {}", self.file, e.explain(&Keys)))?;
@@ -1138,7 +1140,8 @@ gpu_layers = 0
     fn parses_a_sweep() {
         let s = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
         assert_eq!(s.crop, CropMode::Densest);
-        assert_eq!((s.target.count, s.target.lines, s.target.pass()), (4, 6, 6));
+        // No pass given: 40% of 6 lines, rounded up.
+        assert_eq!((s.target.count, s.target.lines, s.target.pass()), (4, 6, 3));
         assert_eq!(s.models[0].path, PathBuf::from("/c/a.gguf"));
         assert_eq!(s.models[1].path, PathBuf::from("/c/b.gguf"));
         assert_eq!(s.models[0].kv, vec![(KvType::F16, KvType::F16), (KvType::Q8_0, KvType::F16)]);
@@ -1345,7 +1348,7 @@ gpu_layers = 0
         let params = |line: &str| parse(&with("lines = 6\n", line)).unwrap();
         let small = |line: &str| parse(&with("ctx = 1024\n", line)).unwrap().models.remove(0);
         for &n in <Normalize as strum::VariantArray>::VARIANTS {
-            assert_eq!(params(&format!("normalize = \"{}\"", n.as_str())).target.normalize, n);
+            assert_eq!(params(&format!("normalize = \"{}\"", n.as_str())).target.normalize(), n);
         }
         for &f in <FlashAttn as strum::VariantArray>::VARIANTS {
             assert_eq!(params(&format!("flash_attn = \"{}\"", f.as_str())).models[0].flash_attn, [f]);
@@ -1374,7 +1377,7 @@ gpu_layers = 0
         for (text, needle) in [
             (
                 with("lines = 6\n", "normalize = \"loose\""),
-                "m.toml:7:13: params.normalize: unknown variant `loose`, expected one of `trim`, `exact`, `squash`",
+                "m.toml:7:13: params.normalize: unknown variant `loose`, expected one of `trim`, `exact`, `squash`, `trim_end`",
             ),
             (
                 with("lines = 6\n", "flash_attn = \"maybe\""),

@@ -10,7 +10,8 @@
 pub mod crop;
 
 use crate::corpus::{Corpus, FunctionDecl, Parsed};
-use crate::score::{Normalize, ScoreOptions};
+use crate::score::{Normalize, Policy, ScoreOptions};
+use crate::settings::Named;
 use crate::settings::{Explain, Names, Setting};
 use crate::targets::crop::LineRange;
 use rand::{RngExt, SeedableRng};
@@ -55,9 +56,12 @@ pub struct TargetSpec {
     pub skip_blank: bool,
     /// Rename every declared function to a fresh name drawn with `seed`.
     pub rename: bool,
-    /// PASS; `None`: [`TargetSpec::DEFAULT_PASS`] capped at LINES.
+    /// PASS; `None`: [`crate::score::PASS_PERCENT`] of LINES, rounded up.
     pub pass: Option<usize>,
-    pub normalize: Normalize,
+    /// How lines compare; `None`: the policy's own ([`Policy::default_normalize`]).
+    pub normalize: Option<Normalize>,
+    /// Which scoring rule decides matched, missing and pass.
+    pub policy: Policy,
     /// How questions point at their function, and so which functions can be asked about.
     pub anchor: Anchor,
 }
@@ -72,7 +76,8 @@ impl Default for TargetSpec {
             skip_blank: false,
             rename: false,
             pass: None,
-            normalize: Normalize::Trim,
+            normalize: None,
+            policy: Policy::Posrecall,
             anchor: Anchor::Name,
         }
     }
@@ -88,13 +93,18 @@ pub enum SpecError {
     TooLarge { setting: Setting, value: usize, max: usize },
     #[error("{pass} is more than the {lines} lines per answer: nothing could pass")]
     PassAboveLines { pass: usize, lines: usize },
+    /// A setting the codeneedle policy has no room for (its pass is a ratio
+    /// of the scored lines, its LINES are raw lines, its comparison keeps or
+    /// drops the indentation only).
+    #[error("has no meaning under the codeneedle policy")]
+    NotUnderCodeneedle(Setting),
 }
 
 impl SpecError {
     /// The setting at fault.
     pub fn setting(&self) -> Setting {
         match self {
-            SpecError::Zero(s) | SpecError::TooLarge { setting: s, .. } => *s,
+            SpecError::Zero(s) | SpecError::TooLarge { setting: s, .. } | SpecError::NotUnderCodeneedle(s) => *s,
             SpecError::PassAboveLines { .. } => Setting::Pass,
         }
     }
@@ -109,13 +119,19 @@ impl Explain for SpecError {
                 n.set(Setting::Pass, &pass.to_string()),
                 n.set(Setting::Lines, &lines.to_string())
             ),
+            SpecError::NotUnderCodeneedle(s) => format!(
+                "{} {self} (its pass is 40% of the scored lines, its LINES are raw lines, and it compares with {} or {} only); \
+                 leave it out, or score under {}",
+                n.name(*s),
+                n.set(Setting::Normalize, Normalize::TrimEnd.as_str()),
+                n.set(Setting::Normalize, Normalize::Trim.as_str()),
+                n.set(Setting::Policy, Policy::Posrecall.as_str()),
+            ),
         }
     }
 }
 
 impl TargetSpec {
-    /// The pass threshold of the method when none is given.
-    pub const DEFAULT_PASS: usize = 8;
     /// The most functions one run asks about.
     pub(crate) const MAX_COUNT: usize = 10_000;
     /// The most lines one answer is asked for (a function body, not a file).
@@ -123,7 +139,14 @@ impl TargetSpec {
 
     /// What eligibility and sampling read.
     pub fn options(&self) -> TargetOptions {
-        TargetOptions { count: self.count, lines: self.lines, seed: self.seed, skip_blank: self.skip_blank, anchor: self.anchor }
+        TargetOptions {
+            count: self.count,
+            lines: self.lines,
+            seed: self.seed,
+            skip_blank: self.skip_blank,
+            anchor: self.anchor,
+            policy: self.policy,
+        }
     }
 
     /// The renaming seed when renaming is on (the target seed).
@@ -131,14 +154,20 @@ impl TargetSpec {
         self.rename.then_some(self.seed)
     }
 
-    /// The pass threshold: the one given, else 8 capped at LINES.
+    /// The pass threshold: the one given, else [`crate::score::PASS_PERCENT`]
+    /// of LINES rounded up ([`default_pass`]).
     pub fn pass(&self) -> usize {
-        self.pass.unwrap_or(Self::DEFAULT_PASS.min(self.lines))
+        self.pass.unwrap_or(default_pass(self.lines))
+    }
+
+    /// The line comparison: the one given, else the policy's.
+    pub fn normalize(&self) -> Normalize {
+        self.normalize.unwrap_or(self.policy.default_normalize())
     }
 
     /// How answers are scored.
     pub(crate) fn score_options(&self) -> ScoreOptions {
-        ScoreOptions { lines: self.lines, pass: self.pass(), normalize: self.normalize, skip_blank: self.skip_blank }
+        ScoreOptions { lines: self.lines, pass: self.pass(), normalize: self.normalize(), skip_blank: self.skip_blank, policy: self.policy }
     }
 
     /// Checks the numbers make sense together.
@@ -157,8 +186,24 @@ impl TargetSpec {
         if self.pass() > self.lines {
             return Err(SpecError::PassAboveLines { pass: self.pass(), lines: self.lines });
         }
+        if self.policy == Policy::Codeneedle {
+            let misplaced = [
+                (Setting::Pass, self.pass.is_some()),
+                (Setting::SkipBlank, self.skip_blank),
+                (Setting::Normalize, !matches!(self.normalize(), Normalize::TrimEnd | Normalize::Trim)),
+            ];
+            if let Some((s, _)) = misplaced.into_iter().find(|(_, bad)| *bad) {
+                return Err(SpecError::NotUnderCodeneedle(s));
+            }
+        }
         Ok(())
     }
+}
+
+/// The default pass threshold at `lines`: [`crate::score::PASS_PERCENT`]
+/// of them, rounded up, so at least 1.
+pub fn default_pass(lines: usize) -> usize {
+    (lines * crate::score::PASS_PERCENT).div_ceil(100).max(1)
 }
 
 /// What decides eligibility and sampling.
@@ -169,6 +214,9 @@ pub struct TargetOptions {
     pub seed: u64,
     pub skip_blank: bool,
     pub anchor: Anchor,
+    /// Decides the extra window ([`Policy::Codeneedle`]: the function's own
+    /// body only), not which functions are eligible.
+    pub policy: Policy,
 }
 
 /// One function asked about, with everything the scorer needs.
@@ -189,7 +237,9 @@ pub struct Target {
     pub header: String,
     /// The ground truth: exactly LINES lines after the brace line.
     pub expected: Vec<String>,
-    /// The extra window: up to LINES further lines of the kept text.
+    /// The extra window: up to LINES further lines of the kept text; under
+    /// the codeneedle policy up to [`crate::score::codeneedle::EXTRA_LINES`]
+    /// further lines of the function's own body.
     pub extra_window: Vec<String>,
     /// 1-based line of the last ground-truth line (the span cropping must keep).
     #[serde(skip)]
@@ -375,8 +425,15 @@ fn ground_truth(corpus: &Corpus, f: &FunctionDecl, first: usize, last: usize, op
         return None;
     }
     let last_expected = i - 1;
-    let mut extra = Vec::with_capacity(opts.lines);
-    while i <= last && extra.len() < opts.lines {
+    // posrecall's extra window runs on past the function's end (a model
+    // that keeps going is credited for what really follows); codeneedle's
+    // is the rest of the body, the line of the closing brace excluded.
+    let (extra_last, extra_len) = match opts.policy {
+        Policy::Posrecall => (last, opts.lines),
+        Policy::Codeneedle => (body_last, crate::score::codeneedle::EXTRA_LINES),
+    };
+    let mut extra = Vec::with_capacity(extra_len);
+    while i <= extra_last && extra.len() < extra_len {
         let l = corpus.line(i);
         if counts(l) {
             extra.push(l.to_string());
@@ -509,7 +566,7 @@ mod tests {
             (spec(16, 20, Some(0)), Err(SpecError::Zero(Setting::Pass)), Some(Setting::Pass)),
             (spec(16, 20, Some(21)), Err(SpecError::PassAboveLines { pass: 21, lines: 20 }), Some(Setting::Pass)),
             (spec(16, 20, Some(20)), Ok(()), None),
-            // No pass given: 8, capped at the lines, so never above them.
+            // No pass given: 40% of the lines, so never above them.
             (spec(16, 5, None), Ok(()), None),
             (spec(0, 0, Some(0)), Err(SpecError::Zero(Setting::Count)), Some(Setting::Count)),
         ];
@@ -520,10 +577,34 @@ mod tests {
         }
     }
 
+    /// Under codeneedle a pass threshold, blank-line skipping or a comparison
+    /// other than its verbatim one and its relax-indent one is refused.
     #[test]
-    fn pass_defaults_to_eight_capped_at_the_lines_and_renaming_uses_the_seed() {
+    fn codeneedle_refuses_what_it_has_no_room_for() {
+        let cn = |f: fn(&mut TargetSpec)| {
+            let mut s = TargetSpec { policy: Policy::Codeneedle, ..TargetSpec::default() };
+            f(&mut s);
+            s.validate().err().map(|e| e.setting())
+        };
+        assert_eq!(cn(|_| {}), None);
+        assert_eq!(cn(|s| s.normalize = Some(Normalize::Trim)), None);
+        assert_eq!(cn(|s| s.pass = Some(8)), Some(Setting::Pass));
+        assert_eq!(cn(|s| s.skip_blank = true), Some(Setting::SkipBlank));
+        assert_eq!(cn(|s| s.normalize = Some(Normalize::Exact)), Some(Setting::Normalize));
+        assert_eq!(TargetSpec { policy: Policy::Codeneedle, ..TargetSpec::default() }.normalize(), Normalize::TrimEnd);
+        assert_eq!(TargetSpec::default().normalize(), Normalize::Trim);
+    }
+
+    /// 40% of LINES rounded up: 8 of 20 as before, 4 of 10, 2 of 5 (2.0),
+    /// 2 of 3 (1.2 up), and never 0.
+    #[test]
+    fn pass_defaults_to_forty_percent_of_the_lines_rounded_up_and_renaming_uses_the_seed() {
         assert_eq!(spec(16, 20, None).pass(), 8);
-        assert_eq!(spec(16, 5, None).pass(), 5);
+        assert_eq!(spec(16, 10, None).pass(), 4);
+        assert_eq!(spec(16, 5, None).pass(), 2);
+        assert_eq!(spec(16, 3, None).pass(), 2);
+        assert_eq!(spec(16, 1, None).pass(), 1);
+        assert_eq!(spec(16, 21, None).pass(), 9);
         assert_eq!(spec(16, 20, Some(3)).pass(), 3);
         assert_eq!(spec(16, 20, Some(3)).score_options().pass, 3);
         let seeded = TargetSpec { seed: 7, ..TargetSpec::default() };
@@ -571,7 +652,7 @@ mod tests {
     }
 
     fn draw(count: usize, seed: u64, candidates: &[f64]) -> Vec<f64> {
-        let opts = TargetOptions { count, lines: 20, seed, skip_blank: false, anchor: Anchor::Name };
+        let opts = TargetOptions { count, lines: 20, seed, skip_blank: false, anchor: Anchor::Name, policy: Default::default() };
         depths(&sample(candidates.iter().map(|&d| at(d)).collect(), &opts))
     }
 
@@ -619,7 +700,7 @@ mod tests {
         let corpus = Corpus::from_bytes(std::path::Path::new("five.js"), text.into_bytes()).unwrap();
         let parsed = crate::corpus::language_named("javascript").unwrap().functions(&corpus.text).unwrap();
         let last = corpus.line_count() - 1;
-        let opts = |count| TargetOptions { count, lines: 2, seed: 3, skip_blank: false, anchor: Anchor::Name };
+        let opts = |count| TargetOptions { count, lines: 2, seed: 3, skip_blank: false, anchor: Anchor::Name, policy: Default::default() };
         let got = select(&corpus, &parsed, 0, last, &opts(4)).unwrap();
         assert_eq!(got.len(), 4);
         assert_eq!(select(&corpus, &parsed, 0, last, &opts(5)).unwrap().len(), 5);

@@ -183,11 +183,31 @@ pub struct LengthComparison {
     pub comparison: Comparison,
 }
 
+/// Two runs scored under different policies: their counts are made of
+/// different things (codeneedle leaves blank lines out of both counts), so
+/// no difference between them means anything until one is rescored.
+///
+/// Needs no hint: the message says what fixes it, and `compare`'s face adds
+/// the command line that does.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot compare {a} and {b}: they were scored under different policies ({a_policy} vs {b_policy}); rescore one under the other's policy, which needs no model"
+)]
+pub struct PoliciesDiffer {
+    pub a: String,
+    pub b: String,
+    pub a_policy: crate::score::Policy,
+    pub b_policy: crate::score::Policy,
+}
+
 /// Refuses two runs that were not asked the same questions under the same
 /// scoring: then per-target differences would mean nothing.
 pub(crate) fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<()> {
     let (an, bn) = (a_path.display(), b_path.display());
     let (pa, pb) = (&a.manifest.params, &b.manifest.params);
+    if pa.policy != pb.policy {
+        return Err(PoliciesDiffer { a: an.to_string(), b: bn.to_string(), a_policy: pa.policy, b_policy: pb.policy }.into());
+    }
     let scoring = [
         ("lines", pa.lines.to_string(), pb.lines.to_string()),
         ("pass", pa.pass.to_string(), pb.pass.to_string()),

@@ -366,8 +366,13 @@ fn ladder(runs: &[LoadedRun]) -> Result<Ladder> {
 }
 
 /// The classes of the diff lines: CSS suffix, marker, word.
-const CLASSES: [(&str, &str, &str); 4] =
-    [("matched", "=", "matched"), ("missing", "-", "missing"), ("hallucinated", "?", "hallucinated"), ("extra", "+", "extra")];
+const CLASSES: [(&str, &str, &str); 5] = [
+    ("matched", "=", "matched"),
+    ("missing", "-", "missing"),
+    ("hallucinated", "?", "hallucinated"),
+    ("extra", "+", "extra"),
+    ("reindented", "~", "re-indented"),
+];
 
 fn class_of(s: LineStatus) -> (&'static str, &'static str) {
     let (class, mark, _) = match s {
@@ -375,6 +380,7 @@ fn class_of(s: LineStatus) -> (&'static str, &'static str) {
         LineStatus::Missing => CLASSES[1],
         LineStatus::Hallucinated => CLASSES[2],
         LineStatus::Extra => CLASSES[3],
+        LineStatus::Reindented => CLASSES[4],
     };
     (class, mark)
 }
