@@ -204,6 +204,7 @@ fn library_default(flag: &str) -> Option<String> {
             posrecall::score::Policy::Codeneedle.default_normalize()
         ),
         "policy" => target.policy.to_string(),
+        "anchor" => target.anchor.to_string(),
         "kv" => kv,
         "kv-rotation" => context.kv_rotation.to_string(),
         "flash-attn" => context.flash_attn.to_string(),

@@ -377,7 +377,7 @@ fn hostile_arguments(dir: &Path) -> Vec<(Vec<String>, i32, String)> {
     push(
         2,
         vec!["targets", dense, "--normalize", "loose"],
-        "invalid value 'loose' for '--normalize <NORMALIZE>' [possible values: trim, exact, squash]",
+        "invalid value 'loose' for '--normalize <NORMALIZE>' [possible values: trim, exact, squash, trim_end]",
     );
     push(1, vec!["targets", dense, "--count", "999"], "but --count is 999; lower --count or --lines");
     push(
@@ -461,7 +461,7 @@ fn hostile_arguments(dir: &Path) -> Vec<(Vec<String>, i32, String)> {
     push(
         2,
         vec!["report", t, "--format", "xml"],
-        "invalid value 'xml' for '--format <FORMAT>' [possible values: table, md, csv, json, html]",
+        "invalid value 'xml' for '--format <FORMAT>' [possible values: table, md, csv, json, jsonl, html]",
     );
     push(
         1,
@@ -500,7 +500,11 @@ fn hostile_arguments(dir: &Path) -> Vec<(Vec<String>, i32, String)> {
             "a quantised V cache (--kv-v q8_0) needs flash attention; drop --flash-attn off or use",
         ),
         (vec!["--crop", "middle"], 2, "invalid value 'middle' for '--crop <CROP>' [possible values: head, densest, none]"),
-        (vec!["--probe", "shout"], 2, "invalid value 'shout' for '--probe <PROBE>' [possible values: auto, chat, completion]"),
+        (
+            vec!["--probe", "shout"],
+            2,
+            "invalid value 'shout' for '--probe <PROBE,...>': unknown variant `shout`, expected one of `auto`, `chat`, `completion`",
+        ),
         (vec!["--swa-full", "maybe"], 2, "invalid value 'maybe' for '--swa-full <SWA_FULL>' [possible values: on, off]"),
         (vec!["--forced-only", "--no-forced"], 2, "the argument '--forced-only' cannot be used with '--no-forced'"),
         (
@@ -748,12 +752,12 @@ fn hostile_arguments(dir: &Path) -> Vec<(Vec<String>, i32, String)> {
         ("--threads", "18446744073709551616", 2, "invalid value '18446744073709551616' for '--threads <THREADS>': number too large to fit"),
         ("--threads", "٣", 2, "invalid value '٣' for '--threads <THREADS>': invalid digit found in string"),
         ("--ctx", "-1", 2, "unexpected argument '-1' found"),
-        ("--ctx", "0", 2, "invalid value '0' for '--ctx <CTX>': expected `auto` or a token count from 64 to"),
-        ("--ctx", "1e9", 2, "invalid value '1e9' for '--ctx <CTX>': expected `auto` or a token count from 64 to"),
-        ("--ctx", "NaN", 2, "invalid value 'NaN' for '--ctx <CTX>': expected `auto` or a token count from 64 to"),
-        ("--ctx", "", 2, "invalid value '' for '--ctx <CTX>': expected `auto` or a token count from 64 to 16777216,"),
-        ("--ctx", "18446744073709551616", 2, "invalid value '18446744073709551616' for '--ctx <CTX>': expected `auto` or a token count"),
-        ("--ctx", "٣", 2, "invalid value '٣' for '--ctx <CTX>': expected `auto` or a token count from 64 to"),
+        ("--ctx", "0", 2, "invalid value '0' for '--ctx <N,...>': expected `auto` or a token count from 64 to"),
+        ("--ctx", "1e9", 2, "invalid value '1e9' for '--ctx <N,...>': expected `auto` or a token count from 64 to"),
+        ("--ctx", "NaN", 2, "invalid value 'NaN' for '--ctx <N,...>': expected `auto` or a token count from 64 to"),
+        ("--ctx", "", 2, "invalid value '' for '--ctx <N,...>': an empty item (two commas in a row, or one at an end)"),
+        ("--ctx", "18446744073709551616", 2, "invalid value '18446744073709551616' for '--ctx <N,...>': expected `auto` or a token count"),
+        ("--ctx", "٣", 2, "invalid value '٣' for '--ctx <N,...>': expected `auto` or a token count from 64 to"),
         ("--max-new-tokens", "-1", 2, "unexpected argument '-1' found"),
         ("--max-new-tokens", "0", 1, "--max-new-tokens 0: must be between 1 and 131072"),
         ("--max-new-tokens", "1e9", 2, "invalid value '1e9' for '--max-new-tokens <N>': invalid digit found in string"),
