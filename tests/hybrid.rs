@@ -114,6 +114,13 @@ fn hybrid_bench_is_deterministic_caches_the_prefix_and_falls_back_from_parallel(
             assert_eq!(t["generated_tokens"], TOKENS, "{name}");
         }
 
+        // Its layers as scripts/dev/tiny_models.py writes them: four, every
+        // second one full attention, the others recurrent with no KV cache.
+        assert_eq!(
+            first["manifest"]["model"]["layers"],
+            serde_json::json!({"total": 4, "full_attention": 2, "sliding_window": 0, "window": 0, "recurrent": 2}),
+            "{name}"
+        );
         assert_eq!(first["manifest"]["runtime"]["restore"], "lean", "{name}");
         let (full, _) = bench(&path, &["--restore", "full"], &dir.path().join("full.json"));
         assert_eq!(full["manifest"]["runtime"]["restore"], "full", "{name}");

@@ -347,6 +347,19 @@ fn a_model_list_asks_every_build_the_same_and_measures_it_against_the_first() {
         assert_eq!(cells[2], m["file_type"].as_str().unwrap(), "{line}");
         assert_eq!(cells[4], format!("{bpw:.2}"), "{line}");
     }
+    // Each model's layers as its published configuration gives them:
+    // SmolLM2-135M 30 layers, all full attention; Gemma 3 270M 18, one in six
+    // global and the others a 512-token window. The list mixes them, so the
+    // table shows them (after the model's four columns).
+    let layers = [(30, 30, 0, 0), (30, 30, 0, 0), (18, 3, 15, 512)];
+    let rows = table.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| model") && !l.contains("---"));
+    for ((run, line), (total, full, swa, window)) in runs.iter().zip(rows).zip(layers) {
+        let want = serde_json::json!({"total": total, "full_attention": full, "sliding_window": swa, "window": window, "recurrent": 0});
+        assert_eq!(run["manifest"]["model"]["layers"], want, "{line}");
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cells[5], format!("{}/{total}", full + swa), "{line}");
+        assert_eq!(cells[6], if swa == 0 { "none".to_string() } else { format!("{swa}×{window}") }, "{line}");
+    }
     // A reference of SmolLM2's vocabulary cannot measure Gemma: refused
     // before any run, nothing written.
     let other = d.join("other");

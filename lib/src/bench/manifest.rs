@@ -118,6 +118,7 @@ impl RunSpec<'_> {
             n_ctx_train: model.n_ctx_train,
             chat_template: model.chat_template.is_some(),
             hub: self.origin.cloned(),
+            layers: Some(self.model.state_shape(self.cfg.type_k, self.cfg.type_v).layers()),
         }
     }
 

@@ -215,6 +215,36 @@ pub struct ModelInfo {
     /// its revision resolved to, and the file(s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hub: Option<crate::support::hub::Origin>,
+    /// Which layers keep a KV cache and which a sliding window or a
+    /// recurrent state, so that a hybrid, a sliding-window and a dense model
+    /// are not compared as alike; absent in files made before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<Layers>,
+}
+
+/// A model's layers by what they keep, from its GGUF metadata as llama.cpp
+/// lays them out ([`crate::engine::state_size::StateShape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layers {
+    /// Every layer.
+    pub total: u64,
+    /// Layers whose KV cache holds every position.
+    pub full_attention: u64,
+    /// Layers whose KV cache holds the last `window` positions (all of
+    /// them with `swa_full`).
+    pub sliding_window: u64,
+    /// The sliding window in tokens; 0 for a model without one.
+    pub window: u64,
+    /// Layers that keep a recurrent state and no KV cache (a hybrid's).
+    pub recurrent: u64,
+}
+
+impl Layers {
+    /// Layers that hold a KV cache.
+    pub fn with_kv(&self) -> u64 {
+        self.full_attention + self.sliding_window
+    }
 }
 
 /// One file of a split model.

@@ -31,6 +31,14 @@ pub struct ListRow {
     pub file_type: String,
     pub size_bytes: u64,
     pub bits_per_weight: Option<f64>,
+    /// The model's layers (`manifest.model.layers`): all of them, those
+    /// holding a KV cache (a hybrid's attention layers only), those of them
+    /// with a sliding window, and the window in tokens; none in a run file
+    /// made before they were recorded.
+    pub layers: Option<u64>,
+    pub kv_layers: Option<u64>,
+    pub swa_layers: Option<u64>,
+    pub swa_window: Option<u64>,
     /// The context size the run allocated, its probe and flash attention.
     pub ctx: Option<u32>,
     pub probe: String,
@@ -92,12 +100,17 @@ pub fn rows(runs: &[LoadedRun]) -> Result<Vec<ListRow>> {
         };
         let timings = r.run.timings.as_ref();
         let model = m.model.as_ref();
+        let layers = model.and_then(|x| x.layers);
         out.push(ListRow {
             run: r.label.clone(),
             model: model.map(|x| x.build.clone()).unwrap_or_default(),
             file_type: model.and_then(|x| x.file_type.clone()).unwrap_or_default(),
             size_bytes: model.map_or(0, |x| x.size_bytes),
             bits_per_weight: model.filter(|x| x.n_params > 0).map(|x| x.size_bytes as f64 * 8.0 / x.n_params as f64),
+            layers: layers.map(|l| l.total),
+            kv_layers: layers.map(|l| l.with_kv()),
+            swa_layers: layers.map(|l| l.sliding_window),
+            swa_window: layers.map(|l| l.window),
             ctx: m.context.as_ref().map(|c| c.n_ctx),
             probe: m.params.probe.map(|p| crate::settings::Named::as_str(p).to_string()).unwrap_or_default(),
             flash_attn: m.context.as_ref().map(|c| c.flash_attn.to_string()).unwrap_or_default(),
@@ -157,7 +170,19 @@ pub(crate) fn tabular(rows: &[ListRow]) -> Tabular {
         columns.push(("size MiB", true, |r| format!("{:.1}", r.size_bytes as f64 / (1024.0 * 1024.0))));
         columns.push(("bpw", true, |r| opt(r.bits_per_weight, 2)));
     }
-    let optional: [(&str, bool, Cell); 3] = [
+    // A hybrid keeps a KV cache in some layers only, a sliding-window model
+    // a short one in most: shown where the list mixes them, so that their
+    // KV rows are not read as a dense model's.
+    let optional: [(&str, bool, Cell); 5] = [
+        ("KV layers", true, |r| match (r.kv_layers, r.layers) {
+            (Some(kv), Some(all)) => format!("{kv}/{all}"),
+            _ => "?".to_string(),
+        }),
+        ("SWA", false, |r| match (r.swa_layers, r.swa_window) {
+            (Some(0), _) => "none".to_string(),
+            (Some(n), Some(w)) => format!("{n}×{w}"),
+            _ => "?".to_string(),
+        }),
         ("ctx", true, |r| r.ctx.map(|c| c.to_string()).unwrap_or_default()),
         ("probe", false, |r| r.probe.clone()),
         ("FA", false, |r| r.flash_attn.clone()),
