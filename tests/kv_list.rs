@@ -360,6 +360,31 @@ fn a_model_list_asks_every_build_the_same_and_measures_it_against_the_first() {
         assert_eq!(cells[5], format!("{}/{total}", full + swa), "{line}");
         assert_eq!(cells[6], if swa == 0 { "none".to_string() } else { format!("{swa}×{window}") }, "{line}");
     }
+    // The page of the three runs draws them against bits per weight: every
+    // run's passes, and the divergence of the one build measured against the
+    // reference (the reference has none, Gemma no reference), each dot in
+    // its run's legend colour with its number beside it.
+    let page = d.join("page.html");
+    let files: Vec<std::path::PathBuf> = ids.iter().map(|id| out.join(format!("{id}.json"))).collect();
+    ok(&Command::new(bin()).arg("report").args(&files).args(["--format", "html", "-o", s(&page)]).output().unwrap());
+    let html = std::fs::read_to_string(&page).unwrap();
+    let colours = crate::report::legend_colours(&html, "chart-builds-kld");
+    let colour = |i: usize| colours.iter().find(|(l, _)| l.starts_with(&format!("{} ", i + 1))).map(|(_, c)| c.clone()).unwrap();
+    let bpw =
+        |r: &Value| r["manifest"]["model"]["size_bytes"].as_f64().unwrap() * 8.0 / r["manifest"]["model"]["n_params"].as_f64().unwrap();
+    let near =
+        |got: &[(f64, f64)], want: (f64, f64)| got.len() == 1 && (got[0].0 - want.0).abs() <= 2.0 && (got[0].1 - want.1).abs() <= 2.0;
+    let passes = crate::report::chart_with(&html, "chart-builds-passes", |y| y);
+    for (i, r) in runs.iter().enumerate() {
+        let want = (passes.x.px(bpw(r)), passes.y.px(r["summary"]["total"]["recall"]["passes"].as_f64().unwrap()));
+        assert!(near(&passes.points[&colour(i)], want), "run {i}: {:?}, want {want:?}", passes.points);
+        assert!(passes.labels.iter().any(|(t, x, _)| *t == (i + 1).to_string() && (x - want.0 - 9.0).abs() <= 2.0), "{:?}", passes.labels);
+    }
+    let kld = crate::report::chart_with(&html, "chart-builds-kld", f64::log10);
+    assert_eq!(kld.points.len(), 1, "only the measured build has a divergence: {:?}", kld.points);
+    let mean = runs[1]["summary"]["forced"]["kld"]["mean"].as_f64().unwrap();
+    let want = (kld.x.px(bpw(&runs[1])), kld.y.px(mean.log10()));
+    assert!(near(&kld.points[&colour(1)], want), "{:?}, want {want:?}", kld.points);
     // A reference of SmolLM2's vocabulary cannot measure Gemma: refused
     // before any run, nothing written.
     let other = d.join("other");

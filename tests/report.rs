@@ -728,7 +728,7 @@ fn attr<'a>(tag: &'a str, name: &str) -> &'a str {
 }
 
 /// A linear map from data to pixels through two ticks (value, pixel).
-struct Axis {
+pub(crate) struct Axis {
     v0: f64,
     px0: f64,
     v1: f64,
@@ -744,7 +744,7 @@ impl Axis {
         Axis { v0, px0, v1, px1 }
     }
 
-    fn px(&self, v: f64) -> f64 {
+    pub(crate) fn px(&self, v: f64) -> f64 {
         self.px0 + (v - self.v0) * (self.px1 - self.px0) / (self.v1 - self.v0)
     }
 }
@@ -753,28 +753,39 @@ impl Axis {
 /// writes (`text-anchor="middle"` under the x axis, `"end"` left of the y
 /// axis; each label's x or y is its tick's position), and its data points,
 /// the circles' centres, by fill colour (`#RRGGBB`).
-struct Chart {
-    x: Axis,
-    y: Axis,
-    points: HashMap<String, Vec<(f64, f64)>>,
+pub(crate) struct Chart {
+    pub(crate) x: Axis,
+    pub(crate) y: Axis,
+    pub(crate) points: HashMap<String, Vec<(f64, f64)>>,
     /// The y of every point of the gray (#888888) pass-threshold lines.
     threshold_ys: Vec<f64>,
+    /// Text anchored at its start: the numbers beside a builds chart's
+    /// dots (text, x, y).
+    pub(crate) labels: Vec<(String, f64, f64)>,
 }
 
 fn chart(html: &str, id: &str) -> Chart {
+    chart_with(html, id, |y| y)
+}
+
+/// A chart whose y tick labels are values `y_scale` maps to the axis (a
+/// log axis: `f64::log10`).
+pub(crate) fn chart_with(html: &str, id: &str, y_scale: fn(f64) -> f64) -> Chart {
     let open = format!("<div class=\"chart\" id=\"{id}\">");
     let svg = element(html, &open);
     let svg = &svg[..svg.find("</svg>").expect("an SVG")];
-    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    let (mut xs, mut ys, mut labels) = (Vec::new(), Vec::new(), Vec::new());
     for text in svg.split("<text ").skip(1) {
         let (tag, content) = text.split_once('>').unwrap();
-        let Ok(v) = content[..content.find("</text>").unwrap()].trim().parse::<f64>() else {
+        let content = content[..content.find("</text>").unwrap()].trim();
+        let Ok(v) = content.parse::<f64>() else {
             continue; // an axis title
         };
         let num = |k| attr(tag, k).parse::<f64>().unwrap();
         match attr(tag, "text-anchor") {
             "middle" => xs.push((v, num("x"))),
-            "end" => ys.push((v, num("y"))),
+            "end" => ys.push((y_scale(v), num("y"))),
+            "start" => labels.push((content.to_string(), num("x"), num("y"))),
             other => panic!("tick label anchored {other}"),
         }
     }
@@ -789,12 +800,12 @@ fn chart(html: &str, id: &str) -> Chart {
         .filter(|l| attr(l, "stroke") == "#888888")
         .flat_map(|l| attr(l, "points").split_whitespace().map(|p| p.split_once(',').unwrap().1.parse().unwrap()))
         .collect();
-    Chart { x: Axis::of(xs), y: Axis::of(ys), points, threshold_ys }
+    Chart { x: Axis::of(xs), y: Axis::of(ys), points, threshold_ys, labels }
 }
 
 /// The series colour of each label in the legend `<p class="legend">` that
 /// follows the chart `id`: `rgb(r,g,b)` swatches, as `#RRGGBB`.
-fn legend_colours(html: &str, id: &str) -> HashMap<String, String> {
+pub(crate) fn legend_colours(html: &str, id: &str) -> HashMap<String, String> {
     let rest = &html[html.find(&format!("id=\"{id}\"")).unwrap()..];
     let legend = &rest[rest.find("<p class=\"legend\">").unwrap()..];
     let legend = &legend[..legend.find("</p>").unwrap()];

@@ -247,6 +247,15 @@ impl Layers {
     }
 }
 
+impl ModelInfo {
+    /// Bits per weight: every byte of the model's files × 8 over its
+    /// parameters, as llama-bench's size and parameter columns give it;
+    /// `None` where the parameters are unknown.
+    pub fn bits_per_weight(&self) -> Option<f64> {
+        (self.n_params > 0).then(|| self.size_bytes as f64 * 8.0 / self.n_params as f64)
+    }
+}
+
 /// One file of a split model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelPart {

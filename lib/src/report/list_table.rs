@@ -106,7 +106,7 @@ pub fn rows(runs: &[LoadedRun]) -> Result<Vec<ListRow>> {
             model: model.map(|x| x.build.clone()).unwrap_or_default(),
             file_type: model.and_then(|x| x.file_type.clone()).unwrap_or_default(),
             size_bytes: model.map_or(0, |x| x.size_bytes),
-            bits_per_weight: model.filter(|x| x.n_params > 0).map(|x| x.size_bytes as f64 * 8.0 / x.n_params as f64),
+            bits_per_weight: model.and_then(|x| x.bits_per_weight()),
             layers: layers.map(|l| l.total),
             kv_layers: layers.map(|l| l.with_kv()),
             swa_layers: layers.map(|l| l.sliding_window),

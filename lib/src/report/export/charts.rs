@@ -342,3 +342,66 @@ pub(super) fn length_chart(runs: &[LoadedRun]) -> Result<String> {
         Ok(())
     })
 }
+
+/// The y axis of a builds chart: a linear count from 0 to `top`, or a
+/// decimal log scale (the divergences of quant builds span decades).
+pub(super) enum BuildAxis {
+    Count { top: f64 },
+    Log,
+}
+
+/// One instance of a list in a builds chart: its run's position (its colour
+/// and the number drawn beside it), its bits per weight and its value.
+pub(super) struct BuildPoint {
+    pub run: usize,
+    pub bpw: f64,
+    pub value: f64,
+}
+
+/// A value (y) against bits per weight (x), one labelled dot per instance:
+/// the chart people post for quant builds. The label is the run's number in
+/// the legend (numbers only: no text from a run file is drawn in the SVG).
+/// On the log axis a value of 0 or less has no place and is not drawn.
+pub(super) fn builds_chart(points: &[BuildPoint], axis: BuildAxis, y_desc: &str) -> Result<String> {
+    let log = matches!(axis, BuildAxis::Log);
+    let pts: Vec<(usize, f64, f64)> =
+        points.iter().filter(|p| !log || p.value > 0.0).map(|p| (p.run, p.bpw, if log { p.value.log10() } else { p.value })).collect();
+    let (x_lo, x_hi) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    // Half a bit either side, so the end points and their numbers stay
+    // inside the frame.
+    let (x_lo, x_hi) = if pts.is_empty() { (0.0, 16.0) } else { ((x_lo - 0.5).max(0.0), x_hi + 0.5) };
+    let y = match axis {
+        BuildAxis::Count { top } => -0.03 * top.max(1.0)..1.08 * top.max(1.0),
+        BuildAxis::Log => {
+            let (lo, hi) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.2), b.max(p.2)));
+            let (lo, hi) = if pts.is_empty() { (-3.0, 0.0) } else { (lo.floor(), hi.ceil()) };
+            // At least one decade, with room above the top dot's number.
+            lo - 0.05..(hi.max(lo + 1.0) + 0.1)
+        }
+    };
+    let decades = (y.end - y.start).round() as usize + 1;
+    render_svg((960, 380), |root| {
+        let x_label = |x: &f64| format!("{x:.1}");
+        let y_label = |v: &f64| match axis {
+            BuildAxis::Count { top } if *v >= 0.0 && *v <= top => format!("{v}"),
+            BuildAxis::Count { .. } => String::new(),
+            // A label at each whole power of ten only.
+            BuildAxis::Log if (v - v.round()).abs() < 1e-6 => format!("1e{}", v.round() as i64),
+            BuildAxis::Log => String::new(),
+        };
+        let y_labels = match axis {
+            BuildAxis::Count { top } => (top as usize + 1).min(11),
+            BuildAxis::Log => decades,
+        };
+        let mesh = Mesh { x_desc: "bits per weight", y_desc, x_labels: 12, y_labels, x_label: &x_label, y_label: &y_label };
+        let mut chart = axes(root, x_lo..x_hi, y, mesh)?;
+        for &(run, x, y) in &pts {
+            let color = run_color(run);
+            chart.draw_series(std::iter::once(Circle::new((x, y), 7, color.filled())))?;
+            // The number up and right of its dot, in pixels from the dot.
+            let label = Text::new(format!("{}", run + 1), (9, -20), ("sans-serif", 15).into_font().color(&BLACK));
+            chart.draw_series(std::iter::once(EmptyElement::at((x, y)) + label))?;
+        }
+        Ok(())
+    })
+}

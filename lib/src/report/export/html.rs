@@ -18,12 +18,16 @@
 //! teacher-forced metrics in run I are one line,
 //! `<div class="forced" data-run="I" data-target="NAME">`, above its diff.
 //! The charts are `<div class="chart" id="chart-matched">` and
-//! `<div class="chart" id="chart-top1">`.
+//! `<div class="chart" id="chart-top1">`; runs of several model builds add
+//! `chart-builds-kld` and `chart-builds-passes` (against bits per weight,
+//! each dot numbered as the builds legend numbers its run).
 
 use crate::record::run::{NOT_MEASURED, RunFile, TargetResult};
 use crate::report::aggregate::{Grid, LoadedRun, TargetColumn, rows, target_columns};
 use crate::report::export::Exporter;
-use crate::report::export::charts::{HeatMap, chart, depth_chart, heat_map, length_chart, series_color};
+use crate::report::export::charts::{
+    BuildAxis, BuildPoint, HeatMap, builds_chart, chart, depth_chart, heat_map, length_chart, series_color,
+};
 use crate::report::tabular::{self, Tabular};
 use crate::score::LineStatus;
 use crate::score::forced::Forced;
@@ -111,6 +115,8 @@ struct Page {
     kld_stats: Option<[Table; 2]>,
     kld_stats_caption: &'static str,
     ladder: Option<Ladder>,
+    /// Runs of more than one model build: KLD and passes against bits per weight.
+    builds: Option<Builds>,
     /// More than one run: the grid (or why there is none) and a diff column per run.
     several: bool,
     grid: Option<GridSection>,
@@ -146,6 +152,16 @@ struct Chart {
 struct Series {
     label: String,
     colour: String,
+}
+
+/// The charts of a list of model builds (`bench a.gguf b.gguf`, or their
+/// run files given to `report`): one numbered dot per run, the legend
+/// saying which number is which run.
+#[derive(Serialize)]
+struct Builds {
+    kld: Option<Chart>,
+    passes: Option<Chart>,
+    legend: Vec<Series>,
 }
 
 #[derive(Serialize)]
@@ -270,6 +286,7 @@ fn page(runs: &[LoadedRun]) -> Result<Page> {
         kld_stats: tabular::kld_stats(runs).zip(tabular::delta_p_stats(runs)).map(|(k, d)| [table(&k, |_| None), table(&d, |_| None)]),
         kld_stats_caption: tabular::KLD_STATS_CAPTION,
         ladder,
+        builds: builds(runs)?,
         several: runs.len() > 1,
         grid,
         quarters: table(&tabular::quarters(runs), |_| None),
@@ -277,6 +294,45 @@ fn page(runs: &[LoadedRun]) -> Result<Page> {
         targets: target_columns(runs).iter().map(|col| target_section(col, runs)).collect(),
         meta: runs.iter().map(meta_row).collect(),
     })
+}
+
+/// The builds charts, where the runs hold more than one model build (by
+/// sha256) whose bits per weight are known.
+fn builds(runs: &[LoadedRun]) -> Result<Option<Builds>> {
+    let bpw: Vec<(usize, f64)> =
+        runs.iter().enumerate().filter_map(|(i, r)| Some((i, r.run.manifest.model.as_ref()?.bits_per_weight()?))).collect();
+    let mut shas: Vec<&str> = runs.iter().filter_map(|r| Some(r.run.manifest.model.as_ref()?.sha256.as_str())).collect();
+    shas.sort_unstable();
+    shas.dedup();
+    if shas.len() < 2 || bpw.len() < 2 {
+        return Ok(None);
+    }
+    let points = |value: &dyn Fn(&LoadedRun) -> Option<f64>| -> Vec<BuildPoint> {
+        bpw.iter().filter_map(|&(i, bpw)| Some(BuildPoint { run: i, bpw, value: value(&runs[i])? })).collect()
+    };
+    let kld = points(&|r| Some(r.run.summary.forced.as_ref()?.kld.as_ref()?.mean));
+    let passes = points(&|r| Some(r.run.summary.total.recall.as_ref()?.passes as f64));
+    let top = runs.iter().map(|r| r.run.summary.total.count).max().unwrap_or(0) as f64;
+    let chart = |points: &[BuildPoint], axis, y_desc| -> Result<Option<Chart>> {
+        Ok(match points.is_empty() {
+            true => None,
+            false => Some(Chart { svg: builds_chart(points, axis, y_desc)?, legend: Vec::new() }),
+        })
+    };
+    let legend = bpw
+        .iter()
+        .map(|&(i, bpw)| {
+            let (cr, cg, cb) = series_color(i);
+            let model = runs[i].run.manifest.model.as_ref();
+            let file_type = model.and_then(|m| m.file_type.as_deref()).map(|t| format!(" · {t}")).unwrap_or_default();
+            Series { label: format!("{} {}{file_type} · {bpw:.2} bpw", i + 1, runs[i].label), colour: format!("rgb({cr},{cg},{cb})") }
+        })
+        .collect();
+    Ok(Some(Builds {
+        kld: chart(&kld, BuildAxis::Log, "mean KLD (nats per token, log scale)")?,
+        passes: chart(&passes, BuildAxis::Count { top }, "targets passed")?,
+        legend,
+    }))
 }
 
 /// Whether any target of the run has teacher-forced metrics.
