@@ -197,6 +197,7 @@ impl RunSpec<'_> {
             targets: executed.results,
             timings: Some(timings),
             ladder: None,
+            unfinished: None,
         }
     }
 }
