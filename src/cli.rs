@@ -676,9 +676,12 @@ pub struct BenchArgs {
     /// The pass rate the effective length must keep at every length up to it.
     #[arg(long, value_name = "RATE", default_value_t = posrecall::bench::ladder::DEFAULT_EFFECTIVE_AT, requires = "lengths", allow_negative_numbers = true)]
     pub effective_at: f64,
-    /// Write the run file (JSON) here.
+    /// Write the run file (JSON) here; it is written again as each target finishes, marked unfinished until the run ends.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// Finish the unfinished run file at --out: keep its targets and ask only the rest (the same configuration; a finished file is left as it is).
+    #[arg(long)]
+    pub resume: bool,
     /// With a list (models, --kv, --ctx, --probe, --flash-attn, --kv-rotation): write each run's file (MODEL__K-V.json) and the reference (.ref) into this folder.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,

@@ -36,6 +36,7 @@ mod policy;
 mod qwen_coder;
 mod real_corpus;
 mod report;
+mod resume;
 mod rope;
 mod sampling;
 mod split;

@@ -63,6 +63,7 @@ pub fn explain(e: &anyhow::Error, n: &dyn Names, crop: Option<targets::crop::Cro
         .or_else(|| e.downcast_ref::<corpus::CorpusSpecError>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<corpus::CorpusError>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<bench::ReferenceMismatch>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<bench::NotThisRun>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<sweep::OutDirError>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<sweep::list::ModelListError>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<bench::ladder::LadderError>().map(|x| x as &dyn Explain))

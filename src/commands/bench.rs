@@ -23,6 +23,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         return run_as_list(args, opts, &list, &spec);
     }
     check_outputs(args, &spec)?;
+    // The file to finish is read before the model loads: a missing or
+    // damaged one costs nothing.
+    let resumed = match (&args.out, args.resume) {
+        (Some(out), true) => Some(resumed(out)?),
+        _ => None,
+    };
     let term = Terminal::new(args.quiet);
     let bench::Opened { model, src, reference } = bench::open(&list.models[0], &spec, &opts, &term, &term).map_err(|e| hint(e, None))?;
     let planned = bench::plan_run(&model, &src, &opts, &term).map_err(|e| hint(e, Some(args.crop)))?;
@@ -34,9 +40,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let color = super::stdout_wants_color();
     let mut shown =
         super::shown::Run { term: &term, quiet: args.quiet, color, lines: opts.plan.target.lines, crop: args.crop, stdout: Ok(()) };
-    let env = Env { progress: &term, started, notes: &term };
+    let out = args.out.as_deref().map(|path| bench::RunOut { path, made: false, resumed: resumed.as_ref() });
+    let env = Env { progress: &term, started, notes: &term, out };
     let run = bench::run(&model, &src, &planned, &opts, reference.as_ref(), &env, &mut shown)?;
-    if let Some(out) = &args.out {
+    // A finished file resumed is left as it is: nothing was asked.
+    let finished_before = resumed.as_ref().is_some_and(|r| r.unfinished.is_none());
+    if let Some(out) = args.out.as_ref().filter(|_| !finished_before) {
         run.save(out)?;
     }
     if let Some(html) = &args.html {
@@ -50,6 +59,18 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         text.push_str(&terminal::ladder_grid(l));
     }
     crate::commands::out(&text)
+}
+
+/// The run file `--resume` finishes: a regular file that reads as a run
+/// file (a FIFO would block the read).
+fn resumed(out: &Path) -> Result<posrecall::record::run::RunFile> {
+    match std::fs::metadata(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("--resume: {} does not exist: there is no run to finish; run without --resume to start it", out.display())
+        }
+        Ok(m) if !m.is_file() => anyhow::bail!("--resume: {} is not a regular file, so it holds no run to finish", out.display()),
+        _ => posrecall::record::run::RunFile::load(out).map_err(|e| anyhow::anyhow!("--resume: {e:#}")),
+    }
 }
 
 /// Output paths are checked before the model is loaded, against every input

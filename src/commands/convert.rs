@@ -154,6 +154,9 @@ fn list_flags(a: &BenchArgs, list: &BenchList) -> Result<()> {
                 return Err(anyhow!("{flag} is for a list (several models, or --kv A,B,…); one run writes --out"));
             }
         }
+        if a.resume && a.out.is_none() {
+            return Err(anyhow!("--resume finishes the unfinished run file --out names; give --out FILE"));
+        }
         return Ok(());
     }
     let refused = [
@@ -164,6 +167,7 @@ fn list_flags(a: &BenchArgs, list: &BenchList) -> Result<()> {
             "names one run's reference; the first instance's is saved in --out-dir as its .ref",
         ),
         (a.html.is_some(), "--html", "is one run's page; `posrecall report --format html DIR` makes the list's"),
+        (a.resume, "--resume", "finishes one run's file (--out); a list writes each run's file whole, in --out-dir"),
         (a.lengths.is_some() && list.models.len() > 1, "--lengths", "is one model's ladder of windows; give each model its own run"),
     ];
     if let Some((_, flag, why)) = refused.iter().find(|r| r.0) {
@@ -214,6 +218,7 @@ fn bench_run(a: &BenchArgs, item: Item, ctx: CtxSize, probe: Probe) -> Result<Va
         save_reference: a.save_reference.clone(),
         save_reference_made: false,
         reference_top_k: a.reference_top_k,
+        resume: a.resume,
     };
     opts.validate().map_err(|e| anyhow!("{}", e.explain(&super::Flags)))
 }

@@ -139,6 +139,7 @@ impl Flags {
             S::Build => "--build",
             S::ClosedBook => "--closed-book",
             S::PrefixCache => "--prefix-cache",
+            S::Resume => "--resume",
             S::Lengths => "--lengths",
             S::EffectiveAt => "--effective-at",
             S::Reference => "--reference",

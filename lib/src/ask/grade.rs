@@ -119,6 +119,7 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
         targets: results,
         timings: None,
         ladder: None,
+        unfinished: None,
     })
 }
 

@@ -198,6 +198,7 @@ impl RunSpec<'_> {
             targets: executed.results,
             timings: Some(timings),
             ladder: None,
+            unfinished: None,
         }
     }
 }

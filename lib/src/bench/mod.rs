@@ -19,6 +19,7 @@ pub mod ladder;
 pub mod manifest;
 pub mod options;
 pub mod plan;
+pub mod resume;
 
 /// The most tokens one answer may generate.
 pub const MAX_NEW_TOKENS: usize = 131_072;
@@ -30,6 +31,7 @@ pub use execute::{ExecOptions, Executed, check_reference, execute};
 pub use manifest::RunSpec;
 pub use options::{BenchOptions, Invalid, Numeric, OptionsError, ValidOptions, check_plan};
 pub use plan::{Plan, PlanError, PlanOptions, plan};
+pub use resume::{NotThisRun, RunOut};
 
 use crate::corpus::Source;
 use crate::engine::model::Model;
@@ -156,6 +158,10 @@ pub struct Env<'a> {
     pub started: Instant,
     /// Where the run's notes go.
     pub notes: &'a dyn Notes,
+    /// The run file, written as each target finishes (a plain run's; a
+    /// ladder's is written whole, by its command); with the file to finish
+    /// when resuming.
+    pub out: Option<RunOut<'a>>,
 }
 
 /// A reference that does not measure this run.
@@ -210,18 +216,36 @@ pub fn run(
         notes: env.notes,
     };
     let score_opts = opts.plan.target.score_options();
-    sink.starting(!opts.decode.forced_only);
     let ladder = match planned {
         Planned::Plain(plan) => {
-            let executed = execute(model, plan, &cfg, &score_opts, &exec, |r| sink.result(r))?;
+            let manifest = spec.manifest();
+            let kept = match resume::start(opts.resume, env.out, &manifest, plan, decoding.check_draft, env.notes) {
+                Ok(resume::Start::Kept(kept)) => kept,
+                Ok(resume::Start::Finished(run)) => return Ok(*run),
+                Err(e) => return Err(sink.explain(e)),
+            };
+            let resumed = kept.iter().flatten().count();
+            let rest = resume::remaining(plan, &kept);
+            let mut partial = resume::Partial::new(env.out, manifest, kept);
+            sink.starting(!opts.decode.forced_only);
+            let executed = execute(model, &rest, &cfg, &score_opts, &exec, |r| {
+                partial.finished(r, env.notes);
+                sink.result(r)
+            })?;
             // The reference file before the run file: a finished reference run always has it.
             if let (Some(path), Some(saved)) = (&opts.save_reference, &executed.saved) {
                 spec.save_reference(path, opts.save_reference_made, opts.top_k(), saved)?;
             }
-            return Ok(spec.run_file(executed, ms(env.started)));
+            let results = partial.into_results().ok_or_else(|| anyhow::anyhow!("a target of the run was not asked"))?;
+            let mut run = spec.run_file(Executed { results, ..executed }, ms(env.started));
+            if let Some(t) = run.timings.as_mut().filter(|_| resumed > 0) {
+                t.resumed_targets = Some(resumed);
+            }
+            return Ok(run);
         }
         Planned::Ladder(l) => l,
     };
+    sink.starting(!opts.decode.forced_only);
     let keys: Vec<String> = ladder.rungs.iter().map(|r| RunSpec { plan: &r.plan, ..spec.clone() }.prefix_cache_key()).collect();
     let exec = ExecOptions { prefix_cache: None, ..exec };
     let sink = RefCell::new(sink);

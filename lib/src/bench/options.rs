@@ -41,6 +41,9 @@ pub struct BenchOptions {
     /// keeps; `None`: [`crate::record::reference::DEFAULT_TOP_K`]. Given, it needs a
     /// reference to save.
     pub reference_top_k: Option<usize>,
+    /// Finish the unfinished run file the run writes: keep its targets and
+    /// ask only the rest ([`super::RunOut::resumed`]).
+    pub resume: bool,
 }
 
 impl Default for BenchOptions {
@@ -59,6 +62,7 @@ impl Default for BenchOptions {
             save_reference: None,
             save_reference_made: false,
             reference_top_k: None,
+            resume: false,
         }
     }
 }
@@ -96,6 +100,10 @@ pub enum OptionsError {
     TemplateWithCompletion(Setting),
     #[error("a reference's kept tokens are given, but no reference is saved")]
     TopKWithoutSave,
+    /// Finishing a run target by target with a setting whose pass or file
+    /// is made once over every target.
+    #[error("a resumed run does not combine with {0:?}")]
+    Resume(Setting),
 }
 
 impl Explain for OptionsError {
@@ -142,6 +150,18 @@ impl Explain for OptionsError {
             OptionsError::TopKWithoutSave => {
                 let (top_k, save) = (name(Setting::ReferenceTopK), name(Setting::SaveReference));
                 format!("{top_k} sets what {save} keeps; add {} or drop {top_k}", n.set(Setting::SaveReference, "FILE"))
+            }
+            OptionsError::Resume(with) => {
+                let why = match with {
+                    Setting::Lengths => "a ladder's windows are recorded as a whole",
+                    Setting::SaveReference => "the reference file holds every target's distributions, written once at the end",
+                    _ => "its pass runs over every target after the last one",
+                };
+                format!(
+                    "{resume} keeps an unfinished run's targets and asks the rest; it does not combine with {with} ({why}): drop {with}, or run the whole run again without {resume}",
+                    resume = name(Setting::Resume),
+                    with = name(*with),
+                )
             }
         }
     }
@@ -289,6 +309,17 @@ impl BenchOptions {
         Numeric::ReferenceTopK.check(self.reference_top_k.map(|n| n as i64))?;
         if self.decode.no_forced && (self.reference.is_some() || self.save_reference.is_some()) {
             return Err(OptionsError::ReferenceWithoutForced.into());
+        }
+        if self.resume {
+            let clash = [
+                (self.lengths.is_some(), Setting::Lengths),
+                (self.save_reference.is_some(), Setting::SaveReference),
+                (self.closed_book, Setting::ClosedBook),
+                (self.decode.check_sequential, Setting::CheckSequential),
+            ];
+            if let Some((_, c)) = clash.iter().find(|(on, _)| *on) {
+                return Err(OptionsError::Resume(*c).into());
+            }
         }
         if self.lengths.is_some() {
             let clash = [

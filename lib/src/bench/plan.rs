@@ -91,6 +91,7 @@ pub enum PlanError {
 }
 
 /// Everything decided before decoding.
+#[derive(Clone)]
 pub struct Plan {
     pub frame: Frame,
     pub crop: Crop,

@@ -8,7 +8,8 @@
 //! - [`prefix_cache_key`]: the same evaluated prefix state.
 //! - [`reference_identity`]: the same forced tokens after the same text, so
 //!   one run's distributions measure another's.
-//! - [`resume_key`]: the same run, so a sweep may keep a finished file.
+//! - [`resume_key`]: the same run, so a sweep may keep a finished file and
+//!   `bench --resume` an unfinished one's targets.
 
 use crate::record::reference::Identity;
 use crate::record::run::{Manifest, Params};
@@ -124,10 +125,10 @@ struct RunFields<'a> {
     params: &'a Params,
 }
 
-/// The key a sweep resumes by (see [`RunFields`]).
-pub(crate) fn resume_key(m: &Manifest) -> String {
+/// The fields that make a run the run of `m` ([`RunFields`]).
+fn run_fields(m: &Manifest) -> RunFields<'_> {
     let model = m.model.as_ref();
-    hash(&RunFields {
+    RunFields {
         model_sha256: model.map(|x| x.sha256.as_str()),
         build: model.map(|x| x.build.as_str()),
         context: m.context.as_ref().map(context_key),
@@ -139,7 +140,40 @@ pub(crate) fn resume_key(m: &Manifest) -> String {
         prefix_tokens: m.corpus.prefix_tokens,
         prefix_sha256: m.runtime.prefix_sha256.as_deref(),
         params: &m.params,
-    })
+    }
+}
+
+/// The key a sweep resumes by, and `bench --resume` (see [`RunFields`]).
+pub(crate) fn resume_key(m: &Manifest) -> String {
+    hash(&run_fields(m))
+}
+
+/// Where two manifests' resume keys part, for a refusal that says which
+/// key differs: the first field of [`RunFields`] that differs, as
+/// `params.seed` with `theirs` then `ours` (JSON); `None` when the keys are
+/// the same.
+pub(crate) fn resume_difference(theirs: &Manifest, ours: &Manifest) -> Option<(String, String, String)> {
+    let value = |m| serde_json::to_value(run_fields(m)).unwrap_or_default();
+    first_difference(&value(theirs), &value(ours), "")
+}
+
+/// The path of the first leaf where `a` and `b` differ, with both values.
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Option<(String, String, String)> {
+    use serde_json::Value;
+    if a == b {
+        return None;
+    }
+    if let (Value::Object(x), Value::Object(y)) = (a, b) {
+        let keys = x.keys().chain(y.keys().filter(|k| !x.contains_key(*k)));
+        for k in keys {
+            let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+            let (p, q) = (x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null));
+            if let Some(d) = first_difference(p, q, &path) {
+                return Some(d);
+            }
+        }
+    }
+    Some((at.to_string(), a.to_string(), b.to_string()))
 }
 
 fn hash(fields: &impl Serialize) -> String {
@@ -212,6 +246,24 @@ mod tests {
         let mut m = manifest();
         f(&mut m);
         key(&m)
+    }
+
+    #[test]
+    fn the_resume_difference_names_the_field() {
+        let a = manifest();
+        assert_eq!(resume_difference(&a, &a), None);
+        let mut b = manifest();
+        b.params.seed = 7;
+        let (field, theirs, ours) = resume_difference(&a, &b).expect("the seeds differ");
+        assert_eq!((field.as_str(), ours.as_str()), ("params.seed", "7"));
+        assert_ne!(theirs, ours);
+        let mut c = manifest();
+        c.context.as_mut().unwrap().n_ctx = 1024;
+        assert_eq!(resume_difference(&a, &c).map(|d| (d.0, d.2)), Some(("context.n_ctx".to_string(), "1024".to_string())));
+        // Not a field of the key: no difference.
+        c = manifest();
+        c.context.as_mut().unwrap().threads = 16;
+        assert_eq!(resume_difference(&a, &c), None);
     }
 
     #[test]

@@ -35,6 +35,27 @@ pub struct RunFile {
     /// then holds every window's targets and `summary` sums them all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ladder: Option<LadderRecord>,
+    /// Present only while a run is still going, or after it stopped before
+    /// its end: `targets` then holds the targets it finished, `summary` sums
+    /// them, and there are no `timings` (`bench --resume` finishes it). A
+    /// finished run has no such field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished: Option<Unfinished>,
+}
+
+/// What an unfinished run file says about the run it is part of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unfinished {
+    /// Targets the whole run asks (more than the file holds).
+    pub asked: usize,
+}
+
+impl RunFile {
+    /// `unfinished: K of N targets`, for a run file that stopped before its
+    /// end; `None` for a finished one.
+    pub fn unfinished_label(&self) -> Option<String> {
+        self.unfinished.map(|u| format!("unfinished: {} of {} targets", self.targets.len(), u.asked))
+    }
 }
 
 /// A length ladder's record: docs/METHOD.md §8.
@@ -871,6 +892,11 @@ pub struct Timings {
     pub reference_ms: Option<f64>,
     pub generated_tokens: usize,
     pub total_ms: f64,
+    /// Targets kept from the unfinished run file this run finished
+    /// (`bench --resume`): every other timing is of this process alone,
+    /// which asked only the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_targets: Option<usize>,
 }
 
 /// A run file scored under the rule before blank lines were credited only
@@ -1010,6 +1036,21 @@ impl RunFile {
         }
         if self.ladder.is_some() && forced_only {
             return Err("it has a ladder of windows, whose pass rates need answers, and generated none (forced-only)".into());
+        }
+        self.check_unfinished()?;
+        Ok(())
+    }
+
+    /// An unfinished run holds fewer targets than it asks, and nothing a
+    /// finished run alone has (timings, a ladder).
+    fn check_unfinished(&self) -> std::result::Result<(), String> {
+        let Some(u) = self.unfinished else { return Ok(()) };
+        let (held, asked) = (self.targets.len(), u.asked);
+        if held >= asked {
+            return Err(format!("it says it is unfinished, with {asked} targets asked, but holds {held}"));
+        }
+        if self.ladder.is_some() || self.timings.is_some() {
+            return Err("it says it is unfinished, but holds a finished run's ladder or timings".into());
         }
         Ok(())
     }

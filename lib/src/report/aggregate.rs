@@ -59,6 +59,10 @@ pub fn load_inputs(inputs: &[PathBuf], shown: &dyn crate::support::progress::Not
     }
     let loaded = label_runs(runs);
     check_same_lines(&loaded)?;
+    // An unfinished run is shown as one, never as the whole run.
+    for r in loaded.iter().filter(|r| r.run.unfinished.is_some()) {
+        notes.push(format!("{} is an unfinished run: its figures are of the {} targets it finished", r.display(), r.run.targets.len()));
+    }
     // Only a report that goes ahead says what it left out.
     for note in notes {
         shown.note(&format!("note: {note}"));
@@ -97,14 +101,24 @@ fn load_folder(dir: &Path) -> Result<(Vec<PathRun>, Vec<String>)> {
 }
 
 /// Labels are file stems, unless two runs share one: then every run is
-/// labelled by its path as given.
+/// labelled by its path as given; an unfinished run's label says so
+/// (`run (unfinished: 7 of 16 targets)`).
 fn label_runs(runs: Vec<PathRun>) -> Vec<LoadedRun> {
     let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| p.display().to_string());
     let stems: Vec<String> = runs.iter().map(|(p, _)| stem(p)).collect();
     let unique = stems.iter().enumerate().all(|(i, s)| !stems[..i].contains(s));
     runs.into_iter()
         .zip(stems)
-        .map(|((path, run), s)| LoadedRun { label: if unique { s } else { path.display().to_string() }, path: Some(path), run })
+        .map(|((path, run), s)| {
+            let label = if unique { s } else { path.display().to_string() };
+            // Every table, export and page names a run by its label: an
+            // unfinished run says so wherever it is named.
+            let label = match run.unfinished_label() {
+                Some(u) => format!("{label} ({u})"),
+                None => label,
+            };
+            LoadedRun { label, path: Some(path), run }
+        })
         .collect()
 }
 

@@ -68,6 +68,8 @@ pub enum Setting {
     Build,
     ClosedBook,
     PrefixCache,
+    /// Finish an unfinished run file (`bench --resume`).
+    Resume,
     Lengths,
     EffectiveAt,
     Reference,
@@ -162,6 +164,7 @@ impl Keys {
             | S::NoForced
             | S::CheckDraft
             | S::PrefixCache
+            | S::Resume
             | S::OutDir
             | S::Shard
             | S::Only

@@ -729,6 +729,7 @@ impl Sweep {
             save_reference_made: save_reference.is_some(),
             save_reference,
             reference_top_k: None,
+            resume: false,
         }
     }
 

@@ -508,7 +508,9 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
             overall.set_message(&r.id);
             let started = Instant::now();
             let mut reference = reference_for(ctx, r, models, o.reference.as_deref())?;
-            let env = Env { progress: ctx.progress, started, notes: ctx.notes };
+            let file = r.file(&ctx.opts.out_dir);
+            let out = bench::RunOut { path: &file, made: true, resumed: None };
+            let env = Env { progress: ctx.progress, started, notes: ctx.notes, out: Some(out) };
             let mut counted = Counted { bar: overall.as_ref(), outer: sink };
             let mut result = bench::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted);
             // A list's later run whose prompt is not the first's (another
@@ -529,7 +531,7 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
                 result = bench::run(&model, src, &m.planned, &o, reference.as_ref(), &env, &mut counted);
             }
             let run = result.with_context(|| format!("run {}", r.id))?;
-            run.save_here(&r.file(&ctx.opts.out_dir))?;
+            run.save_here(&file)?;
             sink.finished(r, &run, started)?;
         }
     }
@@ -569,6 +571,7 @@ pub fn is_finished(existing: &crate::record::run::RunFile, manifest: &Manifest, 
         && existing.targets.iter().zip(targets).all(|(t, (name, line))| &t.name == name && t.line == *line)
         && existing.summary.total.count == targets.len()
         && existing.timings.is_some()
+        && existing.unfinished.is_none()
 }
 
 /// What stands at `path` when it is not a folder (nor a link to one), in

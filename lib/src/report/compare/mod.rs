@@ -204,6 +204,13 @@ pub struct PoliciesDiffer {
 /// scoring: then per-target differences would mean nothing.
 pub(crate) fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &Path) -> Result<()> {
     let (an, bn) = (a_path.display(), b_path.display());
+    // A run that stopped before its end is not yet the run it names: its
+    // figures would stand for targets it never asked.
+    for (run, name) in [(a, &an), (b, &bn)] {
+        if let Some(unfinished) = run.unfinished_label() {
+            bail!("cannot compare {an} and {bn}: {name} is an unfinished run ({unfinished}); finish it first");
+        }
+    }
     let (pa, pb) = (&a.manifest.params, &b.manifest.params);
     if pa.policy != pb.policy {
         return Err(PoliciesDiffer { a: an.to_string(), b: bn.to_string(), a_policy: pa.policy, b_policy: pb.policy }.into());
