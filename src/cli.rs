@@ -596,13 +596,18 @@ pub struct BenchArgs {
     pub source: CorpusArgs,
     #[command(flatten)]
     pub target: TargetArgs,
-    /// KV-cache types: a type for K and V, or K/V; a comma list runs each in turn over the same targets, the first as the others' reference (needs --out-dir).
-    #[arg(long, value_name = "KV,...", default_value_t = List(vec![default_kv()]))]
-    pub kv: List<KvPair>,
-    /// KV-cache types for K (override --kv's; a list pairs item by item with --kv and --kv-v).
+    // No clap default: --kv given with --kv-k or --kv-v is refused, so its
+    // absence must be seen.
+    #[arg(long, value_name = "KV,...", help = with_default(
+        "KV-cache types: a type for K and V, or K/V; a comma list runs each in turn over the same targets, the first as the \
+         others' reference (needs --out-dir)",
+        default_kv(),
+    ))]
+    pub kv: Option<List<KvPair>>,
+    /// KV-cache types for K, with V from --kv-v or the default (not with --kv, which names K/V itself; a list pairs item by item with --kv-v).
     #[arg(long, value_name = "TYPE,...")]
     pub kv_k: Option<List<KvType>>,
-    /// KV-cache types for V (override --kv's; a quantised V needs flash attention).
+    /// KV-cache types for V, with K from --kv-k or the default (not with --kv; a quantised V needs flash attention).
     #[arg(long, value_name = "TYPE,...")]
     pub kv_v: Option<List<KvType>>,
     /// llama.cpp's rotation of a quantised KV cache: auto (llama.cpp's rule: rotate when the head size is a multiple of 64) or off; a comma list crosses with the KV list.

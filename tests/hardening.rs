@@ -78,15 +78,38 @@ fn responses(dir: &Path, targets: &Path) -> PathBuf {
 
 #[test]
 fn huge_numbers_are_refused_while_parsing() {
-    for (args, needle) in [
-        (vec!["bench", "m.gguf", "--ctx", "99999999999"], "--ctx"),
-        (vec!["bench", "m.gguf", "--fixed-tokens", "999999999"], "--fixed-tokens"),
-        (vec!["ask", "t.json", "--url", "http://h:1", "--concurrency", "100000"], "--concurrency"),
-        (vec!["ask", "t.json", "--url", "http://h:1", "--retries", "1000"], "--retries"),
-        (vec!["ask", "t.json", "--url", "http://h:1", "--timeout", "1e20"], "--timeout"),
+    // Each row: the command line, its exit code (2: clap's parser refuses
+    // it), and the words of that refusal (the flag's name alone would also
+    // be met by another check).
+    for (args, code, needle) in [
+        (
+            vec!["bench", "m.gguf", "--ctx", "99999999999"],
+            2,
+            "invalid value '99999999999' for '--ctx <N,...>': expected `auto` or a token count from 64 to 16777216, got `99999999999`",
+        ),
+        (
+            vec!["bench", "m.gguf", "--fixed-tokens", "999999999"],
+            2,
+            "invalid value '999999999' for '--fixed-tokens <T>': 999999999 is not in 1..=131072",
+        ),
+        (
+            vec!["ask", "t.json", "--url", "http://h:1", "--concurrency", "100000"],
+            2,
+            "invalid value '100000' for '--concurrency <CONCURRENCY>': 100000 is not in 1..=256",
+        ),
+        (
+            vec!["ask", "t.json", "--url", "http://h:1", "--retries", "1000"],
+            2,
+            "invalid value '1000' for '--retries <RETRIES>': 1000 is not in 0..=20",
+        ),
+        (
+            vec!["ask", "t.json", "--url", "http://h:1", "--timeout", "1e20"],
+            2,
+            "invalid value '1e20' for '--timeout <S>': 1e20 is not between 0 and 86400 seconds (a day)",
+        ),
     ] {
         let o = posrecall(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(o.status.code(), Some(code), "{args:?}");
         refused(&o, needle);
     }
 }
@@ -97,33 +120,39 @@ fn huge_numbers_are_refused_while_parsing() {
 #[test]
 fn out_of_range_run_settings_are_refused_before_the_model() {
     let c = lodash();
-    for (args, needle) in [
-        (vec!["targets", s(&c), "--lines", "100000000000", "--count", "1"], "--lines 100000000000 is more than the largest, 1000"),
-        (vec!["targets", s(&c), "--count", "99999999"], "--count 99999999 is more than the largest, 10000"),
-        (vec!["targets", s(&c), "--count", "0"], "--count must be at least 1"),
+    // Each row with its exit code: 1, the run's validation (not clap's 2).
+    for (args, code, needle) in [
+        (vec!["targets", s(&c), "--lines", "100000000000", "--count", "1"], 1, "--lines 100000000000 is more than the largest, 1000"),
+        (vec!["targets", s(&c), "--count", "99999999"], 1, "--count 99999999 is more than the largest, 10000"),
+        (vec!["targets", s(&c), "--count", "0"], 1, "--count must be at least 1"),
         (
             vec!["targets", s(&c), "--lines", "18446744073709551615", "--count", "1"],
+            1,
             "--lines 18446744073709551615 is more than the largest",
         ),
-        (vec!["targets", s(&c), "--pass", "0"], "--pass must be at least 1"),
-        (vec!["bench", "m.gguf", "--lines", "100000000000"], "--lines 100000000000 is more than the largest, 1000"),
-        (vec!["bench", "m.gguf", "--threads", "0"], "--threads 0: must be between 1 and 1024"),
-        (vec!["bench", "m.gguf", "--parallel", "0"], "--parallel 0: must be at least 1"),
-        (vec!["bench", "m.gguf", "--lengths", "auto", "--effective-at", "-0.1"], "--effective-at -0.1: must be between 0 and 1"),
-        (vec!["bench", "m.gguf", "--threads=-7"], "--threads -7: must be between 1 and 1024"),
-        (vec!["bench", "m.gguf", "--threads", "1025"], "--threads 1025: must be between 1 and 1024"),
-        (vec!["bench", "m.gguf", "--max-new-tokens", "999999999"], "--max-new-tokens 999999999: must be between 1 and 131072"),
-        (vec!["bench", "m.gguf", "--max-new-tokens", "0"], "--max-new-tokens 0: must be between 1 and 131072"),
-        (vec!["prompt", "m.gguf", "--target", "x", "--max-new-tokens", "0"], "--max-new-tokens 0: must be between 1 and 131072"),
-        (vec!["bench", "m.gguf", "--max-prefix-tokens", "99999999999"], "--max-prefix-tokens 99999999999: must be between 1 and 16777216"),
-        (vec!["prompt", "m.gguf", "--target", "x", "--max-tokens", "0"], "--max-prefix-tokens 0: must be between 1"),
-        (vec!["bench", "m.gguf", "--think", "on", "--think-budget", "0"], "--think-budget 0: must be between 1 and 131072"),
-        (vec!["prompt", "m.gguf", "--target", "x", "--think-budget", "131073"], "--think-budget 131073: must be between 1"),
-        (vec!["bench", "m.gguf", "--save-reference", "r.ref", "--reference-top-k", "0"], "--reference-top-k 0: must be between 1"),
-        (vec!["bench", "m.gguf", "--rope-scale", "2000"], "--rope-scale: 2000 is not from 1/1024 to 1024"),
+        (vec!["targets", s(&c), "--pass", "0"], 1, "--pass must be at least 1"),
+        (vec!["bench", "m.gguf", "--lines", "100000000000"], 1, "--lines 100000000000 is more than the largest, 1000"),
+        (vec!["bench", "m.gguf", "--threads", "0"], 1, "--threads 0: must be between 1 and 1024"),
+        (vec!["bench", "m.gguf", "--parallel", "0"], 1, "--parallel 0: must be at least 1"),
+        (vec!["bench", "m.gguf", "--lengths", "auto", "--effective-at", "-0.1"], 1, "--effective-at -0.1: must be between 0 and 1"),
+        (vec!["bench", "m.gguf", "--threads=-7"], 1, "--threads -7: must be between 1 and 1024"),
+        (vec!["bench", "m.gguf", "--threads", "1025"], 1, "--threads 1025: must be between 1 and 1024"),
+        (vec!["bench", "m.gguf", "--max-new-tokens", "999999999"], 1, "--max-new-tokens 999999999: must be between 1 and 131072"),
+        (vec!["bench", "m.gguf", "--max-new-tokens", "0"], 1, "--max-new-tokens 0: must be between 1 and 131072"),
+        (vec!["prompt", "m.gguf", "--target", "x", "--max-new-tokens", "0"], 1, "--max-new-tokens 0: must be between 1 and 131072"),
+        (
+            vec!["bench", "m.gguf", "--max-prefix-tokens", "99999999999"],
+            1,
+            "--max-prefix-tokens 99999999999: must be between 1 and 16777216",
+        ),
+        (vec!["prompt", "m.gguf", "--target", "x", "--max-tokens", "0"], 1, "--max-prefix-tokens 0: must be between 1"),
+        (vec!["bench", "m.gguf", "--think", "on", "--think-budget", "0"], 1, "--think-budget 0: must be between 1 and 131072"),
+        (vec!["prompt", "m.gguf", "--target", "x", "--think-budget", "131073"], 1, "--think-budget 131073: must be between 1"),
+        (vec!["bench", "m.gguf", "--save-reference", "r.ref", "--reference-top-k", "0"], 1, "--reference-top-k 0: must be between 1"),
+        (vec!["bench", "m.gguf", "--rope-scale", "2000"], 1, "--rope-scale: 2000 is not from 1/1024 to 1024"),
     ] {
         let o = posrecall(&args);
-        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert_eq!(o.status.code(), Some(code), "{args:?}");
         let err = refused(&o, needle);
         assert!(!err.contains("m.gguf"), "the model was looked at: {err}");
     }
@@ -498,6 +527,16 @@ fn hostile_arguments(dir: &Path) -> Vec<(Vec<String>, i32, String)> {
             vec!["--flash-attn", "off", "--kv-v", "q8_0"],
             1,
             "a quantised V cache (--kv-v q8_0) needs flash attention; drop --flash-attn off or use",
+        ),
+        (
+            vec!["--kv", "f16", "--kv-k", "q8_0"],
+            1,
+            "--kv with --kv-k: it names K and V itself (K/V, e.g. f16/q8_0); give the types there, or K and V lists without it",
+        ),
+        (
+            vec!["--kv", "q8_0", "--kv-v", "f16"],
+            1,
+            "--kv with --kv-v: it names K and V itself (K/V, e.g. f16/q8_0); give the types there, or K and V lists without it",
         ),
         (vec!["--crop", "middle"], 2, "invalid value 'middle' for '--crop <CROP>' [possible values: head, densest, none]"),
         (
@@ -910,7 +949,8 @@ fn bad_templates_and_kwargs_are_refused_before_model_work() {
         (vec!["bench", model, "--chat-template", raising], "Conversation roles must alternate"),
         (vec!["bench", model, "--template-kwargs", "[1]"], "--template-kwargs not a JSON object: it is an array"),
         (vec!["bench", model, "--template-kwargs", "{\"a\":"], "--template-kwargs not a JSON object"),
-        (vec!["bench", model, "--think-budget", "0"], "--think-budget"),
+        // With --think on, so that only the range check can refuse it.
+        (vec!["bench", model, "--think", "on", "--think-budget", "0"], "--think-budget 0: must be between 1 and 131072"),
     ] {
         let err = refused(&posrecall(&args), needle);
         assert!(!err.contains("never-loaded"), "the model was reached: {err}");

@@ -26,6 +26,9 @@ struct File {
     name: String,
     bytes: Vec<u8>,
     sha256: String,
+    /// Its git object id, as `git hash-object` gives it (the oracle for the
+    /// id the hub lists a file that is not in LFS by).
+    git_id: String,
 }
 
 /// What the server saw of one request.
@@ -46,6 +49,9 @@ struct Behaviour {
     corrupt_next: Option<Corruption>,
     /// Answer every request as a hostile hub or mirror would.
     hostile: Option<Hostile>,
+    /// List the files as the hub lists a small file kept in git (a size
+    /// and a git object id, no LFS sha256).
+    in_git: bool,
 }
 
 /// What a hostile (or broken) hub or mirror sends.
@@ -112,7 +118,10 @@ fn files() -> Arc<Vec<File>> {
             .into_iter()
             .map(|(name, p)| {
                 let bytes = std::fs::read(&p).unwrap();
-                File { name, sha256: hex(&bytes), bytes }
+                let git = std::process::Command::new("git").arg("hash-object").arg(&p).output().unwrap();
+                assert!(git.status.success(), "git hash-object: {}", String::from_utf8_lossy(&git.stderr));
+                let git_id = String::from_utf8(git.stdout).unwrap().trim().to_string();
+                File { name, sha256: hex(&bytes), bytes, git_id }
             })
             .collect(),
     )
@@ -215,6 +224,7 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
             }
             _ => vec![],
         };
+        let in_git = behaviour.lock().unwrap().in_git;
         let commit = match &hostile {
             Some(Hostile::Commit(c)) => serde_json::to_string(c).unwrap(),
             _ => format!("\"{COMMIT}\""),
@@ -222,6 +232,9 @@ fn answer(mut stream: TcpStream, files: &[File], seen: &Mutex<Vec<Seen>>, behavi
         let siblings: Vec<String> = std::iter::once("{\"rfilename\":\"README.md\",\"size\":5}".to_string())
             .chain(extra)
             .chain(files.iter().map(|f| {
+                if in_git {
+                    return format!("{{\"rfilename\":\"{}\",\"size\":{},\"blobId\":\"{}\"}}", f.name, listed_size(&hostile, f), f.git_id);
+                }
                 format!(
                     "{{\"rfilename\":\"{}\",\"size\":{},\"lfs\":{{\"sha256\":\"{}\",\"size\":{}}}}}",
                     f.name,
@@ -507,7 +520,8 @@ fn quants_split_models_and_what_matches_nothing_or_too_much() {
 }
 
 /// A hub (or a mirror) that sends other bytes than the file it lists: of the
-/// right length, the sha256 is not the listed one, a one-line error, and
+/// right length, the checksum is not the listed one (the sha256 of an LFS
+/// file, the git blob id of a file kept in git), a one-line error, and
 /// nothing of it stays in the cache (no blob, no snapshot link, no partial
 /// download); cut short and announced as whole, the size is not the listed
 /// one, a one-line error, and only the partial download stays, which no run
@@ -517,21 +531,27 @@ fn quants_split_models_and_what_matches_nothing_or_too_much() {
 fn a_download_that_is_not_the_listed_file_is_refused_and_fetched_again() {
     let files = files();
     let reference = format!("{REPO}/{WHOLE}");
-    for corruption in [Corruption::Flipped, Corruption::Truncated] {
+    for (corruption, in_git) in [(Corruption::Flipped, false), (Corruption::Truncated, false), (Corruption::Flipped, true)] {
         let hub = serve(files.clone());
         let cache = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();
         hub.behaviour.lock().unwrap().corrupt_next = Some(corruption);
+        hub.behaviour.lock().unwrap().in_git = in_git;
         let o = with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]);
         let size = files[0].bytes.len();
+        let blob = if in_git { &files[0].git_id } else { &files[0].sha256 };
+        let kind = if in_git { "git blob id" } else { "sha256" };
         let (message, partial) = match corruption {
-            Corruption::Flipped => (format!("the hub lists {}", &files[0].sha256[..12]), vec![]),
-            Corruption::Truncated => (
-                format!("the hub sent {} of the {size} bytes it lists; run again to resume", size / 2),
-                vec![format!("blobs/{}.part", files[0].sha256)],
-            ),
+            Corruption::Flipped => (format!("{WHOLE}: the downloaded file's {kind} is "), vec![]),
+            Corruption::Truncated => {
+                (format!("the hub sent {} of the {size} bytes it lists; run again to resume", size / 2), vec![format!("blobs/{blob}.part")])
+            }
         };
         assert_clean_failure(&o, out.path(), &message);
+        if let Corruption::Flipped = corruption {
+            let tail = format!("…, the hub lists {}… (removed; run again to download it afresh)", &blob[..12]);
+            assert!(String::from_utf8_lossy(&o.stderr).contains(&tail), "{}", String::from_utf8_lossy(&o.stderr));
+        }
         let repo_dir = cache.path().join(format!("models--{}", REPO.replace('/', "--")));
         let kept: Vec<String> = walkdir::WalkDir::new(&repo_dir)
             .into_iter()
@@ -539,23 +559,27 @@ fn a_download_that_is_not_the_listed_file_is_refused_and_fetched_again() {
             .filter(|e| !e.file_type().is_dir() && !e.path().starts_with(repo_dir.join("refs")))
             .map(|e| e.path().strip_prefix(&repo_dir).unwrap().display().to_string())
             .collect();
-        assert_eq!(kept, partial, "{corruption:?}: what the cache keeps");
+        assert_eq!(kept, partial, "{corruption:?} in git {in_git}: what the cache keeps");
 
         assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
-        assert_eq!(hex(&std::fs::read(snapshot(cache.path()).join(WHOLE)).unwrap()), files[0].sha256, "{corruption:?}");
+        let link = snapshot(cache.path()).join(WHOLE);
+        assert_eq!(hex(&std::fs::read(&link).unwrap()), files[0].sha256, "{corruption:?} in git {in_git}");
+        assert_eq!(std::fs::canonicalize(&link).unwrap().file_name().unwrap().to_string_lossy(), blob.as_str());
     }
 }
 
 /// A cached file that changed after its download (bytes flipped at the same
-/// size, or cut short) is not trusted: offline it is refused in one line
-/// that says so; online it is fetched again, and the cache holds the listed
-/// file once more.
+/// size, or cut short) is not trusted, whether its blob is named by an LFS
+/// sha256 or by a git blob id: offline it is refused in one line that says
+/// so; online it is fetched again, and the cache holds the listed file once
+/// more.
 #[test]
 fn a_cached_file_changed_after_its_download_is_fetched_again() {
     let files = files();
     let reference = format!("{REPO}/{WHOLE}");
-    for cut in [false, true] {
+    for (cut, in_git) in [(false, false), (true, false), (false, true)] {
         let hub = serve(files.clone());
+        hub.behaviour.lock().unwrap().in_git = in_git;
         let cache = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();
         assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
@@ -567,12 +591,13 @@ fn a_cached_file_changed_after_its_download_is_fetched_again() {
         }
         std::fs::write(&blob, &bytes).unwrap();
         let o = with_hub(&prompt_args(&reference), "http://127.0.0.1:9", cache.path(), &[("HF_HUB_OFFLINE", "1")]);
-        assert_clean_failure(&o, out.path(), "is not the file the hub listed (its sha256 is");
+        let kind = if in_git { "git blob id" } else { "sha256" };
+        assert_clean_failure(&o, out.path(), &format!("is not the file the hub listed (its {kind} is"));
         assert!(String::from_utf8_lossy(&o.stderr).contains("it changed after the download"));
         let before = hub.seen.lock().unwrap().len();
         assert_model_read(&with_hub(&prompt_args(&reference), &hub.url, cache.path(), &[]));
-        assert!(hub.seen.lock().unwrap().len() > before, "cut {cut}: not fetched again");
-        assert_eq!(hex(&std::fs::read(snapshot(cache.path()).join(WHOLE)).unwrap()), files[0].sha256, "cut {cut}");
+        assert!(hub.seen.lock().unwrap().len() > before, "cut {cut} in git {in_git}: not fetched again");
+        assert_eq!(hex(&std::fs::read(snapshot(cache.path()).join(WHOLE)).unwrap()), files[0].sha256, "cut {cut} in git {in_git}");
     }
 }
 
@@ -625,8 +650,15 @@ fn a_hostile_hub_writes_nothing_outside_the_cache_and_ends_cleanly() {
         (Hostile::Size(1_000_000_000_000_000), "bytes free; free some space, or set HF_HOME", true),
         (Hostile::Size(u64::MAX), "18446744073709551615 bytes and the cache's file system has", true),
         (Hostile::StallFile, &stalled, false),
-        (Hostile::Redirect(None), "could not be asked for the file list", true),
-        (Hostile::Redirect(Some("/again")), "could not be asked for the file list", true),
+        (Hostile::Redirect(None), "could not be asked for the file list: it redirected (302) without a Location", true),
+        (Hostile::Redirect(Some("/again")), "could not be asked for the file list: it redirected more than 5 times", true),
+        // Another scheme is refused as such (not read, not counted as a
+        // loop), and shown without its query.
+        (
+            Hostile::Redirect(Some("file:///etc/passwd?sig=hunter4hunter")),
+            "could not be asked for the file list: it redirected (302) to a non-HTTP(S) URL, \"file:///etc/passwd?…\" (not followed)",
+            true,
+        ),
         (Hostile::Status("403 Forbidden"), "answered 403 (forbidden)", true),
         (Hostile::Status("500 Internal Server Error"), "it answered 500 for the repository", true),
     ];

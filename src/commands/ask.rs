@@ -65,6 +65,7 @@ fn server_message(e: &ServerError, api: ask::ApiKind) -> String {
         ServerError::Timeout { .. } => {
             format!("{e} (--timeout): is the server stuck, or does it need a longer --timeout?")
         }
+        ServerError::Redirected { .. } => format!("{e}: if that is the server, give its address to --url"),
         _ => e.to_string(),
     }
 }

@@ -116,7 +116,7 @@ pub fn prompt(a: &PromptArgs) -> Result<PlanOptions> {
 pub fn bench(a: &BenchArgs) -> Result<(ValidOptions, BenchList)> {
     let named = |e: ListError| anyhow!("{}", e.explain(&super::Flags));
     let items = instances::items(
-        &a.kv.0,
+        a.kv.as_ref().map_or(&[][..], |l| &l.0),
         a.kv_k.as_ref().map_or(&[][..], |l| &l.0),
         a.kv_v.as_ref().map_or(&[][..], |l| &l.0),
         &a.kv_rotation.0,

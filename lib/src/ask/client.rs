@@ -23,6 +23,10 @@ pub enum ServerError {
     NotFound { endpoint: String, detail: String },
     #[error("{endpoint} gave no answer within {seconds} s")]
     Timeout { endpoint: String, seconds: f64 },
+    /// A redirect is not followed: it would carry the prompt and the API key
+    /// to another address, and a 301/302/303 turns the POST into a GET.
+    #[error("{endpoint} answered HTTP {status}, a redirect to {location}, which posrecall does not follow")]
+    Redirected { endpoint: String, status: u16, location: String },
     #[error("{0}")]
     Unreachable(String),
     #[error("request to {endpoint} failed: {why}")]
@@ -93,6 +97,8 @@ impl Asker {
     pub fn new(o: &super::AskOptions) -> Asker {
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs_f64(o.timeout)))
+            // A 3xx comes back as an answer, for `try_once` to refuse by name.
+            .max_redirects(0)
             .http_status_as_error(false)
             .user_agent(concat!("posrecall/", env!("CARGO_PKG_VERSION")))
             .build();
@@ -127,6 +133,9 @@ impl Asker {
             ServerError::NotFound { endpoint, detail } => ServerError::NotFound { endpoint, detail: self.redact(detail) },
             ServerError::Unreachable(m) => ServerError::Unreachable(self.redact(m)),
             ServerError::Other { endpoint, why } => ServerError::Other { endpoint, why: self.redact(why) },
+            ServerError::Redirected { endpoint, status, location } => {
+                ServerError::Redirected { endpoint, status, location: self.redact(location) }
+            }
             t @ ServerError::Timeout { .. } => t,
         }
     }
@@ -202,6 +211,12 @@ impl Asker {
             Err(e) => return self.transport_error(e),
         };
         let status = resp.status().as_u16();
+        // Where a redirect leads, as messages show a URL: without its query
+        // or credentials, and escaped for a terminal.
+        let location = resp.headers().get("location").map(|l| {
+            let l = crate::support::shown::shown_url(&String::from_utf8_lossy(l.as_bytes()));
+            format!("`{}`", crate::support::shown::for_terminal(&l))
+        });
         let retry_after = resp
             .headers()
             .get("retry-after")
@@ -237,6 +252,11 @@ impl Asker {
                 retry_after: if matches!(status, 429 | 503) { retry_after } else { None },
                 unreachable: false,
             },
+            300..=399 => Try::Fatal(ServerError::Redirected {
+                endpoint,
+                status,
+                location: location.unwrap_or_else(|| "nowhere (no Location header)".into()),
+            }),
             401 | 403 => Try::Fatal(ServerError::Refused { endpoint, status, detail: detail(&text) }),
             404 => Try::Fatal(ServerError::NotFound { endpoint, detail: detail(&text) }),
             _ => Try::Failed(format!("HTTP {status}{}", detail(&text))),

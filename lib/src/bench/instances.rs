@@ -47,6 +47,11 @@ pub enum ListError {
     Lengths { a: Setting, n: usize, b: Setting, m: usize },
     #[error("`{1}` is listed twice")]
     Twice(Setting, String),
+    /// `--kv` names K and V both: with a K or V list besides, which one
+    /// would be run is a rule to remember, and a command line that reads
+    /// as f16 would run another cache.
+    #[error("it names K and V itself (K/V, e.g. f16/q8_0); give the types there, or K and V lists without it")]
+    Both { part: Setting },
     /// llama.cpp's variable turns rotation off, so `auto` is `off`.
     #[error(
         "KV rotation auto and off are the same runs while the environment sets {var}={value} (llama.cpp then rotates nothing): list one of them, or unset {var}",
@@ -106,10 +111,18 @@ pub fn cross(pairs: &[(KvType, KvType)], rotation: &[KvRotation], flash_attn: &[
     items
 }
 
-/// The K/V pairs the three KV lists give: item `i` of each (a one-item list
-/// stands for every item; `kv` empty: `default`), K from `kv_k` and V from
-/// `kv_v` where given; a pair named twice is refused.
+/// The K/V pairs the KV lists give: `kv`'s items, or (`kv` empty) item `i`
+/// of `kv_k` and `kv_v` (a one-item list stands for every item), each part
+/// not given from `default`; `kv` with either of the others, and a pair
+/// named twice, are refused.
 fn paired(kv: &[KvPair], kv_k: &[KvType], kv_v: &[KvType], default: (KvType, KvType)) -> Result<Vec<(KvType, KvType)>, ListError> {
+    if !kv.is_empty() {
+        for (part, list) in [(Setting::KvK, kv_k), (Setting::KvV, kv_v)] {
+            if !list.is_empty() {
+                return Err(ListError::Both { part });
+            }
+        }
+    }
     let default = [KvPair { k: default.0, v: default.1 }];
     let kv = if kv.is_empty() { &default[..] } else { kv };
     let lists = [(Setting::Kv, kv.len()), (Setting::KvK, kv_k.len()), (Setting::KvV, kv_v.len())];
@@ -140,6 +153,7 @@ impl Explain for ListError {
         match self {
             ListError::Lengths { a, n: len_a, b, m } => format!("{} lists {len_a} items and {} {m}: {self}", n.name(*a), n.name(*b)),
             ListError::Twice(part, _) => format!("{}: {self}", n.name(*part)),
+            ListError::Both { part } => format!("{} with {}: {self}", n.name(Setting::Kv), n.name(*part)),
             ListError::OffByEnvironment { .. } => format!("{}: {self}", n.name(Setting::KvRotation)),
         }
     }
@@ -200,8 +214,12 @@ mod tests {
 
     #[test]
     fn lists_that_cannot_pair_or_repeat_a_run_are_refused() {
-        let e = listed(&pairs("f16,q8_0"), &[F16, Q8_0, Q4_0], &[], &[], &[]).unwrap_err();
-        assert_eq!(e, ListError::Lengths { a: Setting::Kv, n: 2, b: Setting::KvK, m: 3 });
+        let e = listed(&[], &[F16, Q8_0], &[F16, Q8_0, Q4_0], &[], &[]).unwrap_err();
+        assert_eq!(e, ListError::Lengths { a: Setting::KvK, n: 2, b: Setting::KvV, m: 3 });
+        // K/V in one list and K or V in another would mix by a rule no
+        // command line shows: refused, whatever the lengths.
+        assert_eq!(listed(&pairs("f16"), &[Q8_0], &[], &[], &[]).unwrap_err(), ListError::Both { part: Setting::KvK });
+        assert_eq!(listed(&pairs("f16,q8_0"), &[], &[Q4_0, F16], &[], &[]).unwrap_err(), ListError::Both { part: Setting::KvV });
         assert_eq!(listed(&pairs("f16,q8_0,f16"), &[], &[], &[], &[]).unwrap_err(), ListError::Twice(Setting::Kv, "f16".into()));
         assert_eq!(listed(&[], &[F16, F16], &[Q4_0], &[], &[]).unwrap_err(), ListError::Twice(Setting::Kv, "f16/q4_0".into()));
         let twice = [KvRotation::Off, KvRotation::Off];

@@ -126,7 +126,11 @@ impl Plan {
     /// The most tokens one answer may take: the answer budget, and the
     /// reasoning budget before it when thinking is on.
     pub(crate) fn generation_limit(&self) -> usize {
-        self.max_new_tokens + self.think_budget.unwrap_or(0)
+        match self.think_budget {
+            Some(reasoning) => self.max_new_tokens + reasoning,
+            // Thinking off (or the completion probe): no reasoning comes first.
+            None => self.max_new_tokens,
+        }
     }
 }
 

@@ -105,15 +105,27 @@ pub(super) fn create_context<T>(rotation: Rotation, create: impl FnOnce() -> Res
     }
     let made = created?;
     let logged = std::mem::take(&mut *LOGGED.lock().unwrap_or_else(|e| e.into_inner()));
-    // No line: llama.cpp's log was not read (another callback installed),
-    // or the model keeps no KV cache; nothing to check against.
-    if !logged.is_empty() {
-        let did = |which| logged.iter().any(|&(w, n)| w == which && n > 0);
-        if (did('k'), did('v')) != (rotation.k, rotation.v) {
-            return Err(Unforeseen { expected: rotation, k: did('k'), v: did('v') }.into());
-        }
-    }
+    check(rotation, &logged)?;
     Ok(made)
+}
+
+/// Checks what llama.cpp `logged` against what `rotation` expects. No line
+/// at all: the model keeps no KV cache, or llama.cpp's log was not read
+/// (another callback installed). Where nothing was to rotate, that changes
+/// nothing recorded; where a rotation was expected, the record would claim
+/// what no line confirmed, so it is refused rather than passed unchecked.
+fn check(rotation: Rotation, logged: &[(char, u32)]) -> Result<()> {
+    if logged.is_empty() {
+        return match rotation.k || rotation.v {
+            true => Err(Unchecked { expected: rotation }.into()),
+            false => Ok(()),
+        };
+    }
+    let did = |which| logged.iter().any(|&(w, n)| w == which && n > 0);
+    if (did('k'), did('v')) != (rotation.k, rotation.v) {
+        return Err(Unforeseen { expected: rotation, k: did('k'), v: did('v') }.into());
+    }
+    Ok(())
 }
 
 /// llama.cpp rotated otherwise than [`decide`] read its rule.
@@ -130,6 +142,17 @@ pub(crate) struct Unforeseen {
     pub v: bool,
 }
 
+/// llama.cpp logged nothing about rotation where posrecall expected one, so
+/// the rotation a run file would record is unconfirmed.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "llama.cpp logged no rotation sizes while creating the context, where posrecall expected K {} and V {} rotated (rotation {}): the rotation could not be checked, so it is not recorded; turn rotation off, or use unquantised K and V",
+    yes(expected.k), yes(expected.v), expected.mode
+)]
+pub(crate) struct Unchecked {
+    pub expected: Rotation,
+}
+
 fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
@@ -137,6 +160,26 @@ fn yes(b: bool) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What llama.cpp logged is checked against what was expected: a
+    /// difference is refused, and so is silence where a rotation was
+    /// expected (nothing would confirm it); silence where none was is a
+    /// model without a KV cache.
+    #[test]
+    fn the_logged_rotation_is_checked_and_silence_confirms_nothing() {
+        let auto = |k, v| Rotation { mode: KvRotation::Auto, k, v };
+        assert!(check(auto(true, true), &[('k', 64), ('v', 64)]).is_ok());
+        assert!(check(auto(false, false), &[('k', 0), ('v', 0)]).is_ok());
+        assert!(check(auto(false, false), &[]).is_ok());
+        let e = check(auto(true, false), &[('k', 0), ('v', 0)]).unwrap_err().to_string();
+        assert!(e.starts_with("llama.cpp rotated K no and V no where posrecall expected K yes and V no"), "{e}");
+        let e = check(auto(true, true), &[]).unwrap_err().to_string();
+        assert!(
+            e.starts_with("llama.cpp logged no rotation sizes while creating the context, where posrecall expected K yes and V yes"),
+            "{e}"
+        );
+        assert!(check(auto(false, true), &[]).is_err());
+    }
 
     #[test]
     fn the_variable_reads_as_c_atoi_reads_it() {

@@ -1016,6 +1016,29 @@ impl RunFile {
             };
             return Err(format!("target `{}` has {why}", t.name));
         }
+        // A check's shared start is a prefix of both answers: no longer than
+        // either, the whole of both when they are identical, and short of
+        // one of them when they are not (a report's common fraction and its
+        // parting point are read from it).
+        for t in &self.targets {
+            for (what, c) in [("sequential", &t.sequential), ("undrafted", &t.undrafted)] {
+                let Some(c) = c else { continue };
+                let why = match t.generated_tokens {
+                    None => format!("a {what} check but no generated token count to compare it with"),
+                    Some(n) if c.common_tokens > n.min(c.sequential_tokens) => {
+                        format!("a {what} check sharing {} tokens of answers of {n} and {}", c.common_tokens, c.sequential_tokens)
+                    }
+                    Some(n) if c.identical != (c.common_tokens == n && n == c.sequential_tokens) => format!(
+                        "a {what} check that says the answers are {} where they share {} tokens of {n} and {}",
+                        if c.identical { "identical" } else { "different" },
+                        c.common_tokens,
+                        c.sequential_tokens
+                    ),
+                    Some(_) => continue,
+                };
+                return Err(format!("target `{}` has {why}", t.name));
+            }
+        }
         let sums = Summary::of(&self.targets);
         if sums.total != self.summary.total || sums.by_quarter != self.summary.by_quarter {
             let text = |t: &Totals| match &t.recall {
@@ -1198,5 +1221,43 @@ mod tests {
         run.targets[2].forced.as_mut().unwrap().top1_share = f64::INFINITY;
         assert!(run.save(&fresh).is_err());
         assert!(!fresh.exists(), "a file posrecall cannot read was written");
+    }
+
+    /// The recorded shared start of a checked answer is checked on load:
+    /// longer than an answer, or at odds with `identical`, is refused.
+    #[test]
+    fn a_checks_shared_start_is_a_prefix_of_both_answers() {
+        let mut run = fixture();
+        let n = run.targets[0].generated_tokens.expect("the fixture records generated tokens");
+        let check = |identical, common, sequential| {
+            Some(SequentialCheck {
+                identical,
+                common_tokens: common,
+                sequential_tokens: sequential,
+                matched: 0,
+                pass: false,
+                parting_gap: None,
+                response: None,
+            })
+        };
+        for (c, ok) in [
+            (check(true, n, n), true),
+            (check(false, 0, n + 3), true),
+            (check(false, n, n + 3), true),
+            (check(false, n + 1, n + 3), false),
+            (check(false, n, n - 1), false),
+            (check(true, n - 1, n), false),
+            (check(false, n, n), false),
+        ] {
+            run.targets[0].sequential = c.clone();
+            assert_eq!(run.check().is_ok(), ok, "{c:?}: {:?}", run.check());
+            run.targets[0].sequential = None;
+            run.targets[0].undrafted = c.clone();
+            assert_eq!(run.check().is_ok(), ok, "undrafted {c:?}");
+            run.targets[0].undrafted = None;
+        }
+        run.targets[0].generated_tokens = None;
+        run.targets[0].sequential = check(true, n, n);
+        assert!(run.check().unwrap_err().contains("no generated token count"));
     }
 }

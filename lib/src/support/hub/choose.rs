@@ -38,8 +38,13 @@ fn is_model_file(path: &str) -> bool {
 }
 
 /// Whether `path`'s name has `quant` followed by `.` or `-` (any case), as
-/// llama.cpp matches a tag.
+/// llama.cpp matches a tag. An empty tag names no file: it would be found
+/// before every `.` and `-` of every name. (A reference refuses one before
+/// it gets here; this keeps the rule true for any caller.)
 fn has_quant(path: &str, quant: &str) -> bool {
+    if quant.is_empty() {
+        return false;
+    }
     let (name, q) = (path.rsplit('/').next().unwrap_or(path).to_ascii_uppercase(), quant.to_ascii_uppercase());
     name.match_indices(&q).any(|(at, _)| matches!(name.as_bytes().get(at + q.len()), Some(b'.' | b'-')))
 }
@@ -213,5 +218,9 @@ mod tests {
         let missing: Vec<String> = files.iter().filter(|f| !f.ends_with("-00002-of-00002.gguf")).cloned().collect();
         let e = choose("r", &Select::Quant(Some("UD-Q4_K_XL".into())), &missing).unwrap_err().to_string();
         assert!(e.contains("part 2 of 2"), "{e}");
+        // An empty tag matches nothing (not every file with a `.` or a `-`).
+        let e = pick(Select::Quant(Some(String::new()))).unwrap_err().to_string();
+        assert!(e.contains("no model file matches"), "{e}");
+        assert!(!has_quant("m-Q8_0.gguf", ""));
     }
 }

@@ -25,6 +25,9 @@ pub(super) enum Failure {
     Stalled,
     /// The request's whole-answer bound passed.
     TooLong,
+    /// A redirect that cannot be followed: without a Location, to a URL
+    /// that is not one, to another scheme than HTTP(S), or one too many.
+    Redirect(String),
     Other(String),
 }
 
@@ -38,7 +41,9 @@ impl<'a> Client<'a> {
             .timeout_recv_response(wait)
             // No progress for this long ends a download; a slow one goes on.
             .timeout_per_read(wait)
-            .max_redirects(MAX_REDIRECTS)
+            // Redirects are followed by `get`, which sees each Location
+            // before it is asked (a hub may send one to any scheme).
+            .max_redirects(0)
             .http_status_as_error(false)
             .user_agent(concat!("posrecall/", env!("CARGO_PKG_VERSION")))
             .build();
@@ -65,21 +70,34 @@ impl<'a> Client<'a> {
         range_from: u64,
         whole: Option<std::time::Duration>,
     ) -> Result<ureq::http::Response<ureq::Body>, Failure> {
-        let mut request = self.agent.get(url.as_str());
-        if let Some(t) = &self.env.token {
-            request = request.header("Authorization", format!("Bearer {t}"));
+        let mut url = url.clone();
+        for redirects in 0..=MAX_REDIRECTS {
+            let mut request = self.agent.get(url.as_str());
+            // The token goes to the hub only, never to where it redirects
+            // (its file store needs none: the redirect carries a signed URL).
+            if let Some(t) = self.env.token.as_ref().filter(|_| redirects == 0) {
+                request = request.header("Authorization", format!("Bearer {t}"));
+            }
+            if range_from > 0 {
+                request = request.header("Range", format!("bytes={range_from}-"));
+            }
+            if whole.is_some() {
+                request = request.config().timeout_global(whole).build();
+            }
+            let response = match request.call() {
+                Ok(response) => response,
+                Err(e) => return Err(failure(e)),
+            };
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            if !status.is_redirection() || status.as_u16() == 304 {
+                return Err(Failure::Status(status.as_u16()));
+            }
+            url = redirect_target(&url, status.as_u16(), response.headers())?;
         }
-        if range_from > 0 {
-            request = request.header("Range", format!("bytes={range_from}-"));
-        }
-        if whole.is_some() {
-            request = request.config().timeout_global(whole).build();
-        }
-        match request.call() {
-            Ok(response) if response.status().is_success() => Ok(response),
-            Ok(response) => Err(Failure::Status(response.status().as_u16())),
-            Err(e) => Err(failure(e)),
-        }
+        Err(Failure::Redirect(format!("it redirected more than {MAX_REDIRECTS} times")))
     }
 
     fn listing_error(&self, why: String) -> HubError {
@@ -121,7 +139,7 @@ impl<'a> Client<'a> {
             Err(Failure::Status(code)) => return Err(self.refused(code, what())),
             Err(Failure::Stalled) => return Err(self.stalled("the file list".into())),
             Err(Failure::TooLong) => return Err(too_long()),
-            Err(Failure::Other(why)) => return Err(self.listing_error(why)),
+            Err(Failure::Redirect(why) | Failure::Other(why)) => return Err(self.listing_error(why)),
         };
         let listing: Listing = match response.body_mut().with_config().limit(LISTING_LIMIT).read_json() {
             Ok(l) => l,
@@ -151,8 +169,25 @@ fn failure(e: ureq::Error) -> Failure {
         ureq::Error::Timeout(ureq::Timeout::Global) => Failure::TooLong,
         ureq::Error::Timeout(_) => Failure::Stalled,
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => Failure::Stalled,
-        ureq::Error::TooManyRedirects => Failure::Other(format!("more than {MAX_REDIRECTS} redirects")),
         e => Failure::Other(e.to_string()),
+    }
+}
+
+/// Where a redirect from `from` leads: its Location, relative to `from`,
+/// and HTTP or HTTPS (a `file://` or other scheme is refused, not read).
+/// The target is shown without its query, which a file store signs with.
+fn redirect_target(from: &url::Url, status: u16, headers: &ureq::http::HeaderMap) -> Result<url::Url, Failure> {
+    let Some(location) = headers.get("location") else {
+        return Err(Failure::Redirect(format!("it redirected ({status}) without a Location")));
+    };
+    let location = String::from_utf8_lossy(location.as_bytes());
+    let shown = || shown_name(&crate::support::shown::shown_url(&location));
+    let to = from
+        .join(&location)
+        .map_err(|e| Failure::Redirect(format!("it redirected ({status}) to {}, which is not a URL ({e})", shown())))?;
+    match to.scheme() {
+        "http" | "https" => Ok(to),
+        _ => Err(Failure::Redirect(format!("it redirected ({status}) to a non-HTTP(S) URL, {} (not followed)", shown()))),
     }
 }
 

@@ -1,16 +1,16 @@
 //! A file brought into the cache: downloaded resumably into its blob, checked
-//! by size and sha256, and linked into its snapshot.
+//! by size and by the checksum its blob is named by, and linked into its snapshot.
 
 use super::HubError;
 use super::cache::RepoCache;
 use super::client::{Client, Failure};
-use super::listing::Wanted;
+use super::listing::{Checksum, Wanted};
 use crate::support::progress::{Progress, Unit};
 use std::path::{Path, PathBuf};
 
 impl Client<'_> {
     /// Downloads `file` into its blob (resuming a partial download), checks
-    /// its size and sha256, and links it into the snapshot of `commit`. A
+    /// its size and checksum, and links it into the snapshot of `commit`. A
     /// download that stops early is kept as `BLOB.part` for the next run to
     /// resume; one that is not the listed file is removed.
     pub(super) fn fetch(
@@ -31,18 +31,19 @@ impl Client<'_> {
             part.push(".part");
             let part = PathBuf::from(part);
             self.download(commit, file, wanted, &part, progress)?;
-            if let Some(want) = &wanted.sha256 {
-                let got =
-                    crate::support::fsutil::file_sha256(&part).map_err(|e| download_error(format!("cannot read the download: {e:#}")))?;
-                if !got.eq_ignore_ascii_case(want) {
-                    let _ = std::fs::remove_file(&part);
-                    return Err(HubError::Corrupt {
-                        reference: self.r.text.clone(),
-                        file: file.to_string(),
-                        got: got[..12].to_string(),
-                        want: want[..12].to_string(),
-                    });
-                }
+            // The blob's name is its checksum: every file is checked, an LFS
+            // one by its sha256 and one in git by its git blob id.
+            let checksum = Checksum::of_blob(&wanted.blob).expect("a listed blob name is a checksum");
+            let got = checksum.of_download(&part).map_err(|e| download_error(format!("cannot read the download: {e:#}")))?;
+            if !got.eq_ignore_ascii_case(&wanted.blob) {
+                let _ = std::fs::remove_file(&part);
+                return Err(HubError::Corrupt {
+                    reference: self.r.text.clone(),
+                    file: file.to_string(),
+                    checksum: checksum.name(),
+                    got: got[..12].to_string(),
+                    want: wanted.blob[..12].to_string(),
+                });
             }
             std::fs::rename(&part, &blob).map_err(|e| io("move the download to", &blob, e))?;
         }
@@ -85,6 +86,8 @@ impl Client<'_> {
             Err(Failure::Status(416)) if have == wanted.size => return Ok(()),
             Err(Failure::Status(code)) => return Err(self.refused(code, format!("file {file}"))),
             Err(Failure::Stalled | Failure::TooLong) => return Err(self.stalled(format!("starting the download of {file}"))),
+            // Running again would meet the same redirect.
+            Err(Failure::Redirect(why)) => return Err(download_error(format!("the download was refused: {why}"))),
             Err(Failure::Other(why)) => {
                 return Err(download_error(format!("the download failed ({why}); run again to resume it from where it stopped")));
             }

@@ -22,9 +22,9 @@ pub enum HubError {
     #[error("{reference}: {file}: {why}")]
     Download { reference: String, file: String, why: String },
     #[error(
-        "{reference}: {file}: the downloaded file's sha256 is {got}…, the hub lists {want}… (removed; run again to download it afresh)"
+        "{reference}: {file}: the downloaded file's {checksum} is {got}…, the hub lists {want}… (removed; run again to download it afresh)"
     )]
-    Corrupt { reference: String, file: String, got: String, want: String },
+    Corrupt { reference: String, file: String, checksum: &'static str, got: String, want: String },
     #[error("{reference}: the hub at {endpoint} could not be asked for the file list: {why}")]
     Listing { reference: String, endpoint: String, why: String },
     #[error("{reference}: the hub cache {cache}: {why}")]

@@ -7,7 +7,8 @@
 //! A reference whose files are all in the cache is used with no network at
 //! all; otherwise the repository's file list is read, the quant's file (every
 //! part of a split model) chosen, downloaded resumably and checked by size
-//! and by the sha256 the hub lists. `HF_ENDPOINT` names another hub,
+//! and by the checksum the hub lists (an LFS file's sha256, a small file's
+//! git blob id). `HF_ENDPOINT` names another hub,
 //! `HF_TOKEN` (or the token file `huggingface-cli login` writes) is sent and
 //! never printed, `HF_HUB_OFFLINE` allows the cache only, and
 //! `HF_HUB_DOWNLOAD_TIMEOUT` is how long a request may wait for the hub.
@@ -15,8 +16,8 @@
 //! The hub's protocol is spoken here, over ureq, rather than through the
 //! `hf-hub` crate: that crate names the cache's files after the `ETag` and
 //! `X-Repo-Commit` headers as sent (so a hostile hub or mirror could write
-//! or delete any file), sets no timeout, follows redirects without bound and
-//! panics on some answers. Here every value that becomes a path is checked
+//! or delete any file), sets no timeout, follows redirects without bound (to any
+//! scheme) and panics on some answers. Here every value that becomes a path is checked
 //! first (see `cache.rs`), and no header becomes one.
 //!
 //! The pieces, by concern: `reference` (what a reference names),
@@ -25,7 +26,7 @@
 //! repository's), `cache` (the cache's layout and what may become a path in
 //! it), `listing` (the hub's file list as sent), `resolve` (the cache
 //! first, the hub for what it lacks), `client` (requests to the hub) and
-//! `download` (resumable, bounded downloads, checked by size and sha256).
+//! `download` (resumable, bounded downloads, checked by size and checksum).
 
 mod cache;
 mod choose;

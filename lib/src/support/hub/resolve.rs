@@ -5,6 +5,7 @@ use super::cache::{RepoCache, cached_commit, is_commit, snapshot_files};
 use super::choose::{choose, listing};
 use super::client::Client;
 use super::error::shown_name;
+use super::listing::Checksum;
 use super::{HubEnv, HubError, HubRef, Origin, Resolved};
 use crate::support::progress::Progress;
 use std::path::{Path, PathBuf};
@@ -79,6 +80,7 @@ pub fn resolve(r: &HubRef, env: &HubEnv, progress: &dyn Progress) -> Result<Reso
 struct Changed {
     link: PathBuf,
     blob: PathBuf,
+    checksum: Checksum,
     got: String,
 }
 
@@ -86,9 +88,10 @@ impl Changed {
     fn offline_message(&self) -> String {
         let want = self.blob.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         format!(
-            "{} is not the file the hub listed (its sha256 is {}…, its name says {}…): it changed after the download; run online \
+            "{} is not the file the hub listed (its {} is {}…, its name says {}…): it changed after the download; run online \
              to fetch it again, or delete it",
             self.link.display(),
+            self.checksum.name(),
             &self.got[..self.got.len().min(12)],
             &want[..want.len().min(12)]
         )
@@ -103,19 +106,15 @@ impl Changed {
 }
 
 /// Whether `file` of `snapshot` changed since it was downloaded: its blob is
-/// named by the listed sha256, so its bytes must hash to that name (an LFS
-/// file; a file in git is named by its git id, which is not checked). The
-/// hash is posrecall's cached one (by path, size and modification time), the
-/// one the run file records.
+/// named by its checksum (an LFS file's sha256, a file in git's git blob
+/// id), so its bytes must hash to that name.
 fn changed_since_download(snapshot: &Path, file: &str) -> Option<Changed> {
     let link = snapshot.join(file);
     let blob = std::fs::canonicalize(&link).ok()?;
     let name = blob.file_name()?.to_string_lossy().into_owned();
-    if name.len() != 64 || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let got = crate::support::fsutil::cached_sha256(&blob).ok()?;
-    (!got.eq_ignore_ascii_case(&name)).then_some(Changed { link, blob, got })
+    let checksum = Checksum::of_blob(&name)?;
+    let got = checksum.of_cached(&blob).ok()?;
+    (!got.eq_ignore_ascii_case(&name)).then_some(Changed { link, blob, checksum, got })
 }
 
 fn resolved(r: &HubRef, snapshot: &Path, commit: String, chosen: Vec<String>) -> Resolved {
