@@ -337,28 +337,35 @@ fn min_code_lines_leaves_out_exactly_the_functions_with_fewer_code_lines() {
     let stderr = String::from_utf8_lossy(&err.stderr);
     let all: usize = stderr.split("only ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).expect(&stderr);
     let (_, every) = targets_file(dir.path(), &corpus, &["--count", &all.to_string(), "--lines", "20"]);
-    let min = 17;
     let code = |t: &Value| oracle_classes(t, &corpus_lines, &classes).iter().filter(|c| *c == "code").count();
+    // The median count: some functions have exactly it, some fewer.
+    let mut counts: Vec<usize> = every["targets"].as_array().unwrap().iter().map(code).collect();
+    counts.sort_unstable();
+    let min = counts[counts.len() / 2];
+    assert!(counts[0] < min, "{counts:?}");
+    let flag = min.to_string();
     let mut want: Vec<String> =
         every["targets"].as_array().unwrap().iter().filter(|t| code(t) >= min).map(|t| t["name"].as_str().unwrap().to_string()).collect();
     assert!(!want.is_empty() && want.len() < all, "{} of {all}", want.len());
 
     let n = want.len().to_string();
-    let (_, got) = targets_file(dir.path(), &corpus, &["--count", &n, "--lines", "20", "--min-code-lines", "17"]);
+    let (_, got) = targets_file(dir.path(), &corpus, &["--count", &n, "--lines", "20", "--min-code-lines", &flag]);
     let mut names: Vec<String> = got["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
     names.sort();
     want.sort();
     assert_eq!(names, want);
     assert_eq!(got["corpus"]["few_code_lines"].as_u64(), Some((all - want.len()) as u64));
-    assert_eq!(got["params"]["min_code_lines"], 17);
+    assert_eq!(got["params"]["min_code_lines"], min);
     // A draw of fewer: each drawn one has enough code.
-    let (_, some) = targets_file(dir.path(), &corpus, &["--count", "4", "--lines", "20", "--min-code-lines", "17"]);
+    let (_, some) = targets_file(dir.path(), &corpus, &["--count", "4", "--lines", "20", "--min-code-lines", &flag]);
     assert!(some["targets"].as_array().unwrap().iter().all(|t| code(t) >= min));
     // One more than qualify: refused, with the rule said.
-    let o = posrecall(&["targets", s(&corpus), "--count", &(want.len() + 1).to_string(), "--lines", "20", "--min-code-lines", "17"]);
+    let o = posrecall(&["targets", s(&corpus), "--count", &(want.len() + 1).to_string(), "--lines", "20", "--min-code-lines", &flag]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        !o.status.success() && err.contains(&format!("only {} eligible", want.len())) && err.contains("at least 17 of them code"),
+        !o.status.success()
+            && err.contains(&format!("only {} eligible", want.len()))
+            && err.contains(&format!("at least {min} of them code")),
         "{err}"
     );
     // More than LINES can never be met: refused, naming both flags.
