@@ -266,6 +266,8 @@ fn credit_code_counts_code_lines_only() {
     assert_eq!(run["targets"][0]["composition"]["docstring"]["matched"], 3, "the composition still says what was recalled");
     let run = score(dir.path(), &posr, &answers(CODE_ONLY), &["--credit", "code"]);
     assert_eq!(counts(&run, "alpha"), (2, 0, 0, Some(2), true));
+    let shown = ok(&posrecall(&["score", s(&posr), s(&dir.path().join("responses.jsonl")), "--credit", "code", "--quiet"]));
+    assert!(shown.contains("1/2 passed, 2 matched of 10 code lines, 8 missing (8 truncated)"), "{shown}");
     // beta's empty answer: 8 code lines, none matched.
     assert_eq!(counts(&run, "beta"), (0, 8, 8, Some(8), false));
 

@@ -80,6 +80,11 @@ pub fn totals_line(t: &Totals) -> String {
                 "{}/{} passed (codeneedle policy), {} matched of {scored} scored, {} missing, {reindented} re-indented, {} hallucinated, {} extra",
                 r.passes, t.count, r.matched, r.missing, r.hallucinated, r.extra
             ),
+            // posrecall with --credit code: of the code lines.
+            (Some(scored), None) => format!(
+                "{}/{} passed, {} matched of {scored} code lines, {} missing ({} truncated), {} hallucinated, {} extra",
+                r.passes, t.count, r.matched, r.missing, r.truncated, r.hallucinated, r.extra
+            ),
             _ => format!(
                 "{}/{} passed, {} matched, {} missing ({} truncated), {} hallucinated, {} extra",
                 r.passes, t.count, r.matched, r.missing, r.truncated, r.hallucinated, r.extra
