@@ -960,22 +960,10 @@ impl RunFile {
             // Under codeneedle the blank lines are in neither count, and the
             // re-indented are apart: matched and missing stay within the
             // scored lines, and a pass is 40% of them.
-            // With code alone credited, matched and missing stay within the
-            // code lines, and a pass is the policy's share of them.
             let why = if code_only {
-                let scored = sc.scored.unwrap_or(0);
-                let share_pass = match codeneedle {
-                    true => crate::score::codeneedle::passes(sc.matched, scored),
-                    false => scored > 0 && sc.matched * lines >= pass * scored,
-                };
-                if sc.scored.is_none() {
-                    "no scored count, which --credit code records".to_string()
-                } else if sc.matched + sc.missing > scored || scored > lines {
-                    format!("{} matched and {} missing of {scored} code lines in {lines}", sc.matched, sc.missing)
-                } else if sc.pass != share_pass {
-                    format!("pass {} with {} matched of {scored} code lines", sc.pass, sc.matched)
-                } else {
-                    continue;
+                match code_only_problem(sc, lines, pass, codeneedle) {
+                    Some(why) => why,
+                    None => continue,
                 }
             } else if codeneedle {
                 let scored = sc.scored.unwrap_or(0);
@@ -1054,6 +1042,26 @@ impl RunFile {
             );
         }
         Ok(json)
+    }
+}
+
+/// What is wrong with a score made with code alone credited, if anything:
+/// matched and missing stay within the code lines (`scored`), and a pass is
+/// the policy's share of them.
+fn code_only_problem(sc: &crate::score::Score, lines: usize, pass: usize, codeneedle: bool) -> Option<String> {
+    let scored = sc.scored.unwrap_or(0);
+    let share_pass = match codeneedle {
+        true => crate::score::codeneedle::passes(sc.matched, scored),
+        false => scored > 0 && sc.matched * lines >= pass * scored,
+    };
+    if sc.scored.is_none() {
+        Some("no scored count, which crediting code alone records".to_string())
+    } else if sc.matched + sc.missing > scored || scored > lines {
+        Some(format!("{} matched and {} missing of {scored} code lines in {lines}", sc.matched, sc.missing))
+    } else if sc.pass != share_pass {
+        Some(format!("pass {} with {} matched of {scored} code lines", sc.pass, sc.matched))
+    } else {
+        None
     }
 }
 

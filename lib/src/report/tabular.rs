@@ -83,9 +83,7 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
                     r.prefill(),
                 ];
                 if made_of {
-                    let of = |t: crate::score::composition::Tally| format!("{}/{}", t.matched, t.lines);
-                    let c = composition(r);
-                    row.extend([c.map(|c| of(c.code)).unwrap_or_default(), c.map(|c| of(c.prose())).unwrap_or_default()]);
+                    row.extend(made_of_cells(r));
                 }
                 if steps {
                     row.push(opt(r.tokens_per_step, |v| format!("{v:.2}")));
@@ -104,13 +102,7 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
                     ]);
                 }
                 if kld {
-                    let k = r.kld.as_ref();
-                    row.extend([
-                        opt(k.map(|k| k.mean), |v| format!("{v:.5}")),
-                        opt(k.map(|k| k.p99), |v| format!("{v:.4}")),
-                        opt(k.map(|k| k.same_top1), |v| format!("{:.1}%", 100.0 * v)),
-                        r.reference.clone().unwrap_or_default(),
-                    ]);
+                    row.extend(kld_cells(r));
                 }
                 row
             })
@@ -121,6 +113,26 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
 /// A run's composition, where it has one.
 fn composition(r: &Row) -> Option<&crate::score::Composition> {
     r.recall.as_ref()?.composition.as_ref()
+}
+
+/// The code and prose cells of the aggregate: matched of lines, blank
+/// without a composition.
+fn made_of_cells(r: &Row) -> [String; 2] {
+    let of = |t: crate::score::composition::Tally| format!("{}/{}", t.matched, t.lines);
+    let c = composition(r);
+    [c.map(|c| of(c.code)).unwrap_or_default(), c.map(|c| of(c.prose())).unwrap_or_default()]
+}
+
+/// The divergence cells of the aggregate: mean, p99, same top-1, the
+/// reference; blank without a reference.
+fn kld_cells(r: &Row) -> [String; 4] {
+    let k = r.kld.as_ref();
+    [
+        opt(k.map(|k| k.mean), |v| format!("{v:.5}")),
+        opt(k.map(|k| k.p99), |v| format!("{v:.4}")),
+        opt(k.map(|k| k.same_top1), |v| format!("{:.1}%", 100.0 * v)),
+        r.reference.clone().unwrap_or_default(),
+    ]
 }
 
 /// A recall count, blank where recall was not measured.
