@@ -9,7 +9,7 @@ use posrecall::ask::{MAX_CONCURRENCY, MAX_RETRIES, MAX_TIMEOUT_S};
 use posrecall::bench::MAX_NEW_TOKENS;
 use posrecall::prompt::Probe;
 use posrecall::prompt::template::Think;
-use posrecall::score::{Normalize, Policy};
+use posrecall::score::{Credit, Normalize, Policy};
 use posrecall::settings::Named;
 use posrecall::settings::{CtxSize, FlashAttn, KvPair, KvRotation, KvType, List};
 use posrecall::targets::Anchor;
@@ -305,6 +305,9 @@ pub struct RescoreArgs {
     /// run's own when the policy is the run's, else 40% of LINES, rounded up.
     #[arg(long)]
     pub pass: Option<usize>,
+    /// Which lines a score counts: all, or code alone (as bench's --credit). Left out: the run's own.
+    #[arg(long, value_parser = named::<Credit>())]
+    pub credit: Option<Credit>,
     /// Write the one rescored run here.
     #[arg(long, short, required_unless_present = "out_dir", conflicts_with = "out_dir")]
     pub out: Option<PathBuf>,
@@ -387,6 +390,15 @@ pub struct TargetArgs {
     /// a pass at 40% of the scored lines, re-indented lines apart).
     #[arg(long, value_parser = named::<Policy>(), default_value_t = Policy::default())]
     pub policy: Policy,
+    /// Which lines a score counts: all (every line the policy counts), or code (comments,
+    /// docstrings and blank lines aligned but neither credited nor counted; the pass is a share
+    /// of the code lines).
+    #[arg(long, value_parser = named::<Credit>(), default_value_t = TargetSpec::default().credit)]
+    pub credit: Credit,
+    /// Leave out of the draw every function whose LINES expected lines hold fewer code lines
+    /// than this (0: none left out); how many were left out is recorded.
+    #[arg(long, value_name = "N", default_value_t = TargetSpec::default().min_code_lines)]
+    pub min_code_lines: usize,
 }
 
 /// `--pass`'s default, in words, from the library's constant.
@@ -474,6 +486,10 @@ pub struct ScoreArgs {
     /// is the policy's). Left out: the targets file's.
     #[arg(long, value_parser = named::<Policy>())]
     pub policy: Option<Policy>,
+    /// Which lines a score counts: all, or code alone (as bench's --credit). Left out: the targets
+    /// file's.
+    #[arg(long, value_parser = named::<Credit>())]
+    pub credit: Option<Credit>,
     /// Print only the aggregate, not the per-target diffs.
     #[arg(long, short)]
     pub quiet: bool,

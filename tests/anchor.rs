@@ -16,7 +16,7 @@ fn jquery_like() -> PathBuf {
 }
 
 fn opts(lines: usize, anchor: Anchor) -> TargetOptions {
-    TargetOptions { count: 1, lines, seed: 1, skip_blank: false, anchor, policy: Default::default() }
+    TargetOptions { count: 1, lines, seed: 1, skip_blank: false, anchor, policy: Default::default(), min_code_lines: 0 }
 }
 
 /// (name, line, expected lines, header) of every eligible function of `src`.

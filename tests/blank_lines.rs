@@ -71,7 +71,8 @@ fn is_blank(line: &str) -> bool {
 /// Every eligible function of the whole file at `lines` LINES, blank lines counted.
 fn all_targets(corpus: &Path, lines: usize) -> Vec<Target> {
     let src = Source::open(corpus).unwrap();
-    let opts = TargetOptions { count: 1, lines, seed: 1, skip_blank: false, anchor: Anchor::Name, policy: Default::default() };
+    let opts =
+        TargetOptions { count: 1, lines, seed: 1, skip_blank: false, anchor: Anchor::Name, policy: Default::default(), min_code_lines: 0 };
     let targets = eligible(&src.corpus, &src.parsed, 0, src.corpus.line_count() - 1, &opts);
     assert!(!targets.is_empty(), "no eligible target in {}", corpus.display());
     targets

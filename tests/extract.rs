@@ -15,7 +15,7 @@ fn open(name: &str) -> Source {
 }
 
 fn opts(lines: usize, skip_blank: bool) -> TargetOptions {
-    TargetOptions { count: 1, lines, seed: 1, skip_blank, anchor: Anchor::Name, policy: Default::default() }
+    TargetOptions { count: 1, lines, seed: 1, skip_blank, anchor: Anchor::Name, policy: Default::default(), min_code_lines: 0 }
 }
 
 /// Every eligible target of the whole file.

@@ -498,7 +498,8 @@ fn hostile_arguments(dir: &Path) -> Vec<(Vec<String>, i32, String)> {
         "--diff works with --format table, md or html (the HTML page always has the diffs), not csv",
     );
     push(2, vec!["compare", t], "the following required arguments were not provided: <B.json>");
-    push(1, vec!["compare", t, r], "t.json is not a posrecall run file: missing field `manifest` at line 141 column 1");
+    // (181: the targets file holds each expected line's class, one per line.)
+    push(1, vec!["compare", t, r], "t.json is not a posrecall run file: missing field `manifest` at line 181 column 1");
     push(1, vec!["compare", text, text], "text.txt is not a posrecall run file: expected ident at line 1 column 2");
     push(2, vec!["ask", t], "the following required arguments were not provided: --url <URL>");
     push(1, vec!["ask", t, "--url", "nope"], "--url `nope`: expected http://HOST:PORT or https://HOST");

@@ -21,7 +21,8 @@ fn open(name: &str) -> Source {
 }
 
 fn all(src: &Source, lines: usize) -> Vec<Target> {
-    let opts = TargetOptions { count: 1, lines, seed: 1, skip_blank: false, anchor: Anchor::Name, policy: Default::default() };
+    let opts =
+        TargetOptions { count: 1, lines, seed: 1, skip_blank: false, anchor: Anchor::Name, policy: Default::default(), min_code_lines: 0 };
     eligible(&src.corpus, &src.parsed, 0, src.corpus.line_count() - 1, &opts)
 }
 

@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::*;
-use posrecall::score::{Normalize, Policy, Score, ScoreOptions, score_raw};
+use posrecall::score::{Credit, Normalize, Policy, Score, ScoreOptions, score_raw};
 use serde_json::{Value, json};
 use std::io::Write as _;
 use std::path::Path;
@@ -20,7 +20,7 @@ fn lines(v: &[&str]) -> Vec<String> {
 
 fn codeneedle(lines: usize, relax: bool) -> ScoreOptions {
     let normalize = if relax { Normalize::Trim } else { Normalize::TrimEnd };
-    ScoreOptions { lines, pass: 0, normalize, skip_blank: false, policy: Policy::Codeneedle }
+    ScoreOptions { lines, pass: 0, normalize, skip_blank: false, policy: Policy::Codeneedle, credit: Credit::All }
 }
 
 /// (scored, matched, missing, extra, hallucinated, reindented, pass)
@@ -124,7 +124,7 @@ fn cases() -> Vec<Case> {
 #[test]
 fn constructed_answers_give_the_hand_worked_counts() {
     for c in cases() {
-        let s = score_raw(&c.response, "function f() {", &c.expected, &c.extra, &codeneedle(c.expected.len(), c.relax));
+        let s = score_raw(&c.response, "function f() {", &c.expected, &c.extra, &[], &codeneedle(c.expected.len(), c.relax));
         assert_eq!(counts(&s), c.want, "{}", c.what);
     }
 }
@@ -143,8 +143,9 @@ fn posrecall_scores_the_same_answers_its_own_way() {
             normalize: Normalize::Trim,
             skip_blank: false,
             policy: Policy::Posrecall,
+            credit: Credit::All,
         };
-        let s = score_raw(&c.response, "function f() {", &c.expected, &c.extra, &o);
+        let s = score_raw(&c.response, "function f() {", &c.expected, &c.extra, &[], &o);
         (s.matched, s.missing, s.pass, s.scored, s.reindented)
     };
     // Re-indented: trimmed, all five lines match (the blank between two anchors).
@@ -205,7 +206,7 @@ fn counts_agree_with_an_independent_difflib_scorer() {
     assert_eq!(oracle.len(), all.len());
     let mut differ = Vec::new();
     for (c, o) in all.iter().zip(&oracle) {
-        let s = score_raw(&c.response, "function f() {", &c.expected, &c.extra, &codeneedle(c.expected.len(), c.relax));
+        let s = score_raw(&c.response, "function f() {", &c.expected, &c.extra, &[], &codeneedle(c.expected.len(), c.relax));
         let u = |k: &str| o[k].as_u64().unwrap() as usize;
         let theirs =
             (u("scored"), u("matched"), u("missing"), u("extra"), u("hallucinated"), u("reindented"), o["pass"].as_bool().unwrap());

@@ -287,6 +287,15 @@ fn a_folder_reports_like_its_files_in_name_order() {
     assert_eq!(headings, 3, "{mixed}");
 }
 
+/// A grid row's code/prose cell: the target's code lines and comment and
+/// docstring lines, flagged when prose outnumbers code.
+fn class_lines(t: &posrecall::record::run::TargetResult) -> String {
+    let c = t.score.as_ref().and_then(|s| s.composition.as_ref()).expect("bench runs record their composition");
+    let prose = c.comment.lines + c.docstring.lines;
+    let flag = if prose > c.code.lines { " prose-dominated" } else { "" };
+    format!("{}/{prose}{flag}", c.code.lines)
+}
+
 #[test]
 fn two_runs_get_the_per_target_grid_and_quarters() {
     let r = runs();
@@ -304,11 +313,12 @@ fn two_runs_get_the_per_target_grid_and_quarters() {
             .find(|l| l.starts_with(&format!("{} ", ta.name)))
             .unwrap_or_else(|| panic!("no grid row for {}:\n{table}", ta.name));
         let cells: Vec<&str> = line.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
-        assert_eq!(cells.len(), 5, "{line}");
+        assert_eq!(cells.len(), 6, "{line}");
         assert_eq!(cells[0], ta.name);
         assert_eq!(cells[1], ta.line.to_string());
-        assert_eq!(cells[3], mark(ta), "{line}");
-        assert_eq!(cells[4], mark(tb), "{line}");
+        assert_eq!(cells[3], class_lines(ta), "{line}");
+        assert_eq!(cells[4], mark(ta), "{line}");
+        assert_eq!(cells[5], mark(tb), "{line}");
     }
     // Grid rows by depth.
     let positions: Vec<usize> = {
@@ -877,12 +887,17 @@ fn grid_cell(t: &TargetResult) -> String {
     }
 }
 
-/// The per-target grid: a header of target, line, depth and exactly one
-/// column per run (its label), then one row per target by depth, each with
+/// The per-target grid: a header of target, line, depth, code/prose lines
+/// and exactly one column per run (its label), then one row per target by depth, each with
 /// one cell per run.
 fn check_grid(html: &str, runs: &[(String, RunFile)]) {
     let rows = html_table_after(html, "<h2>Per target, by depth</h2>");
+    // The code/prose column where the run files record a composition.
+    let made_of = runs[0].1.targets.iter().any(|t| t.score.as_ref().is_some_and(|s| s.composition.is_some()));
     let mut header = vec!["target".to_string(), "line".into(), "depth".into()];
+    if made_of {
+        header.push("code/prose lines".into());
+    }
     header.extend(runs.iter().map(|(label, _)| label.clone()));
     assert_eq!(rows[0], header, "one column per run");
     let mut by_depth: Vec<&TargetResult> = runs[0].1.targets.iter().collect();
@@ -890,6 +905,9 @@ fn check_grid(html: &str, runs: &[(String, RunFile)]) {
     assert_eq!(rows.len(), 1 + by_depth.len(), "one row per target");
     for (row, t) in rows[1..].iter().zip(by_depth) {
         let mut want = vec![t.name.clone(), t.line.to_string(), format!("{:.2}", t.depth)];
+        if made_of {
+            want.push(class_lines(t));
+        }
         for (_, run) in runs {
             let same = run.targets.iter().find(|u| u.name == t.name).expect("same targets");
             want.push(grid_cell(same));

@@ -35,7 +35,7 @@ fn functions(n: usize) -> (Corpus, Parsed) {
 }
 
 fn opts(count: usize, seed: u64) -> TargetOptions {
-    TargetOptions { count, lines: 20, seed, skip_blank: false, anchor: Anchor::Name, policy: Default::default() }
+    TargetOptions { count, lines: 20, seed, skip_blank: false, anchor: Anchor::Name, policy: Default::default(), min_code_lines: 0 }
 }
 
 fn pick(corpus: &Corpus, parsed: &Parsed, o: &TargetOptions) -> Vec<Target> {
@@ -114,6 +114,7 @@ fn fake(name: &str, depth: f64) -> Target {
         depth,
         header: format!("function {name}() {{"),
         expected: Vec::new(),
+        classes: Vec::new(),
         extra_window: Vec::new(),
         last_expected_line: 0,
         header_only: false,

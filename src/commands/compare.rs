@@ -10,7 +10,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     let a = RunFile::load(&args.a)?;
     let b = RunFile::load(&args.b)?;
     let c = Comparison::new(&a, &args.a, &b, &args.b).map_err(|e| match e.downcast::<PoliciesDiffer>() {
-        Ok(d) => anyhow::anyhow!("{d}: posrecall rescore {} --policy {} -o OUT.json", d.b, d.a_policy),
+        Ok(d) => anyhow::anyhow!("{d}: posrecall rescore {} --policy {} --credit {} -o OUT.json", d.b, d.a_policy, d.a_credit),
         Err(e) => e,
     })?;
     let text = if args.json {

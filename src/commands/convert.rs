@@ -29,6 +29,8 @@ pub fn target_spec(a: &TargetArgs) -> TargetSpec {
         normalize: a.normalize,
         anchor: a.anchor,
         policy: a.policy,
+        credit: a.credit,
+        min_code_lines: a.min_code_lines,
     }
 }
 

@@ -102,6 +102,8 @@ impl Flags {
             S::Normalize => "--normalize",
             S::Anchor => "--anchor",
             S::Policy => "--policy",
+            S::Credit => "--credit",
+            S::MinCodeLines => "--min-code-lines",
             S::Only => "--only",
             S::Probe => "--probe",
             S::Crop => "--crop",

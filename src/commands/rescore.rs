@@ -27,7 +27,7 @@ pub fn run(args: &RescoreArgs) -> Result<()> {
     let inputs: Vec<&std::path::Path> = args.runs.iter().map(PathBuf::as_path).collect();
     crate::commands::check_outputs(&labelled, &inputs, &[])?;
 
-    let settings = RescoreSettings { policy: args.policy, normalize: args.normalize, pass: args.pass };
+    let settings = RescoreSettings { policy: args.policy, normalize: args.normalize, pass: args.pass, credit: args.credit };
     // Every run is rescored before any is written: one that cannot be is
     // refused with nothing half done.
     let mut runs = Vec::with_capacity(args.runs.len());

@@ -15,6 +15,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         pass: args.pass,
         normalize: args.normalize,
         policy: args.policy,
+        credit: args.credit,
         external: (args.url.is_some() || args.model.is_some()).then(|| External {
             // Credentials in a URL are not recorded (reports show it).
             url: args.url.as_deref().map(posrecall::support::shown::shown_url),

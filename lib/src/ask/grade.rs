@@ -5,7 +5,7 @@
 use super::responses::{self, Response};
 use crate::prompt::reasoning;
 use crate::record::run::{External, FORMAT_VERSION, Manifest, RunFile, Runtime, Summary, TargetResult, TargetsFile};
-use crate::score::{self, Normalize, Policy, ScoreOptions};
+use crate::score::{self, Credit, Normalize, Policy, ScoreOptions};
 use crate::support::progress::Notes;
 use crate::targets::crop::LineRange;
 use crate::targets::{SpecError, TargetSpec};
@@ -25,6 +25,8 @@ pub struct ScoreSettings {
     /// The policy to score under: the targets file's (its extra window is
     /// made for it), or an error.
     pub policy: Option<Policy>,
+    /// Instead of the targets file's credit (all lines, or code alone).
+    pub credit: Option<Credit>,
     /// The server and model that answered, for the manifest.
     pub external: Option<External>,
 }
@@ -49,6 +51,9 @@ pub enum ScoreError {
     /// The policy asked for is not the one the targets file's windows were made for.
     #[error("{path} was made for the {made} policy, not {asked}")]
     Policy { path: String, made: Policy, asked: Policy },
+    /// Code alone is credited, and the targets file does not say which lines are code.
+    #[error("{path} does not record its lines' classes (it predates them), so code lines cannot be told apart")]
+    NoClasses { path: String },
 }
 
 /// Scores `responses_path` against `targets_path`: every target's answer (an
@@ -77,6 +82,10 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
     }
     params.pass = settings.pass.unwrap_or(params.pass);
     params.normalize = settings.normalize.unwrap_or(params.normalize);
+    params.credit = settings.credit.unwrap_or(params.credit);
+    if params.credit == Credit::Code && targets.targets.iter().any(|t| t.classes.len() != t.expected.len()) {
+        return Err(ScoreError::NoClasses { path: targets_path.display().to_string() }.into());
+    }
     // The targets file's settings get the bounds the flags get, by the same rule.
     let spec = TargetSpec {
         count: params.count,
@@ -91,6 +100,8 @@ pub fn score_responses(targets_path: &Path, responses_path: &Path, settings: &Sc
         normalize: Some(params.normalize),
         policy: params.policy,
         anchor: params.anchor,
+        credit: params.credit,
+        min_code_lines: params.min_code_lines,
     };
     if let Err(e) = spec.validate() {
         return Err(match (e, settings.pass) {
@@ -135,7 +146,7 @@ fn score_all(targets: &TargetsFile, mut answers: HashMap<String, Response>, opts
         // Reasoning inside the answer text is split off as `bench` splits it,
         // and joins any the server gave apart.
         let split = reasoning::split(&a.response);
-        let s = score::score_raw(split.answer, &t.header, &t.expected, &t.extra_window, opts);
+        let s = score::score_raw(split.answer, &t.header, &t.expected, &t.extra_window, &t.classes, opts);
         if let Some(n) = s.unread_lines {
             let read = score::answer_line_cap(t.expected.len() + t.extra_window.len());
             notes.note(&format!(

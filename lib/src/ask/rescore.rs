@@ -25,6 +25,8 @@ pub struct RescoreSettings {
     pub policy: Policy,
     pub normalize: Option<Normalize>,
     pub pass: Option<usize>,
+    /// Which lines count; not given, the run's own.
+    pub credit: Option<crate::score::Credit>,
 }
 
 /// Why a run cannot be rescored as asked.
@@ -74,6 +76,9 @@ pub fn rescore(path: &Path, settings: &RescoreSettings, notes: &dyn Notes) -> Re
         policy: settings.policy,
         // The targets are found again as the run asked about them.
         anchor: p.anchor,
+        credit: settings.credit.unwrap_or(p.credit),
+        // The targets are the run's; which were drawn is not decided again.
+        min_code_lines: 0,
     };
     spec.validate().map_err(RescoreError::Spec)?;
     let targets = find_targets(&old, &shown, &spec)?;
@@ -106,7 +111,7 @@ pub fn rescore(path: &Path, settings: &RescoreSettings, notes: &dyn Notes) -> Re
     }
     let params = crate::record::run::Params::of(&spec);
     let m = &mut new.manifest.params;
-    (m.pass, m.normalize, m.policy) = (params.pass, params.normalize, params.policy);
+    (m.pass, m.normalize, m.policy, m.credit) = (params.pass, params.normalize, params.policy, params.credit);
     new.manifest.rescored_from = Some(RescoredFrom { path: shown, sha256 });
     // The summary is its targets' sums, as every run's is.
     new.summary = Summary::of(&new.targets);
@@ -115,7 +120,7 @@ pub fn rescore(path: &Path, settings: &RescoreSettings, notes: &dyn Notes) -> Re
 
 /// One answer scored against its target.
 fn score_one(answer: &str, t: &Target, opts: &ScoreOptions) -> Score {
-    score::score_raw(answer, &t.header, &t.expected, &t.extra_window, opts)
+    score::score_raw(answer, &t.header, &t.expected, &t.extra_window, &t.classes, opts)
 }
 
 /// Each of the run's targets, in its order, found again in its corpus

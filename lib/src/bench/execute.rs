@@ -369,7 +369,7 @@ fn check_undrafted(
 /// number of generated `tokens` that start before the answer, and not scored.
 fn score_answer(run: &Run, target: &Target, text: &str, tokens: &[Token]) -> TargetResult {
     let split = reasoning::split(text);
-    let s = score::score_raw(split.answer, &target.header, &target.expected, &target.extra_window, run.opts);
+    let s = score::score_raw(split.answer, &target.header, &target.expected, &target.extra_window, &target.classes, run.opts);
     let mut r = TargetResult::new(target, split.answer.to_string(), s);
     let answer_at = split.answer_offset(text);
     if let Some(reasoning) = split.reasoning {
@@ -426,7 +426,14 @@ fn check_sequential<'m>(
 fn answer_again(run: &Run, session: &mut Session, target: &Target, query: &[Token], other: &[Token]) -> Result<SequentialCheck> {
     session.restore()?;
     let g = session.generate_with(query, run.limit(), |text| run.enough(target, text))?;
-    let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, run.opts);
+    let s = score::score_raw(
+        reasoning::split(&g.text).answer,
+        &target.header,
+        &target.expected,
+        &target.extra_window,
+        &target.classes,
+        run.opts,
+    );
     let common = g.tokens.iter().zip(other).take_while(|(a, b)| a == b).count();
     let identical = g.tokens == other;
     let mut parting_gap = None;
@@ -472,7 +479,14 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
         };
         session.start_empty()?;
         let g = session.generate(&tokens, plan.generation_limit(), |text| run.enough(target, text))?;
-        let s = score::score_raw(reasoning::split(&g.text).answer, &target.header, &target.expected, &target.extra_window, opts);
+        let s = score::score_raw(
+            reasoning::split(&g.text).answer,
+            &target.header,
+            &target.expected,
+            &target.extra_window,
+            &target.classes,
+            opts,
+        );
         r.context_matched = Some(with_file.matched as i64 - s.matched as i64);
         r.closed_book = Some(ClosedBook {
             response: g.text,

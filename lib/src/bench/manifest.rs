@@ -41,6 +41,7 @@ impl RunSpec<'_> {
             context: Some(self.cfg.clone()),
             corpus: CorpusInfo {
                 ambiguous: self.plan.ambiguous.clone(),
+                few_code_lines: self.plan.few_code_lines,
                 ..CorpusInfo::of(self.src, self.plan.crop.clone(), Some(self.plan.prefix_tokens.len()))
             },
             params: self.params(),

@@ -113,6 +113,9 @@ pub struct Plan {
     /// The functions of the kept lines left out because neither their name
     /// nor their header is unique (`--anchor header`).
     pub ambiguous: Vec<targets::Ambiguous>,
+    /// `--min-code-lines`: the eligible functions of the kept lines left
+    /// out of the draw for too few code lines; `None` when it is off.
+    pub few_code_lines: Option<usize>,
     /// How the chat template was chosen and rendered (chat probe only).
     pub template: Option<TemplateRecord>,
     /// Reasoning tokens allowed before the answer budget (thinking on, chat probe).
@@ -209,6 +212,7 @@ pub fn plan(model: &Model, src: &Source, o: &PlanOptions, notes: &dyn Notes) -> 
         boundary_exact,
         only: o.only.clone(),
         ambiguous,
+        few_code_lines: targets::few_code_lines(corpus, &src.parsed, first, last, &topts),
         reasoning_markers,
         template,
         think_budget,

@@ -198,6 +198,9 @@ pub struct Parsed {
     pub rule: &'static str,
     /// What the lines asked for follow: "its opening brace".
     pub after: &'static str,
+    /// The class of every line of the text ([`classify::line_classes`]);
+    /// filled by [`Source`], empty where a parser's result is used alone.
+    pub classes: Vec<classify::LineClass>,
 }
 
 /// Byte offset of the start of the line that holds `node`'s first byte,
@@ -514,7 +517,8 @@ impl Source {
             }
             renamed = Some(RenameInfo { seed, sha256: corpus.sha256.clone(), mapping: r.mapping });
         }
-        let parsed = language.functions(&corpus.text)?;
+        let mut parsed = language.functions(&corpus.text)?;
+        parsed.classes = language.line_classes(&corpus.text)?;
         if !spec.dir {
             if let Some(e) = unparsable(&path.display().to_string(), language.as_ref(), &corpus.text, &parsed) {
                 return Err(e.into());

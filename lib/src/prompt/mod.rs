@@ -344,6 +344,7 @@ mod tests {
             depth: 0.0,
             header: "function foo() {".into(),
             expected: vec![],
+            classes: vec![],
             extra_window: vec![],
             last_expected_line: 1,
             header_only: false,

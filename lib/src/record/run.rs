@@ -311,6 +311,10 @@ pub struct CorpusInfo {
     /// neither their name nor their header is unique (`--anchor header`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ambiguous: Vec<crate::targets::Ambiguous>,
+    /// `--min-code-lines`: how many eligible functions of the kept lines
+    /// were left out of the draw for holding fewer code lines; else absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub few_code_lines: Option<usize>,
 }
 
 impl CorpusInfo {
@@ -340,6 +344,7 @@ impl CorpusInfo {
             include: src.include.clone(),
             exclude: src.exclude.clone(),
             ambiguous: Vec::new(),
+            few_code_lines: None,
         }
     }
 }
@@ -392,6 +397,17 @@ pub struct Params {
     /// a run scored as before is the same file as before.
     #[serde(default, skip_serializing_if = "Policy::is_default")]
     pub policy: Policy,
+    /// Which lines counted (`--credit`); absent for all, the default.
+    #[serde(default, skip_serializing_if = "crate::score::Credit::is_default")]
+    pub credit: crate::score::Credit,
+    /// The fewest code lines a target's expected lines held to be drawn
+    /// (`--min-code-lines`); absent for 0, the default (off).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub min_code_lines: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Params {
@@ -403,6 +419,7 @@ impl Params {
             normalize: self.normalize,
             skip_blank: self.skip_blank,
             policy: self.policy,
+            credit: self.credit,
         }
     }
 
@@ -428,6 +445,8 @@ impl Params {
             think: None,
             think_budget: None,
             policy: spec.policy,
+            credit: spec.credit,
+            min_code_lines: spec.min_code_lines,
         }
     }
 }
@@ -707,6 +726,9 @@ pub struct Recall {
     pub scored: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reindented: Option<usize>,
+    /// The targets' compositions summed; absent where a target has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub composition: Option<crate::score::Composition>,
 }
 
 impl Totals {
@@ -731,6 +753,16 @@ impl Totals {
             };
             add(&mut r.scored, s.scored);
             add(&mut r.reindented, s.reindented);
+            // One target without a composition leaves the sum unknown (and
+            // no target, none: an empty quarter of an older file has none).
+            r.composition = match (self.count, r.composition, &s.composition) {
+                (1, _, c) => *c,
+                (_, Some(mut total), Some(c)) => {
+                    total.add(c);
+                    Some(total)
+                }
+                _ => None,
+            };
         }
     }
 
@@ -987,12 +1019,18 @@ impl RunFile {
         // exactly when PASS lines match.
         let (lines, pass) = (self.manifest.params.lines, self.manifest.params.pass);
         let codeneedle = self.manifest.params.policy == Policy::Codeneedle;
+        let code_only = self.manifest.params.credit == crate::score::Credit::Code;
         for t in &self.targets {
             let Some(sc) = &t.score else { continue };
             // Under codeneedle the blank lines are in neither count, and the
             // re-indented are apart: matched and missing stay within the
             // scored lines, and a pass is 40% of them.
-            let why = if codeneedle {
+            let why = if code_only {
+                match code_only_problem(sc, lines, pass, codeneedle) {
+                    Some(why) => why,
+                    None => continue,
+                }
+            } else if codeneedle {
                 let scored = sc.scored.unwrap_or(0);
                 let ratio_pass = crate::score::codeneedle::passes(sc.matched, scored);
                 if sc.scored.is_none() || sc.reindented.is_none() {
@@ -1110,6 +1148,26 @@ impl RunFile {
     }
 }
 
+/// What is wrong with a score made with code alone credited, if anything:
+/// matched and missing stay within the code lines (`scored`), and a pass is
+/// the policy's share of them.
+fn code_only_problem(sc: &crate::score::Score, lines: usize, pass: usize, codeneedle: bool) -> Option<String> {
+    let scored = sc.scored.unwrap_or(0);
+    let share_pass = match codeneedle {
+        true => crate::score::codeneedle::passes(sc.matched, scored),
+        false => scored > 0 && sc.matched * lines >= pass * scored,
+    };
+    if sc.scored.is_none() {
+        Some("no scored count, which crediting code alone records".to_string())
+    } else if sc.matched + sc.missing > scored || scored > lines {
+        Some(format!("{} matched and {} missing of {scored} code lines in {lines}", sc.matched, sc.missing))
+    } else if sc.pass != share_pass {
+        Some(format!("pass {} with {} matched of {scored} code lines", sc.pass, sc.matched))
+    } else {
+        None
+    }
+}
+
 /// The self-contained targets file `posrecall targets --json` prints and
 /// `posrecall score` reads: everything needed to score answers to the targets.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -1134,9 +1192,10 @@ impl TargetsFile {
         };
         let selected = crate::targets::select(corpus, &src.parsed, first, last, &spec.options())?;
         let ambiguous = crate::targets::ambiguous(corpus, &src.parsed, first, last, &spec.options());
+        let few_code_lines = crate::targets::few_code_lines(corpus, &src.parsed, first, last, &spec.options());
         Ok(TargetsFile {
             format: TARGETS_FORMAT_VERSION,
-            corpus: CorpusInfo { ambiguous, ..CorpusInfo::of(src, Crop::of(corpus, mode, first, last), None) },
+            corpus: CorpusInfo { ambiguous, few_code_lines, ..CorpusInfo::of(src, Crop::of(corpus, mode, first, last), None) },
             params: Params::of(spec),
             error_regions: src.parsed.error_regions,
             targets: selected,

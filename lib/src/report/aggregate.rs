@@ -281,8 +281,27 @@ pub struct GridRow {
     pub name: String,
     pub line: usize,
     pub depth: f64,
+    /// What its LINES lines are made of (the first run's record; every
+    /// run asked the same lines); absent where the run file has no composition.
+    #[serde(flatten)]
+    pub lines: Option<ClassLines>,
     /// One per run, in run order.
     pub cells: Vec<Cell>,
+}
+
+/// A target's code and prose (comment and docstring) lines, and whether
+/// prose outnumbers code ([`crate::score::Composition::prose_dominated`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClassLines {
+    pub code_lines: usize,
+    pub prose_lines: usize,
+    pub prose_dominated: bool,
+}
+
+impl ClassLines {
+    fn of(c: &crate::score::Composition) -> ClassLines {
+        ClassLines { code_lines: c.code.lines, prose_lines: c.prose().lines, prose_dominated: c.prose_dominated() }
+    }
 }
 
 /// Targets (by depth) × runs, for runs asked about the same targets.
@@ -319,6 +338,7 @@ impl Grid {
                 name: with_length(&t.name, t.length),
                 line: t.line,
                 depth: t.depth,
+                lines: t.score.as_ref().and_then(|s| s.composition.as_ref()).map(ClassLines::of),
                 cells: runs
                     .iter()
                     .map(|r| {

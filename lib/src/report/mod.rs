@@ -32,9 +32,10 @@ pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
 
 /// One answer's verdict and counts as phrases, for the terminal's and the
 /// HTML page's diff headings: `PASS`, `matched 6/8`, `missing 2 (truncated
-/// 1)`, `hallucinated 0`, `extra 0`.
-pub(crate) fn score_phrases(s: &crate::score::Score, lines: usize) -> [String; 5] {
-    [
+/// 1)`, `hallucinated 0`, `extra 0`, then its composition where known
+/// ([`composition_phrases`]).
+pub(crate) fn score_phrases(s: &crate::score::Score, lines: usize) -> Vec<String> {
+    let mut out = vec![
         if s.pass { "PASS" } else { "FAIL" }.to_string(),
         // Under codeneedle, a share of the scored lines, and the re-indented apart.
         format!("matched {}/{}", s.matched, s.scored.unwrap_or(lines)),
@@ -44,8 +45,29 @@ pub(crate) fn score_phrases(s: &crate::score::Score, lines: usize) -> [String; 5
         },
         format!("hallucinated {}", s.hallucinated),
         format!("extra {}", s.extra),
-    ]
+    ];
+    out.extend(s.composition.iter().flat_map(composition_phrases));
+    out
 }
+
+/// What the lines are made of, as matched of lines per kind: `code 6/9`,
+/// `prose 1/3` (comments and docstrings), `blank 2/2` where the policy
+/// credits blank lines; and `prose-dominated` when more of the lines are
+/// prose than code ([`crate::score::Composition::prose_dominated`]).
+pub(crate) fn composition_phrases(c: &crate::score::Composition) -> Vec<String> {
+    let prose = c.prose();
+    let mut out = vec![format!("code {}/{}", c.code.matched, c.code.lines), format!("prose {}/{}", prose.matched, prose.lines)];
+    if let Some(b) = c.blank {
+        out.push(format!("blank {}/{}", b.matched, b.lines));
+    }
+    if c.prose_dominated() {
+        out.push(PROSE_FLAG.to_string());
+    }
+    out
+}
+
+/// The flag of a target whose lines are more prose than code.
+pub(crate) const PROSE_FLAG: &str = "prose-dominated";
 
 /// One target's teacher-forced metrics as phrases: top-1 share, mean
 /// log-prob, exact lines, first divergence, near ties.

@@ -3,7 +3,7 @@
 //! same cells out their own way.
 
 use crate::record::run::{NOT_MEASURED, Recall};
-use crate::report::aggregate::{Cell, Grid, LoadedRun, Row, pass_rate, quarter_label};
+use crate::report::aggregate::{Cell, ClassLines, Grid, LoadedRun, Row, pass_rate, quarter_label};
 use crate::score::kld::KldStats;
 
 /// A table of text cells; `numeric[i]` says column `i` is right-aligned.
@@ -26,6 +26,7 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
     let closed = rows.iter().any(Row::has_closed_book);
     let kld = rows.iter().any(|r| r.kld.is_some());
     let steps = rows.iter().any(|r| r.tokens_per_step.is_some());
+    let made_of = rows.iter().any(|r| composition(r).is_some());
     let mut header = strings(&[
         "run",
         "model",
@@ -41,6 +42,10 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
         "prefill tok/s",
     ]);
     let mut numeric = vec![false, false, false, false, false, true, true, true, true, true, true, true];
+    if made_of {
+        header.extend(strings(&["code matched", "prose matched"]));
+        numeric.extend([true, true]);
+    }
     if steps {
         header.push("tok/step".into());
         numeric.push(true);
@@ -77,6 +82,9 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
                     recall(r, |x| x.extra),
                     r.prefill(),
                 ];
+                if made_of {
+                    row.extend(made_of_cells(r));
+                }
                 if steps {
                     row.push(opt(r.tokens_per_step, |v| format!("{v:.2}")));
                 }
@@ -94,18 +102,37 @@ pub fn aggregate(rows: &[Row]) -> Tabular {
                     ]);
                 }
                 if kld {
-                    let k = r.kld.as_ref();
-                    row.extend([
-                        opt(k.map(|k| k.mean), |v| format!("{v:.5}")),
-                        opt(k.map(|k| k.p99), |v| format!("{v:.4}")),
-                        opt(k.map(|k| k.same_top1), |v| format!("{:.1}%", 100.0 * v)),
-                        r.reference.clone().unwrap_or_default(),
-                    ]);
+                    row.extend(kld_cells(r));
                 }
                 row
             })
             .collect(),
     }
+}
+
+/// A run's composition, where it has one.
+fn composition(r: &Row) -> Option<&crate::score::Composition> {
+    r.recall.as_ref()?.composition.as_ref()
+}
+
+/// The code and prose cells of the aggregate: matched of lines, blank
+/// without a composition.
+fn made_of_cells(r: &Row) -> [String; 2] {
+    let of = |t: crate::score::composition::Tally| format!("{}/{}", t.matched, t.lines);
+    let c = composition(r);
+    [c.map(|c| of(c.code)).unwrap_or_default(), c.map(|c| of(c.prose())).unwrap_or_default()]
+}
+
+/// The divergence cells of the aggregate: mean, p99, same top-1, the
+/// reference; blank without a reference.
+fn kld_cells(r: &Row) -> [String; 4] {
+    let k = r.kld.as_ref();
+    [
+        opt(k.map(|k| k.mean), |v| format!("{v:.5}")),
+        opt(k.map(|k| k.p99), |v| format!("{v:.4}")),
+        opt(k.map(|k| k.same_top1), |v| format!("{:.1}%", 100.0 * v)),
+        r.reference.clone().unwrap_or_default(),
+    ]
 }
 
 /// A recall count, blank where recall was not measured.
@@ -131,12 +158,26 @@ pub(crate) fn cell_text(c: &Cell) -> String {
     }
 }
 
+/// A target's code and prose lines, `9/3`, flagged where prose dominates
+/// (`2/6 prose-dominated`).
+fn class_lines_text(l: ClassLines) -> String {
+    match l.prose_dominated {
+        true => format!("{}/{} {}", l.code_lines, l.prose_lines, crate::report::PROSE_FLAG),
+        false => format!("{}/{}", l.code_lines, l.prose_lines),
+    }
+}
+
 /// Targets by depth × runs; each cell the matched lines and the verdict
 /// (and the top-1 share).
 pub fn grid(grid: &Grid, runs: &[LoadedRun]) -> Tabular {
+    let made_of = grid.rows.iter().any(|g| g.lines.is_some());
     let mut header = strings(&["target", "line", "depth"]);
-    header.extend(runs.iter().map(|r| r.label.clone()));
     let mut numeric = vec![false, true, true];
+    if made_of {
+        header.push("code/prose lines".into());
+        numeric.push(false);
+    }
+    header.extend(runs.iter().map(|r| r.label.clone()));
     numeric.extend(runs.iter().map(|_| true));
     Tabular {
         header,
@@ -146,6 +187,9 @@ pub fn grid(grid: &Grid, runs: &[LoadedRun]) -> Tabular {
             .iter()
             .map(|g| {
                 let mut row = vec![g.name.clone(), g.line.to_string(), format!("{:.2}", g.depth)];
+                if made_of {
+                    row.push(g.lines.map(class_lines_text).unwrap_or_default());
+                }
                 row.extend(g.cells.iter().map(cell_text));
                 row
             })
@@ -185,7 +229,15 @@ pub(crate) fn grid_caption(grid: &Grid, runs: &[LoadedRun]) -> String {
     } else {
         ""
     };
-    format!("Matched lines of {} per target; ✓ pass ({pass} matched), ✗ fail{forced}.", grid.lines)
+    let made_of = match grid.rows.iter().any(|g| g.lines.is_some()) {
+        true => format!(
+            " Code/prose lines: the target's code lines and its comment and docstring lines among the {}; {} where prose outnumbers code.",
+            grid.lines,
+            crate::report::PROSE_FLAG
+        ),
+        false => String::new(),
+    };
+    format!("Matched lines of {} per target; ✓ pass ({pass} matched), ✗ fail{forced}.{made_of}", grid.lines)
 }
 
 /// What the statistics tables hold, for a line above them.

@@ -47,8 +47,9 @@ pub fn target_diff(t: &TargetResult, lines: usize, color: bool) -> String {
     let bold = |s: &str| Style::new().force_styling(color).bold().apply_to(s.to_string());
     match &t.score {
         Some(s) => {
-            let [verdict, counts @ ..] = super::score_phrases(s, lines);
-            let _ = writeln!(out, "{} {}  line {}  depth {:.2}  {}", bold(&verdict), bold(&t.name), t.line, t.depth, counts.join("  "));
+            let phrases = super::score_phrases(s, lines);
+            let (verdict, counts) = phrases.split_first().map_or(("", &[][..]), |(v, c)| (v.as_str(), c));
+            let _ = writeln!(out, "{} {}  line {}  depth {:.2}  {}", bold(verdict), bold(&t.name), t.line, t.depth, counts.join("  "));
         }
         None => {
             let _ = writeln!(out, "{}  line {}  depth {:.2}  no answer generated", bold(&t.name), t.line, t.depth);
@@ -79,6 +80,11 @@ pub fn totals_line(t: &Totals) -> String {
                 "{}/{} passed (codeneedle policy), {} matched of {scored} scored, {} missing, {reindented} re-indented, {} hallucinated, {} extra",
                 r.passes, t.count, r.matched, r.missing, r.hallucinated, r.extra
             ),
+            // posrecall with --credit code: of the code lines.
+            (Some(scored), None) => format!(
+                "{}/{} passed, {} matched of {scored} code lines, {} missing ({} truncated), {} hallucinated, {} extra",
+                r.passes, t.count, r.matched, r.missing, r.truncated, r.hallucinated, r.extra
+            ),
             _ => format!(
                 "{}/{} passed, {} matched, {} missing ({} truncated), {} hallucinated, {} extra",
                 r.passes, t.count, r.matched, r.missing, r.truncated, r.hallucinated, r.extra
@@ -86,6 +92,26 @@ pub fn totals_line(t: &Totals) -> String {
         },
         None => format!("{}, no answer generated: recall {NOT_MEASURED}", targets(t.count)),
     }
+}
+
+/// A composition in words: matched of lines per kind.
+pub(crate) fn composition_line(c: &crate::score::Composition) -> String {
+    let prose = c.prose();
+    let mut out = format!(
+        "code {} matched of {}, prose {} of {} (comments {} of {}, docstrings {} of {})",
+        c.code.matched,
+        c.code.lines,
+        prose.matched,
+        prose.lines,
+        c.comment.matched,
+        c.comment.lines,
+        c.docstring.matched,
+        c.docstring.lines
+    );
+    if let Some(b) = c.blank {
+        let _ = write!(out, ", blank {} of {}", b.matched, b.lines);
+    }
+    out
 }
 
 fn targets(n: usize) -> String {
@@ -139,6 +165,9 @@ pub(crate) fn kld_line(k: &crate::score::kld::KldSummary) -> String {
 /// The aggregate and the per-quarter breakdown.
 pub fn summary(s: &Summary) -> String {
     let mut out = format!("{}\n", totals_line(&s.total));
+    if let Some(c) = s.total.recall.as_ref().and_then(|r| r.composition.as_ref()) {
+        let _ = writeln!(out, "made of: {}", composition_line(c));
+    }
     if let Some(c) = &s.closed_book {
         let _ = writeln!(
             out,

@@ -39,7 +39,7 @@
 //! counted in `ignored_blank` and not shown.
 
 use super::difflib;
-use super::{LineStatus, Normalize, Score, ScoreOptions, ScoredLine};
+use super::{Fate, LineStatus, Normalize, Score, ScoreOptions, ScoredLine};
 
 /// How many lines of the function's body past LINES the window holds
 /// (codeneedle's bonus window).
@@ -136,8 +136,8 @@ enum Kind {
 /// `expected` are the LINES lines, `extra` the rest of the body's window.
 /// `opts.normalize` is [`Normalize::TrimEnd`] or, relaxed, [`Normalize::Trim`]
 /// (the options are checked before any run: `TargetSpec::validate`).
-#[must_use]
-pub fn score_raw(raw: &str, expected: &[String], extra: &[String], opts: &ScoreOptions) -> Score {
+/// Also gives the fate of each of the LINES expected lines.
+pub(crate) fn score_with_fates(raw: &str, expected: &[String], extra: &[String], opts: &ScoreOptions) -> (Score, Vec<Fate>) {
     let relax = opts.normalize == Normalize::Trim;
     let answer = clean(raw);
     let mut pred: Vec<&str> = answer.iter().map(|l| norm(l, relax)).collect();
@@ -184,9 +184,17 @@ pub fn score_raw(raw: &str, expected: &[String], extra: &[String], opts: &ScoreO
         unread_lines: None,
         scored: Some(scored),
         reindented: Some(kind.iter().filter(|k| **k == Kind::Reindented).count()),
+        composition: None,
     };
     diff_view(&mut out, &answer, &kind, &pair_of, expected, &missing_at);
-    out
+    let fates = (0..lines)
+        .map(|e| match (matched_exp[e], reindented_exp[e]) {
+            (true, _) => Fate::Credited,
+            (false, true) => Fate::Reindented,
+            (false, false) => Fate::Missing,
+        })
+        .collect();
+    (out, fates)
 }
 
 /// Whether `matched` of `scored` lines pass: at least [`super::PASS_PERCENT`]
@@ -280,8 +288,15 @@ mod tests {
 
     #[test]
     fn a_blank_only_window_scores_nothing_and_cannot_pass() {
-        let opts = ScoreOptions { lines: 2, pass: 1, normalize: Normalize::TrimEnd, skip_blank: false, policy: Policy::Codeneedle };
-        let s = score_raw("\n\n", &[String::new(), "  ".into()], &[], &opts);
+        let opts = ScoreOptions {
+            lines: 2,
+            pass: 1,
+            normalize: Normalize::TrimEnd,
+            skip_blank: false,
+            policy: Policy::Codeneedle,
+            credit: crate::score::Credit::All,
+        };
+        let (s, _) = score_with_fates("\n\n", &[String::new(), "  ".into()], &[], &opts);
         assert_eq!((s.scored, s.matched, s.missing, s.pass), (Some(0), 0, 0, false));
     }
 }

@@ -12,6 +12,7 @@
 //! Nothing here panics on any input: the model's answer is untrusted text.
 
 pub mod codeneedle;
+pub mod composition;
 pub mod difflib;
 pub mod forced;
 pub mod kld;
@@ -148,6 +149,23 @@ pub struct ScoreOptions {
     pub skip_blank: bool,
     /// Which rule scores ([`score_raw`] hands codeneedle's to [`codeneedle`]).
     pub policy: Policy,
+    /// Which lines count: all the policy counts, or code alone ([`composition`]).
+    pub credit: Credit,
+}
+
+use crate::corpus::classify::LineClass;
+pub use composition::{Composition, Credit};
+
+/// What became of one of the LINES expected lines: what [`Composition`]
+/// and `--credit code` count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// An answer line aligned with it (or, for a blank line, it was credited in place).
+    Credited,
+    /// Under codeneedle: recalled with other indentation, neither matched nor missing.
+    Reindented,
+    /// Neither.
+    Missing,
 }
 
 /// The score of one answer.
@@ -186,6 +204,12 @@ pub struct Score {
     /// only once leading whitespace is dropped (absent under posrecall).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reindented: Option<usize>,
+    /// Per class of the LINES expected lines (code, comment, docstring,
+    /// blank), how many there are and how many were credited; absent where
+    /// the lines' classes are not known (a targets file made before they
+    /// were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub composition: Option<Composition>,
 }
 
 /// The most lines of an answer the scorer reads for a window of
@@ -465,6 +489,11 @@ fn align<T: PartialEq>(response: &[T], window: &[T], lines: usize) -> Vec<(usize
 /// (with empty text) so that the invariants above still hold.
 #[must_use]
 pub fn score(expected: &[String], extra: &[String], response: &[String], opts: &ScoreOptions) -> Score {
+    score_with_fates(expected, extra, response, opts).0
+}
+
+/// [`score`], and the fate of each of the first LINES expected lines.
+fn score_with_fates(expected: &[String], extra: &[String], response: &[String], opts: &ScoreOptions) -> (Score, Vec<Fate>) {
     let window_raw: Vec<&str> = expected.iter().chain(extra).map(String::as_str).collect();
     let window: Vec<Cow<'_, str>> = window_raw.iter().map(|l| opts.normalize.apply(l)).collect();
     let answer: Vec<Cow<'_, str>> = response.iter().map(|l| opts.normalize.apply(l)).collect();
@@ -477,7 +506,7 @@ pub fn score(expected: &[String], extra: &[String], response: &[String], opts: &
     // Both kinds of pair are increasing in both indices, every blank pair lies
     // strictly inside a gap between anchors, and the closing run follows the
     // last anchor: sorting by window index merges them all.
-    let mut credits: Vec<Credit> = anchors.iter().chain(&blanks).map(|&(ri, wi)| (Some(ri), wi)).collect();
+    let mut credits: Vec<Credited> = anchors.iter().chain(&blanks).map(|&(ri, wi)| (Some(ri), wi)).collect();
     // The closing run's lines that the answer's own trailing blank lines did
     // not already pair (parsed answers have none) are credited as implied.
     let mut implied = 0;
@@ -493,7 +522,13 @@ pub fn score(expected: &[String], extra: &[String], response: &[String], opts: &
 
     let mut out = tally(&credits, response, &window_raw, opts);
     out.implied_blank = implied;
-    out
+    let mut fates = vec![Fate::Missing; opts.lines.min(expected.len())];
+    for &(_, wi) in &credits {
+        if let Some(f) = fates.get_mut(wi) {
+            *f = Fate::Credited;
+        }
+    }
+    (out, fates)
 }
 
 /// Whether a normalised or raw line is blank. Every mode maps a blank line to
@@ -505,7 +540,7 @@ fn is_blank(line: &str) -> bool {
 /// One credited window line: `(Some(answer index), window index)` for an
 /// answer line paired with it, `(None, window index)` for a blank line of a
 /// run that closes the LINES window.
-type Credit = (Option<usize>, usize);
+type Credited = (Option<usize>, usize);
 
 /// [`align`] restricted to the answer lines at `r_idx` and the window lines
 /// at `w_idx` (both increasing); the pairs come back as indices into
@@ -557,7 +592,7 @@ fn closing_run(answer: &[Cow<'_, str>], window: &[Cow<'_, str>], anchors: &[(usi
 }
 
 /// Counts the credits (sorted by window index) and builds the diff view.
-fn tally(credits: &[Credit], response: &[String], window_raw: &[&str], opts: &ScoreOptions) -> Score {
+fn tally(credits: &[Credited], response: &[String], window_raw: &[&str], opts: &ScoreOptions) -> Score {
     let mut out = Score {
         lines: Vec::with_capacity(response.len() + opts.lines),
         matched: 0,
@@ -571,6 +606,7 @@ fn tally(credits: &[Credit], response: &[String], window_raw: &[&str], opts: &Sc
         unread_lines: None,
         scored: None,
         reindented: None,
+        composition: None,
     };
     let (mut r, mut w) = (0, 0);
     for &(ri, wi) in credits {
@@ -628,16 +664,46 @@ impl Score {
 
 /// Parses a raw answer and scores it under `opts.policy`: posrecall's
 /// [`parse_response`] (honouring `opts.skip_blank`) and [`score`], or
-/// codeneedle's own cleaning and scoring ([`codeneedle::score_raw`]).
+/// codeneedle's own cleaning and scoring ([`codeneedle`]).
+///
+/// `classes` are the classes of the `expected` lines, one each, or empty
+/// where they are not known: then there is no composition, and the caller
+/// has refused `--credit code` before scoring (it would have nothing to count).
 #[must_use]
-pub fn score_raw(raw: &str, header: &str, expected: &[String], extra: &[String], opts: &ScoreOptions) -> Score {
+pub fn score_raw(raw: &str, header: &str, expected: &[String], extra: &[String], classes: &[LineClass], opts: &ScoreOptions) -> Score {
     let (read, unread) = first_lines(raw, answer_line_cap(expected.len() + extra.len()));
-    let mut out = match opts.policy {
-        Policy::Posrecall => score(expected, extra, &parse_response(read, header, opts.skip_blank), opts),
-        Policy::Codeneedle => codeneedle::score_raw(read, expected, extra, opts),
+    let (mut out, fates) = match opts.policy {
+        Policy::Posrecall => score_with_fates(expected, extra, &parse_response(read, header, opts.skip_blank), opts),
+        Policy::Codeneedle => codeneedle::score_with_fates(read, expected, extra, opts),
     };
     out.unread_lines = (unread > 0).then_some(unread);
+    if classes.len() == expected.len() {
+        let classes = classes.get(..fates.len()).unwrap_or(classes);
+        let credited: Vec<bool> = fates.iter().map(|f| *f == Fate::Credited).collect();
+        // Under codeneedle blank lines are out of both counts.
+        out.composition = Some(Composition::of(classes, &credited, opts.policy == Policy::Posrecall));
+        if opts.credit == Credit::Code {
+            credit_code_only(&mut out, classes, &fates, opts);
+        }
+    }
     out
+}
+
+/// `--credit code`: matched, missing and the scored lines count code lines
+/// only, and the pass is the policy's share of them (posrecall: PASS of
+/// LINES; codeneedle: [`PASS_PERCENT`]); no code line, no pass. Truncated
+/// lines stay those the answer stopped before, at most the missing ones.
+fn credit_code_only(out: &mut Score, classes: &[LineClass], fates: &[Fate], opts: &ScoreOptions) {
+    let code = |fate: Fate| classes.iter().zip(fates).filter(|&(c, f)| *c == LineClass::Code && *f == fate).count();
+    let scored = classes.iter().filter(|c| **c == LineClass::Code).count();
+    out.matched = code(Fate::Credited);
+    out.missing = code(Fate::Missing);
+    out.truncated = out.truncated.min(out.missing);
+    out.scored = Some(scored);
+    out.pass = match opts.policy {
+        Policy::Posrecall => scored > 0 && out.matched * opts.lines >= opts.pass * scored,
+        Policy::Codeneedle => codeneedle::passes(out.matched, scored),
+    };
 }
 
 #[cfg(test)]
@@ -651,7 +717,7 @@ mod tests {
     }
 
     fn opts(lines: usize, normalize: Normalize) -> ScoreOptions {
-        ScoreOptions { lines, pass: 2, normalize, skip_blank: false, policy: Policy::Posrecall }
+        ScoreOptions { lines, pass: 2, normalize, skip_blank: false, policy: Policy::Posrecall, credit: Credit::All }
     }
 
     fn statuses(s: &Score) -> Vec<LineStatus> {
@@ -684,10 +750,10 @@ mod tests {
         // Past the cap, nothing changes the score but the count of what was not read.
         let expected = v(&["x = 1;", "y = 2;"]);
         let long = format!("x = 1;\ny = 2;\n{}", "junk\n".repeat(5000));
-        let cut = score_raw(&long, "function f() {", &expected, &[], &opts(2, Normalize::Trim));
+        let cut = score_raw(&long, "function f() {", &expected, &[], &[], &opts(2, Normalize::Trim));
         assert_eq!((cut.matched, cut.unread_lines), (2, Some(5000 - 3998)));
         assert_eq!(cut.hallucinated, 3998);
-        let short = score_raw("x = 1;\ny = 2;\njunk", "function f() {", &expected, &[], &opts(2, Normalize::Trim));
+        let short = score_raw("x = 1;\ny = 2;\njunk", "function f() {", &expected, &[], &[], &opts(2, Normalize::Trim));
         assert_eq!(short.unread_lines, None);
     }
 
@@ -878,7 +944,7 @@ mod tests {
 
     /// Scores `raw` as a model's answer (parsed, trailing whitespace dropped).
     fn raw_score(raw: &str, expected: &[String], extra: &[String]) -> Score {
-        score_raw(raw, "function f() {", expected, extra, &opts(expected.len(), Normalize::Trim))
+        score_raw(raw, "function f() {", expected, extra, &[], &opts(expected.len(), Normalize::Trim))
     }
 
     #[test]
@@ -1066,7 +1132,7 @@ mod tests {
         // nothing to act on: these are the counts of the plain alignment.
         let o = ScoreOptions { skip_blank: true, ..opts(4, Normalize::Trim) };
         let expected = v(&["a", "b", "c", "d"]);
-        let s = score_raw("\na\n\n  \nb\n\nzz\n\n", "", &expected, &v(&["e"]), &o);
+        let s = score_raw("\na\n\n  \nb\n\nzz\n\n", "", &expected, &v(&["e"]), &[], &o);
         assert_eq!(counts(&s), (2, 2, 1, 1, 0, 0, 0));
         assert_eq!(s, score(&expected, &v(&["e"]), &v(&["a", "b", "zz"]), &o));
     }
@@ -1150,7 +1216,7 @@ mod tests {
         assert_eq!(parse_response(raw, "", true), v(&["a();", "b();"]));
         assert_eq!(parse_response(raw, "", false), v(&["a();", "", "   ", "b();"]));
         let o = ScoreOptions { skip_blank: true, ..opts(2, Normalize::Trim) };
-        let s = score_raw(raw, "", &v(&["a();", "b();"]), &[], &o);
+        let s = score_raw(raw, "", &v(&["a();", "b();"]), &[], &[], &o);
         assert_eq!((s.matched, s.hallucinated), (2, 0));
     }
 
@@ -1218,7 +1284,7 @@ mod tests {
     proptest! {
         #[test]
         fn invariants((expected, extra, response, normalize, pass) in case()) {
-            let o = ScoreOptions { lines: expected.len(), pass, normalize, skip_blank: false, policy: Policy::Posrecall };
+            let o = ScoreOptions { lines: expected.len(), pass, normalize, skip_blank: false, policy: Policy::Posrecall, credit: Credit::All };
             let s = score(&expected, &extra, &response, &o);
             prop_assert_eq!(s.matched + s.missing, o.lines);
             prop_assert!(s.truncated <= s.missing);
@@ -1245,7 +1311,7 @@ mod tests {
 
         #[test]
         fn matched_plus_missing_is_lines_for_any_lines((expected, extra, response, normalize, pass) in case(), lines in 0usize..14) {
-            let o = ScoreOptions { lines, pass, normalize, skip_blank: false, policy: Policy::Posrecall };
+            let o = ScoreOptions { lines, pass, normalize, skip_blank: false, policy: Policy::Posrecall, credit: Credit::All };
             let s = score(&expected, &extra, &response, &o);
             prop_assert_eq!(s.matched + s.missing, lines);
             prop_assert_eq!(s.matched + s.hallucinated + s.extra + s.ignored_blank, response.len() + s.implied_blank);
@@ -1253,7 +1319,7 @@ mod tests {
 
         #[test]
         fn the_truth_scores_perfectly((expected, extra, _r, normalize, _p) in case()) {
-            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
+            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall, credit: Credit::All };
             let n = expected.len();
             let closing = n - trim_trailing_blanks(&expected).len();
             let s = score(&expected, &extra, &expected, &o);
@@ -1277,7 +1343,7 @@ mod tests {
             // Computed from the expected lines alone: the lines written, or
             // all of them when only a blank run that closes the window follows.
             let want = if p == 0 { 0 } else if expected[p..].iter().all(|l| is_blank_line(l)) { n } else { p };
-            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
+            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall, credit: Credit::All };
             let s = score(&expected, &extra, &response, &o);
             prop_assert_eq!(
                 (s.matched, s.missing, s.truncated, s.hallucinated, s.extra, s.ignored_blank),
@@ -1292,7 +1358,7 @@ mod tests {
             let solid: Vec<String> = expected.iter().filter(|l| !is_blank_line(l)).cloned().collect();
             let closing = n - trim_trailing_blanks(&expected).len();
             let want = if solid.is_empty() { 0 } else { solid.len() + closing };
-            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
+            let o = ScoreOptions { lines: n, pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall, credit: Credit::All };
             let s = score(&expected, &extra, &solid, &o);
             // The dropped blank lines are missing, and none of them truncated.
             prop_assert_eq!((s.matched, s.missing, s.hallucinated, s.extra), (want, n - want, 0, 0));
@@ -1304,7 +1370,7 @@ mod tests {
             (expected, extra, _r, normalize, _p) in case(),
             response in prop::collection::vec(garbage_line(), 0..24),
         ) {
-            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
+            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall, credit: Credit::All };
             let solid: Vec<String> = response.iter().filter(|l| !is_blank_line(l)).cloned().collect();
             let blank = response.len() - solid.len();
             for (answer, ignored) in [(&response, blank), (&solid, 0)] {
@@ -1322,7 +1388,7 @@ mod tests {
             (expected, extra, response, normalize, _p) in case(),
             inserts in prop::collection::vec((0usize..17, prop::sample::select(vec!["", " ", "\t"])), 1..4),
         ) {
-            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall };
+            let o = ScoreOptions { lines: expected.len(), pass: 0, normalize, skip_blank: false, policy: Policy::Posrecall, credit: Credit::All };
             let before = score(&expected, &extra, &response, &o);
             let mut more = response.clone();
             for (at, blank) in inserts {
@@ -1348,7 +1414,7 @@ mod tests {
             let matched = pairs.iter().filter(|&&(_, j)| j < lines).count();
             let (r, w) = pairs.last().map_or((0, 0), |&(i, j)| (i + 1, j + 1));
             let truncated = lines.saturating_sub(w).saturating_sub(response.len() - r);
-            let o = ScoreOptions { lines, pass, normalize, skip_blank, policy: Policy::Posrecall };
+            let o = ScoreOptions { lines, pass, normalize, skip_blank, policy: Policy::Posrecall, credit: Credit::All };
             let s = score(&expected, &extra, &response, &o);
             prop_assert_eq!(
                 (s.matched, s.missing, s.truncated, s.hallucinated, s.extra, s.implied_blank, s.ignored_blank),

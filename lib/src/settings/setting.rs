@@ -26,6 +26,10 @@ pub enum Setting {
     Anchor,
     /// The scoring policy (posrecall's own or codeneedle's).
     Policy,
+    /// Which lines a score counts: all, or code alone.
+    Credit,
+    /// The fewest code lines a target's expected lines may hold.
+    MinCodeLines,
     /// The sampled targets to keep.
     Only,
     // The prompt and its plan.
@@ -129,6 +133,8 @@ impl Keys {
             S::Normalize => "params.normalize",
             S::Anchor => "params.anchor",
             S::Policy => "params.policy",
+            S::Credit => "params.credit",
+            S::MinCodeLines => "params.min_code_lines",
             S::MaxNewTokens => "params.max_new_tokens",
             S::ThinkBudget => "params.think_budget",
             S::FlashAttn => "params.flash_attn",

@@ -61,6 +61,8 @@ struct RawParams {
     skip_blank: Option<bool>,
     rename: Option<bool>,
     anchor: Option<crate::targets::Anchor>,
+    credit: Option<crate::score::Credit>,
+    min_code_lines: Option<usize>,
     max_new_tokens: Option<usize>,
     threads: Option<i32>,
     flash_attn: Option<OneOrMany<FlashAttn>>,
@@ -249,7 +251,8 @@ pub struct Sweep {
     pub crop: CropMode,
     /// `[corpus] max_tokens`: the most tokens the kept file may take.
     pub max_prefix_tokens: Option<usize>,
-    /// Count, lines, pass, seed, normalize, skip_blank, rename, anchor and `[corpus] crop_lines`.
+    /// Count, lines, pass, seed, normalize, skip_blank, rename, anchor, policy, credit,
+    /// min_code_lines and `[corpus] crop_lines`.
     pub target: TargetSpec,
     pub max_new_tokens: Option<usize>,
     pub threads: Option<i32>,
@@ -936,6 +939,8 @@ impl Reader<'_> {
             normalize: p.normalize.or(defaults.normalize),
             policy: p.policy.unwrap_or(defaults.policy),
             anchor: p.anchor.unwrap_or(defaults.anchor),
+            credit: p.credit.unwrap_or(defaults.credit),
+            min_code_lines: p.min_code_lines.unwrap_or(defaults.min_code_lines),
         };
         target.validate().map_err(|e| anyhow!("{}: {}", self.file, e.explain(&Keys)))?;
         Ok(target)

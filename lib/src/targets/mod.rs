@@ -9,8 +9,9 @@
 
 pub mod crop;
 
+use crate::corpus::classify::LineClass;
 use crate::corpus::{Corpus, FunctionDecl, Parsed};
-use crate::score::{Normalize, Policy, ScoreOptions};
+use crate::score::{Credit, Normalize, Policy, ScoreOptions};
 use crate::settings::Named;
 use crate::settings::{Explain, Names, Setting};
 use crate::targets::crop::LineRange;
@@ -64,6 +65,11 @@ pub struct TargetSpec {
     pub policy: Policy,
     /// How questions point at their function, and so which functions can be asked about.
     pub anchor: Anchor,
+    /// Which lines a score counts: all, or code alone.
+    pub credit: Credit,
+    /// Functions whose LINES expected lines hold fewer code lines than
+    /// this are not drawn (0: none left out).
+    pub min_code_lines: usize,
 }
 
 impl Default for TargetSpec {
@@ -79,6 +85,8 @@ impl Default for TargetSpec {
             normalize: None,
             policy: Policy::Posrecall,
             anchor: Anchor::Name,
+            credit: Credit::All,
+            min_code_lines: 0,
         }
     }
 }
@@ -93,6 +101,8 @@ pub enum SpecError {
     TooLarge { setting: Setting, value: usize, max: usize },
     #[error("{pass} is more than the {lines} lines per answer: nothing could pass")]
     PassAboveLines { pass: usize, lines: usize },
+    #[error("{min} is more than the {lines} lines per answer: no function could be drawn")]
+    MinCodeAboveLines { min: usize, lines: usize },
     /// A setting the codeneedle policy has no room for (its pass is a ratio
     /// of the scored lines, its LINES are raw lines, its comparison keeps or
     /// drops the indentation only).
@@ -106,6 +116,7 @@ impl SpecError {
         match self {
             SpecError::Zero(s) | SpecError::TooLarge { setting: s, .. } | SpecError::NotUnderCodeneedle(s) => *s,
             SpecError::PassAboveLines { .. } => Setting::Pass,
+            SpecError::MinCodeAboveLines { .. } => Setting::MinCodeLines,
         }
     }
 }
@@ -117,6 +128,11 @@ impl Explain for SpecError {
             SpecError::PassAboveLines { pass, lines } => format!(
                 "{} is more than {}: nothing could pass",
                 n.set(Setting::Pass, &pass.to_string()),
+                n.set(Setting::Lines, &lines.to_string())
+            ),
+            SpecError::MinCodeAboveLines { min, lines } => format!(
+                "{} is more than {}: no function could be drawn",
+                n.set(Setting::MinCodeLines, &min.to_string()),
                 n.set(Setting::Lines, &lines.to_string())
             ),
             SpecError::NotUnderCodeneedle(s) => format!(
@@ -146,6 +162,7 @@ impl TargetSpec {
             skip_blank: self.skip_blank,
             anchor: self.anchor,
             policy: self.policy,
+            min_code_lines: self.min_code_lines,
         }
     }
 
@@ -167,7 +184,14 @@ impl TargetSpec {
 
     /// How answers are scored.
     pub(crate) fn score_options(&self) -> ScoreOptions {
-        ScoreOptions { lines: self.lines, pass: self.pass(), normalize: self.normalize(), skip_blank: self.skip_blank, policy: self.policy }
+        ScoreOptions {
+            lines: self.lines,
+            pass: self.pass(),
+            normalize: self.normalize(),
+            skip_blank: self.skip_blank,
+            policy: self.policy,
+            credit: self.credit,
+        }
     }
 
     /// Checks the numbers make sense together.
@@ -179,6 +203,9 @@ impl TargetSpec {
             if value > max {
                 return Err(SpecError::TooLarge { setting, value, max });
             }
+        }
+        if self.min_code_lines > self.lines {
+            return Err(SpecError::MinCodeAboveLines { min: self.min_code_lines, lines: self.lines });
         }
         if self.pass == Some(0) {
             return Err(SpecError::Zero(Setting::Pass));
@@ -217,6 +244,9 @@ pub struct TargetOptions {
     /// Decides the extra window ([`Policy::Codeneedle`]: the function's own
     /// body only), not which functions are eligible.
     pub policy: Policy,
+    /// Eligible functions with fewer code lines among their LINES expected
+    /// lines are left out before the draw ([`select`]).
+    pub min_code_lines: usize,
 }
 
 /// One function asked about, with everything the scorer needs.
@@ -237,6 +267,11 @@ pub struct Target {
     pub header: String,
     /// The ground truth: exactly LINES lines after the brace line.
     pub expected: Vec<String>,
+    /// The class of each `expected` line, from the corpus's parse tree
+    /// (code, comment, docstring, blank); empty in targets files made
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<LineClass>,
     /// The extra window: up to LINES further lines of the kept text; under
     /// the codeneedle policy up to [`crate::score::codeneedle::EXTRA_LINES`]
     /// further lines of the function's own body.
@@ -264,6 +299,8 @@ pub struct TooFewTargets {
     pub path: String,
     /// What an eligible function is in the corpus language.
     pub rule: &'static str,
+    /// `--min-code-lines`: how many of those lines must be code (0: off).
+    pub min_code_lines: usize,
     /// What the lines asked for follow: "its opening brace".
     pub after: &'static str,
 }
@@ -271,8 +308,12 @@ pub struct TooFewTargets {
 impl TooFewTargets {
     /// How many eligible functions there are, where, and what eligible means.
     pub(crate) fn what_was_found(&self) -> String {
+        let code = match self.min_code_lines {
+            0 => String::new(),
+            n => format!(", at least {n} of them code"),
+        };
         format!(
-            "only {} eligible function(s) in lines {}..{} of {} ({} with at least {} lines after {})",
+            "only {} eligible function(s) in lines {}..{} of {} ({} with at least {} lines after {}{code})",
             self.found, self.first, self.last, self.path, self.rule, self.lines, self.after
         )
     }
@@ -370,7 +411,7 @@ fn candidates(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts:
         if opts.anchor == Anchor::Name && name.is_none() {
             continue;
         }
-        let Some(mut t) = ground_truth(corpus, f, first, last, opts) else { continue };
+        let Some(mut t) = ground_truth(corpus, &parsed.classes, f, first, last, opts) else { continue };
         t.depth = (f.start_byte - kept_start) as f64 / kept_len as f64;
         match (opts.anchor, name) {
             (Anchor::Name, Some(name)) => t.name = name,
@@ -398,7 +439,14 @@ fn header_of(corpus: &Corpus, f: &FunctionDecl) -> String {
 
 /// `f` as a target, unnamed and at depth 0, when it is clean and its
 /// header and LINES counted body lines lie in lines `first..=last`.
-fn ground_truth(corpus: &Corpus, f: &FunctionDecl, first: usize, last: usize, opts: &TargetOptions) -> Option<Target> {
+fn ground_truth(
+    corpus: &Corpus,
+    classes: &[LineClass],
+    f: &FunctionDecl,
+    first: usize,
+    last: usize,
+    opts: &TargetOptions,
+) -> Option<Target> {
     let counts = |line: &str| !opts.skip_blank || !is_blank(line);
     if !f.clean || f.body_end <= f.open_brace_end {
         return None;
@@ -413,13 +461,19 @@ fn ground_truth(corpus: &Corpus, f: &FunctionDecl, first: usize, last: usize, op
     // Lines strictly inside the body, after the brace line, within the kept range.
     let body_last = body_last_line.min(last);
     let mut expected = Vec::with_capacity(opts.lines);
+    let mut expected_classes = Vec::with_capacity(opts.lines);
     let mut i = brace_line + 1;
     while i <= body_last && expected.len() < opts.lines {
         let l = corpus.line(i);
         if counts(l) {
             expected.push(l.to_string());
+            expected_classes.extend(classes.get(i).copied());
         }
         i += 1;
+    }
+    // All or nothing: a class list that does not cover every line is none.
+    if expected_classes.len() != expected.len() {
+        expected_classes.clear();
     }
     if expected.len() < opts.lines || opts.lines == 0 {
         return None;
@@ -448,6 +502,7 @@ fn ground_truth(corpus: &Corpus, f: &FunctionDecl, first: usize, last: usize, op
         depth: 0.0,
         header: header_of(corpus, f),
         expected,
+        classes: expected_classes,
         extra_window: extra,
         last_expected_line: last_expected + 1,
         header_only: false,
@@ -494,9 +549,30 @@ pub fn sample(candidates: Vec<Target>, opts: &TargetOptions) -> Vec<Target> {
     chosen
 }
 
-/// Eligible targets of lines `first..=last`, sampled; fewer than COUNT is an error.
+/// The candidates with at least `opts.min_code_lines` code lines among
+/// their expected lines, and how many were left out. It runs before the
+/// seeded draw, so that the draw is among the functions that qualify.
+pub fn enough_code(candidates: Vec<Target>, opts: &TargetOptions) -> (Vec<Target>, usize) {
+    if opts.min_code_lines == 0 {
+        return (candidates, 0);
+    }
+    let before = candidates.len();
+    let kept: Vec<Target> =
+        candidates.into_iter().filter(|t| crate::score::composition::code_lines(&t.classes) >= opts.min_code_lines).collect();
+    let left_out = before - kept.len();
+    (kept, left_out)
+}
+
+/// How many eligible functions of lines `first..=last` `--min-code-lines`
+/// leaves out (recorded in the manifest); `None` when it is off.
+pub fn few_code_lines(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts: &TargetOptions) -> Option<usize> {
+    (opts.min_code_lines > 0).then(|| enough_code(eligible(corpus, parsed, first, last, opts), opts).1)
+}
+
+/// Eligible targets of lines `first..=last` with enough code
+/// ([`enough_code`]), sampled; fewer than COUNT is an error.
 pub fn select(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts: &TargetOptions) -> Result<Vec<Target>, TooFewTargets> {
-    let candidates = eligible(corpus, parsed, first, last, opts);
+    let (candidates, _) = enough_code(eligible(corpus, parsed, first, last, opts), opts);
     if candidates.len() < opts.count || opts.count == 0 {
         return Err(TooFewTargets {
             found: candidates.len(),
@@ -509,6 +585,7 @@ pub fn select(corpus: &Corpus, parsed: &Parsed, first: usize, last: usize, opts:
                 Anchor::Name => parsed.rule,
                 Anchor::Header => "a function whose name or header is unique",
             },
+            min_code_lines: opts.min_code_lines,
             after: parsed.after,
         });
     }
@@ -622,6 +699,7 @@ mod tests {
             last: 300,
             path: "a.js".into(),
             rule: "a unique named `function` declaration",
+            min_code_lines: 0,
             after: "its opening brace",
         };
         assert_eq!(
@@ -641,6 +719,7 @@ mod tests {
             depth,
             header: String::new(),
             expected: Vec::new(),
+            classes: Vec::new(),
             extra_window: Vec::new(),
             last_expected_line: 1,
             header_only: false,
@@ -652,7 +731,15 @@ mod tests {
     }
 
     fn draw(count: usize, seed: u64, candidates: &[f64]) -> Vec<f64> {
-        let opts = TargetOptions { count, lines: 20, seed, skip_blank: false, anchor: Anchor::Name, policy: Default::default() };
+        let opts = TargetOptions {
+            count,
+            lines: 20,
+            seed,
+            skip_blank: false,
+            anchor: Anchor::Name,
+            policy: Default::default(),
+            min_code_lines: 0,
+        };
         depths(&sample(candidates.iter().map(|&d| at(d)).collect(), &opts))
     }
 
@@ -700,7 +787,15 @@ mod tests {
         let corpus = Corpus::from_bytes(std::path::Path::new("five.js"), text.into_bytes()).unwrap();
         let parsed = crate::corpus::language_named("javascript").unwrap().functions(&corpus.text).unwrap();
         let last = corpus.line_count() - 1;
-        let opts = |count| TargetOptions { count, lines: 2, seed: 3, skip_blank: false, anchor: Anchor::Name, policy: Default::default() };
+        let opts = |count| TargetOptions {
+            count,
+            lines: 2,
+            seed: 3,
+            skip_blank: false,
+            anchor: Anchor::Name,
+            policy: Default::default(),
+            min_code_lines: 0,
+        };
         let got = select(&corpus, &parsed, 0, last, &opts(4)).unwrap();
         assert_eq!(got.len(), 4);
         assert_eq!(select(&corpus, &parsed, 0, last, &opts(5)).unwrap().len(), 5);

@@ -183,21 +183,35 @@ pub struct LengthComparison {
     pub comparison: Comparison,
 }
 
-/// Two runs scored under different policies: their counts are made of
-/// different things (codeneedle leaves blank lines out of both counts), so
-/// no difference between them means anything until one is rescored.
+/// Two runs scored under different policies or credits: their counts are
+/// made of different things (codeneedle leaves blank lines out of both
+/// counts, `--credit code` comments and docstrings too), so no difference
+/// between them means anything until one is rescored.
 ///
 /// Needs no hint: the message says what fixes it, and `compare`'s face adds
 /// the command line that does.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "cannot compare {a} and {b}: they were scored under different policies ({a_policy} vs {b_policy}); rescore one under the other's policy, which needs no model"
+    "cannot compare {a} and {b}: they were scored under different policies ({} vs {}); rescore one under the other's policy, which needs no model",
+    scoring_words(*a_policy, *a_credit),
+    scoring_words(*b_policy, *b_credit)
 )]
 pub struct PoliciesDiffer {
     pub a: String,
     pub b: String,
     pub a_policy: crate::score::Policy,
     pub b_policy: crate::score::Policy,
+    pub a_credit: crate::score::Credit,
+    pub b_credit: crate::score::Credit,
+}
+
+/// A policy, and its credit where it is not the default: "codeneedle",
+/// "posrecall, credit code".
+fn scoring_words(policy: crate::score::Policy, credit: crate::score::Credit) -> String {
+    match credit.is_default() {
+        true => policy.to_string(),
+        false => format!("{policy}, credit {credit}"),
+    }
 }
 
 /// Refuses two runs that were not asked the same questions under the same
@@ -212,8 +226,16 @@ pub(crate) fn check_pairable(a: &RunFile, a_path: &Path, b: &RunFile, b_path: &P
         }
     }
     let (pa, pb) = (&a.manifest.params, &b.manifest.params);
-    if pa.policy != pb.policy {
-        return Err(PoliciesDiffer { a: an.to_string(), b: bn.to_string(), a_policy: pa.policy, b_policy: pb.policy }.into());
+    if (pa.policy, pa.credit) != (pb.policy, pb.credit) {
+        return Err(PoliciesDiffer {
+            a: an.to_string(),
+            b: bn.to_string(),
+            a_policy: pa.policy,
+            b_policy: pb.policy,
+            a_credit: pa.credit,
+            b_credit: pb.credit,
+        }
+        .into());
     }
     let scoring = [
         ("lines", pa.lines.to_string(), pb.lines.to_string()),

@@ -29,6 +29,16 @@ struct Record<'a> {
     truncated: Option<usize>,
     hallucinated: Option<usize>,
     extra: Option<usize>,
+    // What the lines were made of (summary.composition): per class, the
+    // expected lines and the matched ones; empty where the run has none.
+    code_lines: Option<usize>,
+    code_matched: Option<usize>,
+    comment_lines: Option<usize>,
+    comment_matched: Option<usize>,
+    docstring_lines: Option<usize>,
+    docstring_matched: Option<usize>,
+    blank_lines: Option<usize>,
+    blank_matched: Option<usize>,
     prefill_tok_s: Option<f64>,
     tokens_per_step: Option<f64>,
     top1_share: Option<f64>,
@@ -49,6 +59,7 @@ struct Record<'a> {
 impl<'a> Record<'a> {
     fn of(r: &'a Row) -> Record<'a> {
         let k = r.kld.as_ref();
+        let c = r.recall.as_ref().and_then(|x| x.composition.as_ref());
         Record {
             run: &r.run,
             model: &r.model,
@@ -63,6 +74,14 @@ impl<'a> Record<'a> {
             truncated: r.recall.as_ref().map(|x| x.truncated),
             hallucinated: r.recall.as_ref().map(|x| x.hallucinated),
             extra: r.recall.as_ref().map(|x| x.extra),
+            code_lines: c.map(|c| c.code.lines),
+            code_matched: c.map(|c| c.code.matched),
+            comment_lines: c.map(|c| c.comment.lines),
+            comment_matched: c.map(|c| c.comment.matched),
+            docstring_lines: c.map(|c| c.docstring.lines),
+            docstring_matched: c.map(|c| c.docstring.matched),
+            blank_lines: c.and_then(|c| c.blank).map(|b| b.lines),
+            blank_matched: c.and_then(|c| c.blank).map(|b| b.matched),
             prefill_tok_s: r.prefill_tok_s,
             tokens_per_step: r.tokens_per_step,
             top1_share: r.top1_share,

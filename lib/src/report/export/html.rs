@@ -477,7 +477,8 @@ fn target_section(col: &TargetColumn<'_>, runs: &[LoadedRun]) -> TargetSection {
 fn diff(t: &TargetResult, lines: usize) -> Diff {
     let head = match &t.score {
         Some(s) => {
-            let [verdict, counts @ ..] = crate::report::score_phrases(s, lines);
+            let phrases = crate::report::score_phrases(s, lines);
+            let (verdict, counts) = phrases.split_first().map_or(("", &[][..]), |(v, c)| (v.as_str(), c));
             format!("{verdict} · {}", counts.join(" · "))
         }
         None => format!("no answer generated: recall {NOT_MEASURED}"),
