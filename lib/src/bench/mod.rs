@@ -228,7 +228,7 @@ pub fn run(
             let rest = resume::remaining(plan, &kept);
             let mut partial = resume::Partial::new(env.out, manifest, kept);
             sink.starting(!opts.decode.forced_only);
-            let executed = execute(model, &rest, &cfg, &score_opts, &exec, |r| {
+            let mut executed = execute(model, &rest, &cfg, &score_opts, &exec, |r| {
                 partial.finished(r, env.notes);
                 sink.result(r)
             })?;
@@ -236,7 +236,8 @@ pub fn run(
             if let (Some(path), Some(saved)) = (&opts.save_reference, &executed.saved) {
                 spec.save_reference(path, opts.save_reference_made, opts.top_k(), saved)?;
             }
-            let results = partial.into_results().ok_or_else(|| anyhow::anyhow!("a target of the run was not asked"))?;
+            let asked = std::mem::take(&mut executed.results);
+            let results = partial.into_results(asked).ok_or_else(|| anyhow::anyhow!("a target of the run was not asked"))?;
             let mut run = spec.run_file(Executed { results, ..executed }, ms(env.started));
             if let Some(t) = run.timings.as_mut().filter(|_| resumed > 0) {
                 t.resumed_targets = Some(resumed);

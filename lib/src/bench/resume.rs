@@ -139,6 +139,8 @@ pub(crate) struct Partial<'a> {
     manifest: Manifest,
     /// Per target of the plan, its result once there is one.
     results: Vec<Option<TargetResult>>,
+    /// Per target of the plan, the result the resumed file kept.
+    kept: Vec<Option<TargetResult>>,
     /// Why the last write failed, said once: the run goes on, and its
     /// final write says it again if it still fails.
     failed: bool,
@@ -149,7 +151,7 @@ impl<'a> Partial<'a> {
     /// a FIFO or `/dev/null`: nothing is written as the run goes).
     pub(crate) fn new(out: Option<RunOut<'a>>, manifest: Manifest, results: Vec<Option<TargetResult>>) -> Partial<'a> {
         let regular = |o: &RunOut| std::fs::metadata(o.path).map_or(true, |m| m.is_file());
-        Partial { out: out.filter(regular), manifest, results, failed: false }
+        Partial { out: out.filter(regular), manifest, kept: results.clone(), results, failed: false }
     }
 
     /// Records the result of the next target still to come, in plan order,
@@ -181,8 +183,15 @@ impl<'a> Partial<'a> {
         }
     }
 
-    /// Every target's result, in plan order; `None` before the last.
-    pub(crate) fn into_results(self) -> Option<Vec<TargetResult>> {
-        self.results.into_iter().collect()
+    /// Every target's result, in plan order: the kept file's where it had
+    /// one, and `asked`'s (the run's results, in plan order) for the rest.
+    /// `asked` are the results as the run ended, not as each target
+    /// finished: a pass after the last target (closed-book answers, the
+    /// sequential check) adds to them. `None` when `asked` does not fill
+    /// the rest exactly.
+    pub(crate) fn into_results(self, asked: Vec<TargetResult>) -> Option<Vec<TargetResult>> {
+        let mut asked = asked.into_iter();
+        let all: Option<Vec<TargetResult>> = self.kept.into_iter().map(|k| k.or_else(|| asked.next())).collect();
+        all.filter(|_| asked.next().is_none())
     }
 }
