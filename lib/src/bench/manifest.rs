@@ -119,7 +119,7 @@ impl RunSpec<'_> {
             n_ctx_train: model.n_ctx_train,
             chat_template: model.chat_template.is_some(),
             hub: self.origin.cloned(),
-            layers: Some(self.model.state_shape(self.cfg.type_k, self.cfg.type_v).layers()),
+            layers: Some(layers(&self.model.state_shape(self.cfg.type_k, self.cfg.type_v))),
         }
     }
 
@@ -201,5 +201,17 @@ impl RunSpec<'_> {
             ladder: None,
             unfinished: None,
         }
+    }
+}
+
+/// The layers by what they keep, as the run file records them (the record
+/// names no engine type, so the bench layer turns one into the other).
+fn layers(shape: &crate::engine::state_size::StateShape) -> crate::record::run::Layers {
+    crate::record::run::Layers {
+        total: shape.full_attn_layers + shape.swa_layers + shape.recurrent_layers,
+        full_attention: shape.full_attn_layers,
+        sliding_window: shape.swa_layers,
+        window: shape.n_swa,
+        recurrent: shape.recurrent_layers,
     }
 }

@@ -144,6 +144,7 @@ pub(crate) struct Unforeseen {
 
 /// llama.cpp logged nothing about rotation where posrecall expected one, so
 /// the rotation a run file would record is unconfirmed.
+/// Needs no hint: it says what to change (the rotation or the types).
 #[derive(Debug, thiserror::Error)]
 #[error(
     "llama.cpp logged no rotation sizes while creating the context, where posrecall expected K {} and V {} rotated (rotation {}): the rotation could not be checked, so it is not recorded; turn rotation off, or use unquantised K and V",

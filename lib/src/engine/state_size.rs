@@ -37,17 +37,6 @@ impl StateShape {
         self.swa_layers * self.kv_bytes_per_layer_cell * window_cells + self.recurrent_layers * self.recurrent_bytes_per_layer
     }
 
-    /// The layers by what they keep, as the run file records them.
-    pub fn layers(&self) -> crate::record::run::Layers {
-        crate::record::run::Layers {
-            total: self.full_attn_layers + self.swa_layers + self.recurrent_layers,
-            full_attention: self.full_attn_layers,
-            sliding_window: self.swa_layers,
-            window: self.n_swa,
-            recurrent: self.recurrent_layers,
-        }
-    }
-
     /// The whole sequence state (the full snapshot).
     pub fn full_bytes(&self, prefix_tokens: u64) -> u64 {
         self.full_attn_layers * self.kv_bytes_per_layer_cell * prefix_tokens + self.partial_bytes(prefix_tokens)

@@ -1054,29 +1054,7 @@ impl RunFile {
             };
             return Err(format!("target `{}` has {why}", t.name));
         }
-        // A check's shared start is a prefix of both answers: no longer than
-        // either, the whole of both when they are identical, and short of
-        // one of them when they are not (a report's common fraction and its
-        // parting point are read from it).
-        for t in &self.targets {
-            for (what, c) in [("sequential", &t.sequential), ("undrafted", &t.undrafted)] {
-                let Some(c) = c else { continue };
-                let why = match t.generated_tokens {
-                    None => format!("a {what} check but no generated token count to compare it with"),
-                    Some(n) if c.common_tokens > n.min(c.sequential_tokens) => {
-                        format!("a {what} check sharing {} tokens of answers of {n} and {}", c.common_tokens, c.sequential_tokens)
-                    }
-                    Some(n) if c.identical != (c.common_tokens == n && n == c.sequential_tokens) => format!(
-                        "a {what} check that says the answers are {} where they share {} tokens of {n} and {}",
-                        if c.identical { "identical" } else { "different" },
-                        c.common_tokens,
-                        c.sequential_tokens
-                    ),
-                    Some(_) => continue,
-                };
-                return Err(format!("target `{}` has {why}", t.name));
-            }
-        }
+        self.check_shared_starts()?;
         let sums = Summary::of(&self.targets);
         if sums.total != self.summary.total || sums.by_quarter != self.summary.by_quarter {
             let text = |t: &Totals| match &t.recall {
@@ -1099,6 +1077,33 @@ impl RunFile {
             return Err("it has a ladder of windows, whose pass rates need answers, and generated none (forced-only)".into());
         }
         self.check_unfinished()?;
+        Ok(())
+    }
+
+    /// A check's shared start is a prefix of both answers: no longer than
+    /// either, the whole of both when they are identical, and short of one
+    /// of them when they are not (a report's common fraction and its
+    /// parting point are read from it).
+    fn check_shared_starts(&self) -> std::result::Result<(), String> {
+        for t in &self.targets {
+            for (what, c) in [("sequential", &t.sequential), ("undrafted", &t.undrafted)] {
+                let Some(c) = c else { continue };
+                let why = match t.generated_tokens {
+                    None => format!("a {what} check but no generated token count to compare it with"),
+                    Some(n) if c.common_tokens > n.min(c.sequential_tokens) => {
+                        format!("a {what} check sharing {} tokens of answers of {n} and {}", c.common_tokens, c.sequential_tokens)
+                    }
+                    Some(n) if c.identical != (c.common_tokens == n && n == c.sequential_tokens) => format!(
+                        "a {what} check that says the answers are {} where they share {} tokens of {n} and {}",
+                        if c.identical { "identical" } else { "different" },
+                        c.common_tokens,
+                        c.sequential_tokens
+                    ),
+                    Some(_) => continue,
+                };
+                return Err(format!("target `{}` has {why}", t.name));
+            }
+        }
         Ok(())
     }
 
