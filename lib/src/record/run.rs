@@ -245,7 +245,7 @@ pub struct ModelInfo {
 }
 
 /// A model's layers by what they keep, from its GGUF metadata as llama.cpp
-/// lays them out ([`crate::engine::state_size::StateShape`]).
+/// lays them out (the bench layer fills it from the engine's state shape).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layers {
     /// Every layer.
