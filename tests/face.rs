@@ -205,6 +205,8 @@ fn library_default(flag: &str) -> Option<String> {
         ),
         "policy" => target.policy.to_string(),
         "anchor" => target.anchor.to_string(),
+        "credit" => target.credit.to_string(),
+        "min-code-lines" => target.min_code_lines.to_string(),
         "kv" => kv,
         "kv-rotation" => context.kv_rotation.to_string(),
         "flash-attn" => context.flash_attn.to_string(),
