@@ -426,14 +426,7 @@ fn check_sequential<'m>(
 fn answer_again(run: &Run, session: &mut Session, target: &Target, query: &[Token], other: &[Token]) -> Result<SequentialCheck> {
     session.restore()?;
     let g = session.generate_with(query, run.limit(), |text| run.enough(target, text))?;
-    let s = score::score_raw(
-        reasoning::split(&g.text).answer,
-        &target.header,
-        &target.expected,
-        &target.extra_window,
-        &target.classes,
-        run.opts,
-    );
+    let s = score_whole(target, &g.text, run.opts);
     let common = g.tokens.iter().zip(other).take_while(|(a, b)| a == b).count();
     let identical = g.tokens == other;
     let mut parting_gap = None;
@@ -458,6 +451,13 @@ fn answer_again(run: &Run, session: &mut Session, target: &Target, query: &[Toke
 
 /// Asks every question again with nothing before it in the context, and
 /// records what the model recalls without the file.
+/// An answer generated in full (its reasoning, if any, left out) scored
+/// against `target`: a check's or a closed-book pass's answer.
+fn score_whole(target: &Target, text: &str, opts: &score::ScoreOptions) -> score::Score {
+    let answer = reasoning::split(text).answer;
+    score::score_raw(answer, &target.header, &target.expected, &target.extra_window, &target.classes, opts)
+}
+
 fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResult]) -> Result<()> {
     let (plan, opts) = (run.plan, run.opts);
     let bar = run.bar(plan.targets.len(), "closed", Unit::Questions);
@@ -479,14 +479,7 @@ fn closed_book_pass(run: &Run, session: &mut Session, results: &mut [TargetResul
         };
         session.start_empty()?;
         let g = session.generate(&tokens, plan.generation_limit(), |text| run.enough(target, text))?;
-        let s = score::score_raw(
-            reasoning::split(&g.text).answer,
-            &target.header,
-            &target.expected,
-            &target.extra_window,
-            &target.classes,
-            opts,
-        );
+        let s = score_whole(target, &g.text, opts);
         r.context_matched = Some(with_file.matched as i64 - s.matched as i64);
         r.closed_book = Some(ClosedBook {
             response: g.text,
