@@ -12,9 +12,8 @@
 
 use crate::common;
 
-use common::s;
+use common::{lodash, s};
 use posrecall::corpus::Source;
-use posrecall::support::fsutil::default_corpus_path;
 use posrecall::targets::{Anchor, Target, TargetOptions, eligible};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -47,12 +46,6 @@ impl Counts {
             shown: lines,
         }
     }
-}
-
-fn lodash() -> PathBuf {
-    let path = default_corpus_path();
-    assert!(path.is_file(), "the default corpus is missing ({}): run scripts/env/fetch-corpus first", path.display());
-    path
 }
 
 fn fixture() -> PathBuf {

@@ -20,12 +20,6 @@ use serde_json::Value;
 /// room for another CPU's rounding.
 const NEAR_TIE: f64 = 1.0;
 
-fn lodash() -> std::path::PathBuf {
-    let p = posrecall::support::fsutil::default_corpus_path();
-    assert!(p.exists(), "{} is missing: run scripts/env/fetch-corpus", p.display());
-    p
-}
-
 fn bench(model: &std::path::Path, extra: &[&str]) -> Value {
     bench_on(model, &lodash(), extra)
 }

@@ -208,6 +208,10 @@ fn terminal_grid_html_heat_map_and_compare_per_length() {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(row)), "no `{row}` row in:\n{stdout}");
     }
     ok(&bench(&smollm2(), &corpus, &["--lengths", "1k,2k", "--kv", "f32"], Some(&f32)));
+    // `report` prints the grid `bench` printed at its end, from the file.
+    let grid = &stdout[stdout.find("recall by depth and length").unwrap()..];
+    let report = ok(&posrecall_with(&["report", s(&f16)], &[("NO_COLOR", "1")]));
+    assert!(report.contains(&format!("== f16 ==\n{grid}")), "report:\n{report}\nbench:\n{grid}");
 
     let page = dir.path().join("both.html");
     ok(&posrecall(&["report", s(&f16), s(&f32), "--format", "html", "-o", s(&page)]));

@@ -333,3 +333,59 @@ fn score_takes_the_targets_files_policy_and_refuses_another() {
     assert_eq!(run["manifest"]["params"]["policy"], "codeneedle");
     assert!(run["targets"].as_array().unwrap().iter().all(|t| t["scored"].is_u64() && t["pass"] == false));
 }
+
+/// A length ladder rescored: each target is found again in its own
+/// window's lines, and each window's passes, pass rate and the effective
+/// length follow the new threshold. The runs are the published Qwen2.5-Coder
+/// ladders (docs/runs/ladder-qwen-coder, asked at 10 lines when PASS was a
+/// fixed 8): at `--pass 4` their windows pass what docs/GUIDE.md counted by
+/// hand from the stored matched lines (6, 7, 6 and 2 of 8 at 5k, 8k, 16k and
+/// 32k with f16; 6, 8 and 6 with q8_0; both effective to 16k); every target
+/// passes exactly when its stored matched lines reach 4; at the runs' own
+/// PASS 8 every window and target is the original's.
+#[test]
+fn a_ladder_rescores_window_by_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let published = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/runs/ladder-qwen-coder");
+    for (kv, passes, effective) in [("f16", vec![6, 7, 6, 2], 16384), ("q8_0", vec![6, 8, 6], 16384)] {
+        // The run names the corpus where its machine kept it; the sha256
+        // it records is what rescore holds the file to.
+        let mut original = read(&published.join(format!("{kv}.json")));
+        original["manifest"]["corpus"]["path"] = json!(s(&lodash()));
+        let input = dir.path().join(format!("{kv}.json"));
+        std::fs::write(&input, serde_json::to_vec_pretty(&original).unwrap()).unwrap();
+        let (at4, at8) = (dir.path().join(format!("{kv}-4.json")), dir.path().join(format!("{kv}-8.json")));
+        ok(&posrecall(&["rescore", s(&input), "--policy", "posrecall", "--pass", "4", "-o", s(&at4), "--quiet"]));
+        ok(&posrecall(&["rescore", s(&input), "--policy", "posrecall", "-o", s(&at8), "--quiet"]));
+
+        let r4 = read(&at4);
+        assert_eq!(r4["manifest"]["params"]["pass"], 4);
+        let rungs = r4["ladder"]["rungs"].as_array().unwrap();
+        let got: Vec<u64> = rungs.iter().map(|g| g["summary"]["passes"].as_u64().unwrap()).collect();
+        assert_eq!(got, passes, "{kv}: passes per window at 4 of 10");
+        for g in rungs {
+            let rate = g["summary"]["passes"].as_f64().unwrap() / 8.0;
+            assert_eq!(g["pass_rate"].as_f64(), Some(rate), "{kv}");
+            assert!(g["pass_low"].as_f64().unwrap() <= rate && rate <= g["pass_high"].as_f64().unwrap(), "{kv}");
+        }
+        assert_eq!(r4["ladder"]["effective_length"], effective, "{kv}");
+        let targets = r4["targets"].as_array().unwrap();
+        for (t, o) in targets.iter().zip(original["targets"].as_array().unwrap()) {
+            assert_eq!((&t["name"], &t["length"], &t["matched"]), (&o["name"], &o["length"], &o["matched"]));
+            assert_eq!(t["pass"].as_bool(), Some(o["matched"].as_u64().unwrap() >= 4), "{kv}: {}", t["name"]);
+        }
+
+        let r8 = read(&at8);
+        assert_eq!(r8["manifest"]["params"]["pass"], 8);
+        assert_eq!(r8["ladder"]["effective_length"], original["ladder"]["effective_length"], "{kv}");
+        for (g, o) in r8["ladder"]["rungs"].as_array().unwrap().iter().zip(original["ladder"]["rungs"].as_array().unwrap()) {
+            for key in ["length", "crop", "pass_rate", "pass_low", "pass_high"] {
+                assert_eq!(g[key], o[key], "{kv}: {key}");
+            }
+            assert_eq!(g["summary"]["passes"], o["summary"]["passes"], "{kv}");
+        }
+        for (t, o) in r8["targets"].as_array().unwrap().iter().zip(original["targets"].as_array().unwrap()) {
+            assert_eq!((&t["pass"], &t["matched"]), (&o["pass"], &o["matched"]), "{kv}: {}", t["name"]);
+        }
+    }
+}

@@ -8,25 +8,13 @@
 
 use crate::common;
 
-use common::{ok, posrecall, s};
-use posrecall::support::fsutil::default_corpus_path;
+use common::{lodash, ok, posrecall, s};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// sha256 of lodash 4.17.21's `lodash.js`, as pinned in `scripts/env/fetch-corpus`.
 const LODASH_SHA256: &str = "4c04561befdf653aef017a42ac5addf68ea943cdfca6bdee5ce04e04e8139f54";
-
-fn lodash() -> PathBuf {
-    let path = default_corpus_path();
-    assert!(
-        path.is_file(),
-        "the default corpus is missing ({}): run scripts/env/fetch-corpus first \
-         (it honours POSRECALL_CACHE and XDG_CACHE_HOME like posrecall does)",
-        path.display()
-    );
-    path
-}
 
 /// Runs the binary and returns its stdout, failing on an error.
 fn run(args: &[&str]) -> String {

@@ -77,6 +77,15 @@ pub fn qwen_coder() -> PathBuf {
     model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "QWEN05_SHA", &CHECKED)
 }
 
+/// The default corpus (lodash 4.17.21's `lodash.js`), where
+/// `scripts/env/fetch-corpus` puts it (it honours POSRECALL_CACHE and
+/// XDG_CACHE_HOME as posrecall does).
+pub fn lodash() -> PathBuf {
+    let path = posrecall::support::fsutil::default_corpus_path();
+    assert!(path.is_file(), "the default corpus is missing ({}): run scripts/env/fetch-corpus first", path.display());
+    path
+}
+
 /// SmolLM2 cut after its first 8 MiB, in `dir`: its header, metadata and
 /// vocabulary read as the whole model's, but llama.cpp cannot load its
 /// weights. A refusal that must come before the model loads is proved by

@@ -11,7 +11,7 @@
 
 use crate::corpus::Source;
 use crate::prompt::reasoning;
-use crate::record::run::{RescoredFrom, RunFile, Summary};
+use crate::record::run::{RescoredFrom, RunFile, RungRecord, Summary};
 use crate::score::{self, Normalize, Policy, Score, ScoreOptions};
 use crate::support::progress::Notes;
 use crate::targets::{SpecError, Target, TargetSpec};
@@ -39,8 +39,6 @@ pub enum RescoreError {
     Spec(SpecError),
     #[error("{path} has no answers to score (a forced-only run)")]
     NoAnswers { path: String },
-    #[error("{path} is a length ladder; rescore scores one window per run, so score its answers with the ladder's own run")]
-    Ladder { path: String },
     #[error("the corpus {corpus} is not the file {path} was made from (sha256 {found}, the run says {recorded})")]
     Corpus { corpus: String, path: String, found: String, recorded: String },
     #[error("{path}: target `{name}` at line {line} is not a target of its corpus as it reads now ({why})")]
@@ -54,9 +52,6 @@ pub fn rescore(path: &Path, settings: &RescoreSettings, notes: &dyn Notes) -> Re
     let sha256 = crate::support::fsutil::sha256_hex(&bytes);
     let old = RunFile::load(path)?;
     let shown = path.display().to_string();
-    if old.ladder.is_some() {
-        return Err(RescoreError::Ladder { path: shown }.into());
-    }
     if old.targets.iter().any(|t| t.score.is_none()) {
         return Err(RescoreError::NoAnswers { path: shown }.into());
     }
@@ -113,8 +108,17 @@ pub fn rescore(path: &Path, settings: &RescoreSettings, notes: &dyn Notes) -> Re
     let m = &mut new.manifest.params;
     (m.pass, m.normalize, m.policy, m.credit) = (params.pass, params.normalize, params.policy, params.credit);
     new.manifest.rescored_from = Some(RescoredFrom { path: shown, sha256 });
-    // The summary is its targets' sums, as every run's is.
+    // The summary is its targets' sums, as every run's is; a ladder's
+    // windows are each their own targets' sums, and its effective length
+    // follows their pass rates.
     new.summary = Summary::of(&new.targets);
+    if let Some(ladder) = new.ladder.as_mut() {
+        for rung in &mut ladder.rungs {
+            let results: Vec<_> = new.targets.iter().filter(|t| t.length == Some(rung.length)).cloned().collect();
+            rung.rescore(&results);
+        }
+        ladder.effective_length = RungRecord::effective_length(&ladder.rungs, ladder.effective_at);
+    }
     Ok(new)
 }
 
@@ -124,7 +128,8 @@ fn score_one(answer: &str, t: &Target, opts: &ScoreOptions) -> Score {
 }
 
 /// Each of the run's targets, in its order, found again in its corpus
-/// under `spec` (whose policy decides the extra window).
+/// under `spec` (whose policy decides the extra window): in the kept lines,
+/// or for a ladder in the window of the target's length.
 fn find_targets(run: &RunFile, shown: &str, spec: &TargetSpec) -> Result<Vec<Target>> {
     let c = &run.manifest.corpus;
     let src = Source::open_spec(&c.spec(Path::new(&c.path)), c.rename.as_ref().map(|r| r.seed))?;
@@ -138,15 +143,33 @@ fn find_targets(run: &RunFile, shown: &str, spec: &TargetSpec) -> Result<Vec<Tar
         .into());
     }
     let lines = src.corpus.line_count();
-    if c.crop.first_line == 0 || c.crop.first_line > c.crop.last_line || c.crop.last_line > lines {
-        bail!("{shown} keeps lines {}..{}, but {} has {lines} lines", c.crop.first_line, c.crop.last_line, c.path);
-    }
-    let all = crate::targets::eligible(&src.corpus, &src.parsed, c.crop.first_line - 1, c.crop.last_line - 1, &spec.options());
+    // The eligible targets of each window, found once per window.
+    let mut windows: Vec<((usize, usize), Vec<Target>)> = Vec::new();
     run.targets
         .iter()
         .map(|r| {
             let missing = |why: &str| RescoreError::Target { path: shown.to_string(), name: r.name.clone(), line: r.line, why: why.into() };
-            let t = all.iter().find(|t| t.name == r.name && t.line == r.line).ok_or_else(|| missing("no such function there"))?;
+            let crop = match (&run.ladder, r.length) {
+                (Some(ladder), Some(length)) => match ladder.rungs.iter().find(|g| g.length == length) {
+                    Some(rung) => &rung.crop,
+                    None => return Err(missing(&format!("the ladder has no window of {length} tokens")).into()),
+                },
+                (Some(_), None) => return Err(missing("a ladder's target without its length").into()),
+                (None, _) => &c.crop,
+            };
+            let window = (crop.first_line, crop.last_line);
+            if window.0 == 0 || window.0 > window.1 || window.1 > lines {
+                bail!("{shown} keeps lines {}..{}, but {} has {lines} lines", window.0, window.1, c.path);
+            }
+            let at = match windows.iter().position(|(w, _)| *w == window) {
+                Some(i) => i,
+                None => {
+                    let all = crate::targets::eligible(&src.corpus, &src.parsed, window.0 - 1, window.1 - 1, &spec.options());
+                    windows.push((window, all));
+                    windows.len() - 1
+                }
+            };
+            let t = windows[at].1.iter().find(|t| t.name == r.name && t.line == r.line).ok_or_else(|| missing("no such function there"))?;
             if t.expected != r.expected {
                 return Err(missing("its lines differ from the run's").into());
             }

@@ -19,13 +19,13 @@ use crate::corpus::{Corpus, Source};
 use crate::engine::model::Model;
 use crate::engine::prefix_cache::{Lookup, PrefixCache};
 use crate::engine::session::{Checkpoint, Session};
-use crate::record::run::{RungRecord, Summary, TargetResult, Timings};
+use crate::record::run::{RungRecord, TargetResult, Timings};
 use crate::score::ScoreOptions;
 use crate::settings::ContextConfig;
 use crate::settings::{Explain, Names, Setting};
 use crate::support::progress::Notes;
 use crate::support::progress::ms;
-use crate::targets::crop::{Crop, CropMode, LineRange};
+use crate::targets::crop::{CropMode, LineRange};
 use crate::targets::{self, TooFewTargets};
 use anyhow::Result;
 use std::time::Instant;
@@ -403,7 +403,7 @@ pub fn execute_ladder(
             prefill_tokens,
             prefill_ms,
             prefix_source: source.into(),
-            ..rung_summary(&rung_results)
+            ..RungRecord::scored(&rung_results)
         });
         results.extend(rung_results);
     }
@@ -470,30 +470,6 @@ fn extend_window(run: &Run, session: &mut Session, checkpoint: &mut Option<Check
     }
     drop(bar);
     Ok(resumed_at)
-}
-
-/// A window's summary and pass rate (the rest of its record is filled in
-/// by the caller).
-pub(crate) fn rung_summary(results: &[TargetResult]) -> RungRecord {
-    let summary = Summary::of(results);
-    // A ladder always generates its answers (`--forced-only` is refused
-    // with it, and in a run file with one).
-    let passes = summary.total.recall.as_ref().map_or(0, |r| r.passes);
-    let (k, n) = (passes as u64, summary.total.count as u64);
-    let (pass_low, pass_high) = crate::score::stats::wilson95(k, n);
-    RungRecord {
-        length: 0,
-        prefix_tokens: 0,
-        crop: Crop { mode: CropMode::Lines, first_line: 0, last_line: 0, sha256: String::new() },
-        resumed_at: 0,
-        prefill_tokens: 0,
-        prefill_ms: 0.0,
-        prefix_source: String::new(),
-        pass_rate: if n == 0 { 0.0 } else { k as f64 / n as f64 },
-        pass_low,
-        pass_high,
-        summary,
-    }
 }
 
 /// How many tokens two prefixes share from the start.

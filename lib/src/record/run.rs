@@ -112,6 +112,39 @@ impl RungRecord {
     pub fn effective_length(rungs: &[RungRecord], at: f64) -> Option<usize> {
         rungs.iter().take_while(|r| r.pass_rate >= at).last().map(|r| r.length)
     }
+
+    /// A window's summary and pass rate from its targets' results; the rest
+    /// of the record (length, crop, prefill) is left empty for the caller.
+    /// One rule for the ladder that asks and for `rescore`, which scores
+    /// the same answers again.
+    pub fn scored(results: &[TargetResult]) -> RungRecord {
+        let summary = Summary::of(results);
+        // A ladder always generates its answers (`--forced-only` is refused
+        // with it, and in a run file with one).
+        let passes = summary.total.recall.as_ref().map_or(0, |r| r.passes);
+        let (k, n) = (passes as u64, summary.total.count as u64);
+        let (pass_low, pass_high) = crate::score::stats::wilson95(k, n);
+        RungRecord {
+            length: 0,
+            prefix_tokens: 0,
+            crop: Crop { mode: crate::targets::crop::CropMode::Lines, first_line: 0, last_line: 0, sha256: String::new() },
+            resumed_at: 0,
+            prefill_tokens: 0,
+            prefill_ms: 0.0,
+            prefix_source: String::new(),
+            pass_rate: if n == 0 { 0.0 } else { k as f64 / n as f64 },
+            pass_low,
+            pass_high,
+            summary,
+        }
+    }
+
+    /// This window's scores made again from `results` (its targets,
+    /// rescored): what [`RungRecord::scored`] gives, the rest kept.
+    pub fn rescore(&mut self, results: &[TargetResult]) {
+        let fresh = RungRecord::scored(results);
+        (self.summary, self.pass_rate, self.pass_low, self.pass_high) = (fresh.summary, fresh.pass_rate, fresh.pass_low, fresh.pass_high);
+    }
 }
 
 crate::settings::named_choice! {

@@ -33,6 +33,13 @@ impl Exporter for Table {
         if runs.len() > 1 {
             out.push_str(&comparison(runs));
         }
+        // A ladder's grid is what `bench --lengths` printed at its end; a
+        // rescored ladder has no other place to show its new one.
+        for r in runs {
+            if let Some(l) = &r.run.ladder {
+                let _ = write!(out, "\n== {} ==\n{}", r.label, terminal::ladder_grid(l));
+            }
+        }
         Ok(out)
     }
 }
