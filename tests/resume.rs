@@ -116,8 +116,25 @@ fn an_interrupted_run_resumed_is_the_uninterrupted_run() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(std::fs::read(&part).unwrap(), before);
 
+    // What a run killed mid-write leaves (its temporary file, written
+    // before this run began) is cleared when the file is finished; a link
+    // of that name and another output's temporary file are not touched.
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let temporary = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::File::create(&path).unwrap().set_modified(hour_ago).unwrap();
+        path
+    };
+    let (stale, others) = (temporary(".part.json.tmp-4242-AbCdEf"), temporary(".whole.json.tmp-4242-AbCdEf"));
+    let (link, kept) = (dir.path().join(".part.json.tmp-1-link"), dir.path().join("kept.txt"));
+    std::fs::write(&kept, "not a temporary file").unwrap();
+    std::os::unix::fs::symlink(&kept, &link).unwrap();
+
     // Resumed: only the rest is asked, from the cached prefix.
     ok(&run(&bench_args(&model, &part, &["--prefix-cache", s(&cache), "--resume"])));
+    assert!(!stale.exists(), "the killed run's temporary file is left");
+    assert!(others.exists() && link.symlink_metadata().is_ok(), "another output's temporary file or a link was removed");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "not a temporary file");
     let resumed = read(&part);
     assert_eq!(resumed["timings"]["resumed_targets"], k);
     assert_eq!(resumed["timings"]["prefix_source"], "cache", "no second prefill");

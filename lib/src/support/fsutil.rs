@@ -66,6 +66,26 @@ fn write_to(path: &Path, target: &Path, bytes: &[u8], into_special: bool) -> Res
     result.with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// Removes what an earlier writer of `path` left behind when it was killed
+/// between creating its temporary file and renaming it ([`write_atomic`]'s
+/// `.<name>.tmp-*` beside `path`): regular files of that name last written
+/// before `before` (the start of the run that has just written `path`, so
+/// that a temporary file of a writer still at work is never taken).
+/// Links and anything else of that name are left alone. Returns how many
+/// were removed; a folder that cannot be read removes nothing.
+pub fn remove_stale_temporaries(path: &Path, before: std::time::SystemTime) -> usize {
+    let (Some(name), dir) = (path.file_name(), path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))) else {
+        return 0;
+    };
+    let prefix = format!(".{}.tmp-", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let stale = |e: &std::fs::DirEntry| {
+        e.file_name().to_string_lossy().starts_with(&prefix)
+            && std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < before))
+    };
+    entries.flatten().filter(stale).filter(|e| std::fs::remove_file(e.path()).is_ok()).count()
+}
+
 /// The mode a new output file is created with: read and write for all, less
 /// the umask, as any program's `open(O_CREAT, 0666)` gives (temporary files
 /// are otherwise private to their owner, and an output renamed from one
