@@ -232,16 +232,22 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let before: Vec<Vec<u8>> = [&t, &r, &run, &corpus].iter().map(|p| std::fs::read(p).unwrap()).collect();
     // `./x` and `x` are one file.
     let dotted = dir.path().join(".").join("run.json");
-    for (args, needle) in [
-        (vec!["report", s(&run), "--format", "json", "-o", s(&dotted)], "--out"),
-        (vec!["report", s(dir.path()), "-o", s(&run)], "--out"),
-        (vec!["score", s(&t), s(&r), "--out", s(&t)], "--out"),
-        (vec!["score", s(&t), s(&r), "--out", s(&r)], "--out"),
-        (vec!["targets", s(&corpus), "--count", "2", "--emit-prompts", s(&corpus)], "--emit-prompts"),
-        (vec!["ask", s(&t), "--url", "http://127.0.0.1:9", "--out", s(&t)], "--out"),
+    // Each row's refusal in its own words, naming the output and the input
+    // it would destroy (a flag name alone is in other refusals too).
+    let also = |flag: &str, out: &Path, input: &Path| {
+        format!("posrecall: error: {flag}: {} is also an input ({}); writing it would destroy that input", out.display(), input.display())
+    };
+    for (args, expected) in [
+        (vec!["report", s(&run), "--format", "json", "-o", s(&dotted)], also("--out", &dotted, &run)),
+        (vec!["report", s(dir.path()), "-o", s(&run)], also("--out", &run, &run)),
+        (vec!["score", s(&t), s(&r), "--out", s(&t)], also("--out", &t, &t)),
+        (vec!["score", s(&t), s(&r), "--out", s(&r)], also("--out", &r, &r)),
+        (vec!["targets", s(&corpus), "--count", "2", "--emit-prompts", s(&corpus)], also("--emit-prompts", &corpus, &corpus)),
+        (vec!["ask", s(&t), "--url", "http://127.0.0.1:9", "--out", s(&t)], also("--out", &t, &t)),
     ] {
-        let err = refused(&posrecall(&args), needle);
-        assert!(err.contains("is also an input"), "{err}");
+        let o = posrecall(&args);
+        let err = refused(&o, &expected);
+        assert_eq!((o.status.code(), err.trim_end()), (Some(1), expected.as_str()), "{args:?}");
     }
     let after: Vec<Vec<u8>> = [&t, &r, &run, &corpus].iter().map(|p| std::fs::read(p).unwrap()).collect();
     assert!(before == after, "an input changed");
