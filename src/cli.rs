@@ -308,6 +308,11 @@ pub struct RescoreArgs {
     /// Which lines a score counts: all, or code alone (as bench's --credit). Left out: the run's own.
     #[arg(long, value_parser = named::<Credit>())]
     pub credit: Option<Credit>,
+    /// The runs' corpus (file or folder), where it is now: for runs made on another machine. Left
+    /// out: the path each manifest names. Either way it must be the file the run was made from
+    /// (its sha256).
+    #[arg(long, value_name = "PATH")]
+    pub corpus: Option<PathBuf>,
     /// Write the one rescored run here.
     #[arg(long, short, required_unless_present = "out_dir", conflicts_with = "out_dir")]
     pub out: Option<PathBuf>,

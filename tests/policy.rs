@@ -348,15 +348,21 @@ fn a_ladder_rescores_window_by_window() {
     let dir = tempfile::tempdir().unwrap();
     let published = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/runs/ladder-qwen-coder");
     for (kv, passes, effective) in [("f16", vec![6, 7, 6, 2], 16384), ("q8_0", vec![6, 8, 6], 16384)] {
-        // The run names the corpus where its machine kept it; the sha256
-        // it records is what rescore holds the file to.
-        let mut original = read(&published.join(format!("{kv}.json")));
-        original["manifest"]["corpus"]["path"] = json!(s(&lodash()));
-        let input = dir.path().join(format!("{kv}.json"));
-        std::fs::write(&input, serde_json::to_vec_pretty(&original).unwrap()).unwrap();
+        // The run names the corpus where its machine kept it: `--corpus`
+        // says where it is here, held to the sha256 the run records.
+        let input = published.join(format!("{kv}.json"));
+        let original = read(&input);
         let (at4, at8) = (dir.path().join(format!("{kv}-4.json")), dir.path().join(format!("{kv}-8.json")));
-        ok(&posrecall(&["rescore", s(&input), "--policy", "posrecall", "--pass", "4", "-o", s(&at4), "--quiet"]));
-        ok(&posrecall(&["rescore", s(&input), "--policy", "posrecall", "-o", s(&at8), "--quiet"]));
+        let corpus = lodash();
+        let here = ["--corpus", s(&corpus)];
+        let o = posrecall(&["rescore", s(&input), "--policy", "posrecall", "-o", s(&at4)]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("which is not there; give where it is now with --corpus PATH"), "{err}");
+        ok(&posrecall(&[&["rescore", s(&input), "--policy", "posrecall", "--pass", "4", "-o", s(&at4), "--quiet"][..], &here].concat()));
+        ok(&posrecall(&[&["rescore", s(&input), "--policy", "posrecall", "-o", s(&at8), "--quiet"][..], &here].concat()));
+        // Another file is refused for its sha256.
+        let o = posrecall(&["rescore", s(&input), "--policy", "posrecall", "--corpus", s(&fixture("dense.js")), "-o", s(&at8)]);
+        assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("is not the file"), "{o:?}");
 
         let r4 = read(&at4);
         assert_eq!(r4["manifest"]["params"]["pass"], 4);

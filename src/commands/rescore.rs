@@ -32,8 +32,9 @@ pub fn run(args: &RescoreArgs) -> Result<()> {
     // refused with nothing half done.
     let mut runs = Vec::with_capacity(args.runs.len());
     for path in &args.runs {
-        let run = rescore(path, &settings, &super::Stderr).map_err(|e| match e.downcast::<RescoreError>() {
+        let run = rescore(path, &settings, args.corpus.as_deref(), &super::Stderr).map_err(|e| match e.downcast::<RescoreError>() {
             Ok(RescoreError::Spec(s)) => anyhow!("{}", s.explain(&super::Flags)),
+            Ok(e @ RescoreError::CorpusMissing { .. }) => anyhow!("{e}; give where it is now with --corpus PATH"),
             Ok(e) => e.into(),
             Err(e) => e,
         })?;

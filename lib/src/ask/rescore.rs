@@ -39,14 +39,18 @@ pub enum RescoreError {
     Spec(SpecError),
     #[error("{path} has no answers to score (a forced-only run)")]
     NoAnswers { path: String },
+    #[error("{path} was made from the corpus {corpus}, which is not there")]
+    CorpusMissing { corpus: String, path: String },
     #[error("the corpus {corpus} is not the file {path} was made from (sha256 {found}, the run says {recorded})")]
     Corpus { corpus: String, path: String, found: String, recorded: String },
     #[error("{path}: target `{name}` at line {line} is not a target of its corpus as it reads now ({why})")]
     Target { path: String, name: String, line: usize, why: String },
 }
 
-/// The run file at `path` scored again under `settings`.
-pub fn rescore(path: &Path, settings: &RescoreSettings, notes: &dyn Notes) -> Result<RunFile> {
+/// The run file at `path` scored again under `settings`; `corpus` is where
+/// its corpus is now when not at the path its manifest names (a run made
+/// on another machine), held to the manifest's sha256 all the same.
+pub fn rescore(path: &Path, settings: &RescoreSettings, corpus: Option<&Path>, notes: &dyn Notes) -> Result<RunFile> {
     let bytes = crate::support::fsutil::read_input(path, crate::support::fsutil::MAX_TEXT_BYTES)
         .map_err(|e| anyhow::anyhow!("cannot read run file {}: {e}", path.display()))?;
     let sha256 = crate::support::fsutil::sha256_hex(&bytes);
@@ -76,7 +80,7 @@ pub fn rescore(path: &Path, settings: &RescoreSettings, notes: &dyn Notes) -> Re
         min_code_lines: 0,
     };
     spec.validate().map_err(RescoreError::Spec)?;
-    let targets = find_targets(&old, &shown, &spec)?;
+    let targets = find_targets(&old, &shown, &spec, corpus)?;
 
     let opts = spec.score_options();
     let mut new = old.clone();
@@ -130,12 +134,16 @@ fn score_one(answer: &str, t: &Target, opts: &ScoreOptions) -> Score {
 /// Each of the run's targets, in its order, found again in its corpus
 /// under `spec` (whose policy decides the extra window): in the kept lines,
 /// or for a ladder in the window of the target's length.
-fn find_targets(run: &RunFile, shown: &str, spec: &TargetSpec) -> Result<Vec<Target>> {
+fn find_targets(run: &RunFile, shown: &str, spec: &TargetSpec, corpus: Option<&Path>) -> Result<Vec<Target>> {
     let c = &run.manifest.corpus;
-    let src = Source::open_spec(&c.spec(Path::new(&c.path)), c.rename.as_ref().map(|r| r.seed))?;
+    let at = corpus.unwrap_or(Path::new(&c.path));
+    if corpus.is_none() && !at.exists() {
+        return Err(RescoreError::CorpusMissing { corpus: c.path.clone(), path: shown.to_string() }.into());
+    }
+    let src = Source::open_spec(&c.spec(at), c.rename.as_ref().map(|r| r.seed))?;
     if src.file_sha256 != c.sha256 {
         return Err(RescoreError::Corpus {
-            corpus: c.path.clone(),
+            corpus: at.display().to_string(),
             path: shown.to_string(),
             found: src.file_sha256.clone(),
             recorded: c.sha256.clone(),
@@ -159,7 +167,7 @@ fn find_targets(run: &RunFile, shown: &str, spec: &TargetSpec) -> Result<Vec<Tar
             };
             let window = (crop.first_line, crop.last_line);
             if window.0 == 0 || window.0 > window.1 || window.1 > lines {
-                bail!("{shown} keeps lines {}..{}, but {} has {lines} lines", window.0, window.1, c.path);
+                bail!("{shown} keeps lines {}..{}, but {} has {lines} lines", window.0, window.1, at.display());
             }
             let at = match windows.iter().position(|(w, _)| *w == window) {
                 Some(i) => i,
