@@ -525,8 +525,9 @@ impl Sweep {
     pub fn validate(&self, names: &dyn crate::settings::Names) -> Result<()> {
         let file = self.file.display();
         // The base alone, for an error in `[params]` or `[corpus]` to be told
-        // as such: its reasoning budget is for the thinking entries, which
-        // each run's check below meets.
+        // as such. Its reasoning budget is for the thinking entries alone:
+        // its range is checked here whether or not one thinks, and with
+        // thinking by each thinking entry's run below.
         let mut base = self.base.clone();
         let budget = base.plan.think_budget.take();
         let checked = crate::bench::Numeric::ThinkBudget.check(budget.map(|n| n as i64)).map_err(crate::bench::Invalid::from);
