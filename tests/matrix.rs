@@ -500,6 +500,63 @@ fn bad_sweep_files_fail_with_one_error_line() {
     assert_eq!(std::fs::read_to_string(&named).unwrap(), good, "the sweep file was overwritten");
 }
 
+/// An error found while a sweep runs (here planning: the model's `ctx`
+/// holds too little of the file for the targets asked) is one line that
+/// names the sweep file, the model and the file's keys; the same error in a
+/// `bench` list names the model and the flags.
+#[test]
+fn an_error_while_a_sweep_runs_names_the_model_and_its_keys_and_bench_its_flags() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("small.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            "[corpus]\npath = {}\n[params]\ncount = 3\nlines = 5\nmax_new_tokens = 50\nthreads = 2\n\
+             [[model]]\nname = \"smol\"\npath = {}\nkv = [\"f16\"]\nctx = 200\n",
+            toml_path(&fixture("dense.js")),
+            toml_path(&smollm2())
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = matrix_cmd(&toml, &["--out-dir", s(&out), "--quiet"]).output().unwrap();
+    let prefix = format!("posrecall: error: {}: model `smol`: only 0 eligible function(s)", toml.display());
+    assert_one_error_line(&o, &prefix);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with(&prefix), "the file and the model first: {err}");
+    assert!(err.contains("params.count is 3") && err.contains("a larger ctx)"), "the keys: {err}");
+    assert!(!err.contains("--"), "no flag: {err}");
+    assert!(!out.join("smol__f16-f16.json").exists(), "no run file");
+
+    let bench_out = dir.path().join("bench");
+    let o = posrecall(&[
+        "bench",
+        s(&smollm2()),
+        "--corpus",
+        s(&fixture("dense.js")),
+        "--count",
+        "3",
+        "--lines",
+        "5",
+        "--max-new-tokens",
+        "50",
+        "--threads",
+        "2",
+        "--ctx",
+        "200",
+        "--kv",
+        "f16,q8_0",
+        "--out-dir",
+        s(&bench_out),
+        "--quiet",
+    ]);
+    assert_one_error_line(&o, "model `SmolLM2-135M-Instruct.Q4_1`: only 0 eligible function(s)");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--count is 3") && err.contains("a larger --ctx)"), "the flags: {err}");
+    assert!(!err.contains("params.") && !err.contains("small.toml"), "no key: {err}");
+}
+
 #[test]
 fn a_parallel_sweep_records_its_decoding_and_resumes_only_like_with_like() {
     let _g = serial();

@@ -1,5 +1,6 @@
-//! Sweeps: `[params]` switches that reach every run, and the error when no
-//! one kept range fits every model.
+//! Sweeps: `[params]` switches that reach every run, the error when no
+//! one kept range fits every model, and a sweep file's lists writing the
+//! run files a `bench` list writes.
 
 use crate::common;
 
@@ -9,6 +10,9 @@ use posrecall::corpus::Source;
 use posrecall::engine::model;
 use posrecall::prompt::Probe;
 use posrecall::targets::crop::CropMode;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
 
 #[test]
 fn closed_book_and_rename_in_params_reach_every_run() {
@@ -60,4 +64,112 @@ fn no_range_that_fits_every_model_is_a_clear_error() {
     assert!(e.downcast_ref::<NoSharedRange>().is_some(), "{msg}");
     assert!(msg.contains("no one range of lines fits every model"), "{msg}");
     assert!(msg.contains("`small`") && msg.contains("`large`"), "names the models: {msg}");
+}
+
+/// A run file as `scripts/dev/run-identity` compares it: without `timings`,
+/// any `*_ms` and `prefill_tok_s` (the measured times, the only fields
+/// that differ between two runs of one binary), and with the output folder
+/// it was written in named `DIR`.
+fn as_compared(path: &Path, out_dir: &Path) -> Value {
+    fn without_times(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                map.retain(|k, _| !(k.ends_with("_ms") || k == "prefill_tok_s"));
+                map.values_mut().for_each(without_times);
+            }
+            Value::Array(items) => items.iter_mut().for_each(without_times),
+            _ => {}
+        }
+    }
+    let text = std::fs::read_to_string(path).unwrap().replace(s(out_dir), "DIR");
+    let mut run: Value = serde_json::from_str(&text).unwrap();
+    run.as_object_mut().unwrap().remove("timings");
+    without_times(&mut run);
+    run
+}
+
+/// `v` without its reference parts: the reference a run was measured
+/// against (`reference`) and what was measured (`kld`, `kld_by_quarter`, …).
+fn without_reference(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|k, _| !(k == "reference" || k.starts_with("kld")));
+            map.values_mut().for_each(without_reference);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_reference),
+        _ => {}
+    }
+}
+
+/// A `models.toml` that spells a `bench` list (a KV list and a list of
+/// context sizes) writes the run files the command line writes: the same
+/// files, each the same once compared as `scripts/dev/run-identity`
+/// compares runs. One part differs by design, in the second context size's
+/// runs only: a `bench` list measures every run against its first run's
+/// reference, a sweep file each entry against its own `reference_kv` run,
+/// so there the sweep's f16 run saves a reference where bench's is
+/// measured, and its q8_0 run names another reference file; those runs are
+/// compared without their reference parts. The first context size's runs
+/// are compared whole, and the reference file both made byte for byte.
+#[test]
+fn a_models_toml_list_writes_the_run_files_of_the_bench_list() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (sweep_out, bench_out) = (dir.path().join("sweep"), dir.path().join("bench"));
+    let model = smollm2();
+    let stem = model.file_stem().unwrap().to_str().unwrap().to_string();
+    let toml = format!(
+        "[corpus]\npath = {:?}\ncrop = \"densest\"\nmax_tokens = 300\n[params]\ncount = 1\nlines = 4\nmax_new_tokens = 8\nthreads = 2\n\
+         [[model]]\nname = {stem:?}\npath = {:?}\nkv = [\"f16\", \"q8_0\"]\nctx = [1024, 2048]\nreference_kv = \"f16\"\n",
+        s(&fixture("dense.js")),
+        s(&model),
+    );
+    let path = dir.path().join("models.toml");
+    std::fs::write(&path, toml).unwrap();
+    ok(&posrecall(&["matrix", s(&path), "--out-dir", s(&sweep_out), "--quiet"]));
+    ok(&posrecall(&[
+        "bench",
+        s(&model),
+        "--corpus",
+        s(&fixture("dense.js")),
+        "--crop",
+        "densest",
+        "--max-prefix-tokens",
+        "300",
+        "--count",
+        "1",
+        "--lines",
+        "4",
+        "--max-new-tokens",
+        "8",
+        "--threads",
+        "2",
+        "--kv",
+        "f16,q8_0",
+        "--ctx",
+        "1024,2048",
+        "--out-dir",
+        s(&bench_out),
+        "--quiet",
+    ]));
+    let runs = |d: &Path| -> BTreeSet<String> {
+        let names = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
+        names.filter(|n| n.ends_with(".json")).collect()
+    };
+    let expected: BTreeSet<String> = ["ctx_1024__f16-f16", "ctx_1024__q8_0-q8_0", "ctx_2048__f16-f16", "ctx_2048__q8_0-q8_0"]
+        .iter()
+        .map(|r| format!("{stem}-{r}.json"))
+        .collect();
+    assert_eq!(runs(&sweep_out), expected);
+    assert_eq!(runs(&bench_out), expected);
+    for name in &expected {
+        let (mut ours, mut bench) = (as_compared(&sweep_out.join(name), &sweep_out), as_compared(&bench_out.join(name), &bench_out));
+        if name.contains("ctx_2048") {
+            without_reference(&mut ours);
+            without_reference(&mut bench);
+        }
+        assert!(ours == bench, "{name} differs:\n{}\n{}", serde_json::to_string(&ours).unwrap(), serde_json::to_string(&bench).unwrap());
+    }
+    let reference = format!("{stem}-ctx_1024__f16-f16.ref");
+    assert_eq!(std::fs::read(sweep_out.join(&reference)).unwrap(), std::fs::read(bench_out.join(&reference)).unwrap());
 }

@@ -35,6 +35,17 @@ use settings::{Explain, Names};
 /// a run was chosen (`None` for commands without a model), which decides
 /// the fix for too few targets. `None`: `e` names no setting.
 pub fn explain(e: &anyhow::Error, n: &dyn Names, crop: Option<targets::crop::CropMode>) -> Option<String> {
+    let text = explain_one(e, n, crop)?;
+    // The model it is about (a sweep's entry, a list's instance) first, as
+    // the error's own chain would print it.
+    Some(match e.downcast_ref::<bench::plan::OfModel>() {
+        Some(model) => format!("{model}: {text}"),
+        None => text,
+    })
+}
+
+/// [`explain`] without the model.
+fn explain_one(e: &anyhow::Error, n: &dyn Names, crop: Option<targets::crop::CropMode>) -> Option<String> {
     // A context capped at the model's trained one: what goes past it.
     let past_training = || match e.downcast_ref::<bench::plan::TrainedCap>() {
         Some(cap) => format!("; {}", cap.explain(n)),
@@ -65,6 +76,7 @@ pub fn explain(e: &anyhow::Error, n: &dyn Names, crop: Option<targets::crop::Cro
         .or_else(|| e.downcast_ref::<bench::ReferenceMismatch>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<bench::NotThisRun>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<sweep::OutDirError>().map(|x| x as &dyn Explain))
+        .or_else(|| e.downcast_ref::<bench::plan::NoSharedRange>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<sweep::list::ModelListError>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<bench::ladder::LadderError>().map(|x| x as &dyn Explain))
         .or_else(|| e.downcast_ref::<prompt::template::TemplateError>().map(|x| x as &dyn Explain))

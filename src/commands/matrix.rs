@@ -13,23 +13,22 @@ use posrecall::corpus::Source;
 use posrecall::record::run::RunFile;
 use posrecall::report::aggregate::LoadedRun;
 use posrecall::report::export::{self, Format, Options};
-use posrecall::settings::Explain as _;
 use posrecall::sweep::{Shard, Sweep, SweepOptions, SweepRun, SweepSink, run_sweep};
 use std::time::Instant;
 
 use crate::commands::progress::Terminal;
 
 pub fn run(args: &MatrixArgs) -> Result<()> {
-    let sweep = Sweep::load(&args.file)?;
-    let decode = super::convert::decode(&args.decode, false, false, (sweep.draft, sweep.draft_max));
-    // The sweep's file was checked as it was read; what the flags add is
-    // checked here, by the same rules.
-    if let Some(r) = sweep.runs().first() {
-        sweep
-            .options(r, None, &decode, &args.out_dir)
-            .validate()
-            .map_err(|e| anyhow!("{}: {}", args.file.display(), e.explain(&super::SweepWords)))?;
-    }
+    let mut sweep = Sweep::load(&args.file)?;
+    // The flags over the file's options: its drafts are what --draft and
+    // --draft-max default to.
+    let file = &sweep.base.decode;
+    let drafts = (file.draft_asked.then_some(file.draft), file.draft_max_asked.then_some(file.draft_max));
+    sweep.base.decode = super::convert::decode(&args.decode, false, false, drafts);
+    sweep.base.prefix_cache = args.prefix_cache.clone();
+    // The file was checked as it was read; what the flags add is checked
+    // here, by the same rules.
+    sweep.validate(&super::SweepWords)?;
     let shard =
         args.shard.map(|s| s.resolve(&|name: &str| std::env::var(name).ok())).transpose().map_err(|e| sweep_hint(e.into(), None))?;
     let (mine, shard_note) = sweep.shard_runs(shard);
@@ -41,14 +40,14 @@ pub fn run(args: &MatrixArgs) -> Result<()> {
         return outln!("{}: {shard_note}: nothing to do", args.file.display());
     }
     let spec = sweep.corpus_spec().map_err(|e| sweep_hint(e.into(), None))?;
-    let src = Source::open_spec(&spec, sweep.target.rename_seed())?;
+    let src = Source::open_spec(&spec, sweep.base.plan.target.rename_seed())?;
     if let Some(note) = src.error_note() {
         eprintln!("{note}");
     }
-    let opts = SweepOptions { out_dir: args.out_dir.clone(), resume: args.resume, prefix_cache: args.prefix_cache.clone(), decode };
+    let opts = SweepOptions { out_dir: args.out_dir.clone(), resume: args.resume };
     let term = Terminal::new(args.quiet);
-    let mut shown = Shown { term: &term, args, corpus: spec.path.display().to_string(), shard_note, crop: sweep.crop };
-    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown, &term).map_err(|e| sweep_hint(e, None))?;
+    let mut shown = Shown { term: &term, args, corpus: spec.path.display().to_string(), shard_note, crop: sweep.base.plan.crop };
+    run_sweep(&sweep, templates, &mine, &src, &opts, &mut shown, &term).map_err(|e| worded(e, args, None))?;
     print_aggregate(args, &mine, shard)
 }
 
@@ -112,7 +111,19 @@ impl SweepSink for Shown<'_> {
     }
 
     fn explain(&self, e: anyhow::Error) -> anyhow::Error {
-        sweep_hint(e, Some(self.crop))
+        worded(e, self.args, Some(self.crop))
+    }
+}
+
+/// An error of the sweep's run in the file's words ([`sweep_hint`]); one
+/// about a model names the file and the model first, as an error found
+/// when the file is read does (`models.toml: model `smol`: …`).
+fn worded(e: anyhow::Error, args: &MatrixArgs, crop: Option<posrecall::targets::crop::CropMode>) -> anyhow::Error {
+    let of_model = e.downcast_ref::<posrecall::bench::plan::OfModel>().is_some();
+    let e = sweep_hint(e, crop);
+    match of_model {
+        true => anyhow!("{}: {e:#}", args.file.display()),
+        false => e,
     }
 }
 

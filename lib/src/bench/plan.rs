@@ -448,7 +448,7 @@ pub fn plan_shared(models: &[&Model], names: &[&str], src: &Source, options: &[P
         .iter()
         .zip(options)
         .zip(names)
-        .map(|((model, o), name)| plan(model, src, o, notes).with_context(|| format!("model `{name}`")))
+        .map(|((model, o), name)| plan(model, src, o, notes).with_context(|| OfModel(name.to_string())))
         .collect::<Result<_>>()?;
     let range = |p: &Plan| (p.crop.first_line, p.crop.last_line);
     if own.iter().all(|p| range(p) == range(&own[0])) {
@@ -487,11 +487,32 @@ pub fn plan_shared(models: &[&Model], names: &[&str], src: &Source, options: &[P
 }
 
 /// No one kept range fits every model of a sweep; says which failed first.
-/// Needs no hint: it names the model whose plan failed and why; the range
-/// is the sweep file's, whose keys the matrix documentation lists.
 #[derive(Debug, thiserror::Error)]
 #[error("no one range of lines fits every model of the sweep: {0}")]
 pub struct NoSharedRange(pub String);
+
+impl Explain for NoSharedRange {
+    /// What sets the range, and the failing model's room, in the face's words.
+    fn explain(&self, n: &dyn Names) -> String {
+        format!(
+            "{self}; set {} or {}, or give that model a larger {}",
+            n.name(Setting::CropLines),
+            n.name(Setting::MaxPrefixTokens),
+            n.name(Setting::Ctx)
+        )
+    }
+}
+
+/// The model (a sweep's entry, a list's instance) an error is about: the
+/// context [`crate::explain`] puts before the error in a face's words.
+#[derive(Debug, Clone)]
+pub struct OfModel(pub String);
+
+impl std::fmt::Display for OfModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "model `{}`", self.0)
+    }
+}
 
 impl Explain for TrainedCap {
     /// What goes past the cap: a RoPE scaling.

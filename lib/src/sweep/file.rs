@@ -124,8 +124,10 @@ struct RawModel {
     build: Option<String>,
     kv: Vec<KvPair>,
     gpu_layers: Option<u32>,
+    /// A context size or a list of them, each an entry of its own.
     ctx: Option<toml::Value>,
-    probe: Option<Probe>,
+    /// One probe or a list of them, each an entry of its own.
+    probe: Option<OneOrMany<Probe>>,
     /// The KV configuration whose run is the model's reference.
     reference_kv: Option<KvPair>,
     /// `reference_kv`'s old name, still read (on `bench` a reference is a
@@ -189,39 +191,46 @@ fn chosen_crop<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CropMode>, D::E
 // ---------------------------------------------------------------------------
 // The sweep, checked.
 
-/// One `[[model]]` entry, checked and with its path expanded.
+/// One entry of a sweep: a `[[model]]` at one of its context sizes and
+/// probes (or a `bench` list's model at one of the list's), checked and with
+/// its path expanded. It holds only what an entry may set over the sweep's
+/// [`Sweep::base`] options, and the lists its runs cross.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelEntry {
+    /// The run files' name: the model's, with `-ctx_N` and `-probe_P` where
+    /// its `ctx` or `probe` list has more than one.
     pub name: String,
     pub path: PathBuf,
     /// `path` as the file wrote it, its variables unexpanded: what messages
     /// show (a variable's value, a token say, is never printed).
     pub path_as_written: String,
-    /// The build label; `None`: the file name (as `bench`).
+    /// The build label; `None`: the base's (a sweep's is the file name, as `bench`).
     pub build: Option<String>,
     /// (K, V) per KV configuration, in the order given.
     pub kv: Vec<(KvType, KvType)>,
-    /// `None`: all layers when the build has a GPU backend (as `bench`).
-    pub gpu_layers: Option<u32>,
-    pub ctx: CtxSize,
-    pub probe: Probe,
-    /// The KV configuration (one of `kv`) whose run is the reference of the
-    /// model's other runs (`reference_kv = "f16"`): it saves its forced
-    /// distributions and they are measured against them.
-    pub reference_kv: Option<(KvType, KvType)>,
-    /// `think` and `template_kwargs` (the model's own over `[params]`'s).
-    pub template: TemplateVars,
-    /// A Jinja template file to render instead of the GGUF's (`chat_template`).
-    pub chat_template: Option<PathBuf>,
-    /// Context extension (`rope_scaling`, `rope_scale`, `rope_freq_base`,
-    /// `rope_freq_scale`, `yarn_orig_ctx`, as `bench`'s flags).
-    pub rope: crate::settings::Rope,
     /// Rotation modes, each crossed with every KV entry; the first is the
     /// reference run's.
     pub kv_rotation: Vec<KvRotation>,
     /// Flash attention settings, each crossed with every KV entry and
-    /// rotation mode (`params.flash_attn`, one or a list).
+    /// rotation mode.
     pub flash_attn: Vec<FlashAttn>,
+    /// `None`: the base's (all layers when the build has a GPU backend, as `bench`).
+    pub gpu_layers: Option<u32>,
+    pub ctx: CtxSize,
+    pub probe: Probe,
+    /// The KV configuration (one of `kv`) whose run is the reference of the
+    /// entry's other runs (`reference_kv = "f16"`): it saves its forced
+    /// distributions and they are measured against them.
+    pub reference_kv: Option<(KvType, KvType)>,
+    /// The model's own `think`, over the base's.
+    pub think: Option<Think>,
+    /// The model's own `template_kwargs`, added to the base's.
+    pub template_kwargs: serde_json::Map<String, serde_json::Value>,
+    /// A Jinja template file to render instead of the GGUF's (`chat_template`).
+    pub chat_template: Option<PathBuf>,
+    /// Context extension (`rope_scaling`, `rope_scale`, `rope_freq_base`,
+    /// `rope_freq_scale`, `yarn_orig_ctx`, as `bench`'s flags); `None`: the base's.
+    pub rope: Option<crate::settings::Rope>,
 }
 
 impl ModelEntry {
@@ -233,7 +242,28 @@ impl ModelEntry {
     }
 }
 
-/// A whole `models.toml`, checked.
+/// The entries of one model: each context size with each probe, context
+/// sizes slower (the order of `bench`'s lists, docs/GUIDE.md "Lists"),
+/// named `NAME-ctx_N` and `-probe_P` where that list has more than one.
+fn crossed(name: &str, ctx: &[CtxSize], probe: &[Probe]) -> Vec<(String, CtxSize, Probe)> {
+    let mut out = Vec::with_capacity(ctx.len() * probe.len());
+    for &c in ctx {
+        for &p in probe {
+            let mut entry = name.to_string();
+            if ctx.len() > 1 {
+                entry.push_str(&format!("-ctx_{c}"));
+            }
+            if probe.len() > 1 {
+                entry.push_str(&format!("-probe_{}", p.as_str()));
+            }
+            out.push((entry, c, p));
+        }
+    }
+    out
+}
+
+/// A whole sweep, checked: one set of options every run starts from, and
+/// the entries that each set some of them.
 #[derive(Debug, Clone)]
 pub struct Sweep {
     /// The file it was read from (as given), for messages.
@@ -248,35 +278,14 @@ pub struct Sweep {
     pub include: Vec<String>,
     pub exclude: Vec<String>,
     pub language: Option<String>,
-    pub crop: CropMode,
-    /// `[corpus] max_tokens`: the most tokens the kept file may take.
-    pub max_prefix_tokens: Option<usize>,
-    /// Count, lines, pass, seed, normalize, skip_blank, rename, anchor, policy, credit,
-    /// min_code_lines and `[corpus] crop_lines`.
-    pub target: TargetSpec,
-    pub max_new_tokens: Option<usize>,
-    pub threads: Option<i32>,
-    pub swa_full: bool,
-    /// Also ask every question with no file in the context (`bench --closed-book`).
-    pub closed_book: bool,
-    /// Reasoning tokens allowed when a model thinks (`params.think_budget`).
-    pub think_budget: usize,
-    /// A length ladder per run (`params.lengths`, as `bench --lengths`).
-    pub lengths: Option<crate::bench::ladder::Lengths>,
-    /// `params.effective_at` (0.5 when not given).
-    pub effective_at: f64,
-    /// `params.draft` and `params.draft_max`, which `matrix --draft` and
-    /// `--draft-max` override.
-    pub draft: Option<crate::decode::draft::DraftMode>,
-    pub draft_max: Option<usize>,
+    /// Every run's options before its entry's and its item's: `[corpus]` and
+    /// `[params]` (a `bench` list: its flags). `matrix`'s flags set its
+    /// decoding and prefix cache.
+    pub base: crate::bench::BenchOptions,
     pub models: Vec<ModelEntry>,
-    /// The first run of the first model is every model's reference (a
-    /// `bench` list), not each model's own `reference_kv` run (`models.toml`).
+    /// The first run of the first entry is every entry's reference (a
+    /// `bench` list), not each entry's own `reference_kv` run (`models.toml`).
     pub first_is_reference: bool,
-    /// A sweep made by `bench` with a list ([`Sweep::of_bench`]): every
-    /// run's options are these, with the run's KV types and rotation and
-    /// its part in the reference.
-    pub bench: Option<Box<crate::bench::BenchOptions>>,
 }
 
 /// One (model × KV) combination.
@@ -459,50 +468,40 @@ impl Sweep {
             bail!("{file}: corpus.include and corpus.exclude select files of corpus.dir, which is not set");
         }
         let language = r.language(c.language.as_deref())?;
-        let crop = c.crop.unwrap_or(CropMode::Head);
         let p = &raw.params;
-        let target = r.target_spec(c, p)?;
         let flash_attn = match &p.flash_attn {
-            Some(list) => r.flash_attn(list, "params.flash_attn")?,
+            Some(list) => r.listed(crate::settings::Setting::FlashAttn, list, "params.flash_attn")?,
             None => vec![FlashAttn::default()],
         };
-        // The run's ranges, by the rule `bench`'s flags go through.
-        use crate::bench::Numeric;
-        let range = |n: Numeric, v: Option<i64>| n.check(v).map_err(|e| anyhow!("{file}: {}", e.explain(&Keys)));
-        range(Numeric::Threads, p.threads.map(i64::from))?;
-        range(Numeric::MaxNewTokens, p.max_new_tokens.map(|n| n as i64))?;
-        range(Numeric::MaxPrefixTokens, c.max_tokens.map(|n| n as i64))?;
+        let rotation = match &p.kv_rotation {
+            Some(list) => r.listed(crate::settings::Setting::KvRotation, list, "params.kv_rotation")?,
+            None => vec![KvRotation::Auto],
+        };
         if raw.model.is_empty() {
             bail!("{file}: no [[model]] entries");
         }
-        let think_budget = p.think_budget.unwrap_or(crate::prompt::template::DEFAULT_THINK_BUDGET);
-        range(Numeric::ThinkBudget, Some(think_budget as i64))?;
-        let defaults =
-            TemplateVars { think: p.think.unwrap_or_default(), kwargs: r.kwargs(p.template_kwargs.as_ref(), "params.template_kwargs")? };
+        let base = r.base(c, p)?;
         let mut models: Vec<ModelEntry> = Vec::new();
-        let rotation = match &p.kv_rotation {
-            Some(list) => r.rotations(list, "params.kv_rotation")?,
-            None => vec![KvRotation::Auto],
-        };
         for (i, m) in raw.model.iter().enumerate() {
-            let entry = r.model_entry(i, m, &defaults, &rotation, &flash_attn)?;
-            if models.iter().any(|o| o.name == entry.name) {
-                bail!("{file}: model[{i}].name: `{}` is used twice", m.name);
+            for entry in r.model_entries(i, m, &rotation, &flash_attn)? {
+                if models.iter().any(|o| o.name == entry.name) {
+                    bail!("{file}: model[{i}].name: `{}` is used twice", entry.name);
+                }
+                // Run files are named by the model (`NAME__K-V.json`): on a
+                // case-insensitive file system (macOS, Windows) `Qwen` and
+                // `qwen` would write one file, the second replacing the first.
+                if let Some(o) = models.iter().find(|o| o.name.to_lowercase() == entry.name.to_lowercase()) {
+                    let j = raw.model.iter().position(|x| o.name.starts_with(&x.name)).unwrap_or(0);
+                    bail!(
+                        "{file}: model[{i}].name: `{}` and model[{j}]'s `{}` differ only in case, and their run files would be one \
+                         file where case is not told apart; rename one",
+                        entry.name,
+                        o.name
+                    );
+                }
+                models.push(entry);
             }
-            // Run files are named by the model (`NAME__K-V.json`): on a
-            // case-insensitive file system (macOS, Windows) `Qwen` and
-            // `qwen` would write one file, the second replacing the first.
-            if let Some((j, o)) = models.iter().enumerate().find(|(_, o)| o.name.to_lowercase() == entry.name.to_lowercase()) {
-                bail!(
-                    "{file}: model[{i}].name: `{}` and model[{j}]'s `{}` differ only in case, and their run files would be one \
-                     file where case is not told apart; rename one",
-                    m.name,
-                    o.name
-                );
-            }
-            models.push(entry);
         }
-        let (lengths, effective_at) = r.ladder(p)?;
         let sweep = Sweep {
             file: path.to_path_buf(),
             corpus,
@@ -511,35 +510,37 @@ impl Sweep {
             include: c.include.clone(),
             exclude: c.exclude.clone(),
             language,
-            crop,
-            max_prefix_tokens: c.max_tokens,
-            target,
-            max_new_tokens: p.max_new_tokens,
-            threads: p.threads,
-            swa_full: p.swa_full.unwrap_or(false),
-            closed_book: p.closed_book.unwrap_or(false),
-            think_budget,
-            lengths,
-            effective_at,
-            draft: p.draft,
-            draft_max: p.draft_max,
+            base,
             models,
             first_is_reference: false,
-            bench: None,
         };
-        sweep.validate()?;
+        sweep.validate(&Keys)?;
         Ok(sweep)
     }
 
-    /// Every run's options through [`crate::bench::BenchOptions::validate`],
-    /// the rules `bench` checks too; an error names the file, the model and
-    /// the keys.
-    fn validate(&self) -> Result<()> {
+    /// Checks every run's options by [`crate::bench::BenchOptions::validate`],
+    /// the rules `bench` checks too, as `names` words them: first what the
+    /// base sets (an error names the file and the key), then each run (it
+    /// names the model too). `matrix` checks again once its flags are in.
+    pub fn validate(&self, names: &dyn crate::settings::Names) -> Result<()> {
         let file = self.file.display();
+        // The base alone, for an error in `[params]` or `[corpus]` to be told
+        // as such. Its reasoning budget is for the thinking entries alone:
+        // its range is checked here whether or not one thinks, and with
+        // thinking by each thinking entry's run below.
+        let mut base = self.base.clone();
+        let budget = base.plan.think_budget.take();
+        let checked = crate::bench::Numeric::ThinkBudget.check(budget.map(|n| n as i64)).map_err(crate::bench::Invalid::from);
+        if let Err(e) = checked.and_then(|()| base.validate().map(drop)) {
+            bail!("{file}: {}", e.explain(names));
+        }
         for run in self.runs() {
-            let decode = crate::bench::DecodeOptions::default().drafting(self.draft, self.draft_max);
-            if let Err(e) = self.options(&run, None, &decode, Path::new("")).validate() {
-                bail!("{file}: model `{}`: {}", self.models[run.model].name, e.explain(&Keys));
+            let m = &self.models[run.model];
+            // The file is read later ([`Sweep::templates`]); the rules ask
+            // only whether one is given.
+            let template = m.chat_template.as_ref().map(|p| TemplateFile { path: p.clone(), text: String::new() });
+            if let Err(e) = self.options(&run, template.as_ref(), Path::new("")).validate() {
+                bail!("{file}: model `{}`: {}", m.name, e.explain(names));
             }
         }
         Ok(())
@@ -582,32 +583,24 @@ impl Sweep {
         };
         let mut entries = Vec::with_capacity(models.len() * ctx.len() * probe.len());
         for (path, name) in models {
-            for &c in ctx {
-                for &pr in probe {
-                    let mut entry_name = name.clone();
-                    if ctx.len() > 1 {
-                        entry_name.push_str(&format!("-ctx_{c}"));
-                    }
-                    if probe.len() > 1 {
-                        entry_name.push_str(&format!("-probe_{}", pr.as_str()));
-                    }
-                    entries.push(ModelEntry {
-                        name: entry_name,
-                        path: path.clone(),
-                        path_as_written: path.display().to_string(),
-                        build: base.build.clone(),
-                        kv: kv.clone(),
-                        gpu_layers: Some(base.context.gpu_layers),
-                        ctx: c,
-                        probe: pr,
-                        reference_kv: if entries.is_empty() { reference_kv } else { None },
-                        template: base.plan.template.clone(),
-                        chat_template: None,
-                        rope: base.context.rope,
-                        kv_rotation: kv_rotation.clone(),
-                        flash_attn: flash_attn.clone(),
-                    });
-                }
+            for (entry_name, c, pr) in crossed(name, ctx, probe) {
+                entries.push(ModelEntry {
+                    name: entry_name,
+                    path: path.clone(),
+                    path_as_written: path.display().to_string(),
+                    build: None,
+                    kv: kv.clone(),
+                    kv_rotation: kv_rotation.clone(),
+                    flash_attn: flash_attn.clone(),
+                    gpu_layers: None,
+                    ctx: c,
+                    probe: pr,
+                    reference_kv: if entries.is_empty() { reference_kv } else { None },
+                    think: None,
+                    template_kwargs: Default::default(),
+                    chat_template: None,
+                    rope: None,
+                });
             }
         }
         Sweep {
@@ -618,31 +611,36 @@ impl Sweep {
             include: Vec::new(),
             exclude: Vec::new(),
             language: None,
-            crop: base.plan.crop,
-            max_prefix_tokens: base.plan.max_prefix_tokens,
-            target: base.plan.target.clone(),
-            max_new_tokens: base.plan.max_new_tokens,
-            threads: base.context.threads,
-            swa_full: base.context.swa_full,
-            closed_book: base.closed_book,
-            think_budget: base.plan.think_budget.unwrap_or(crate::prompt::template::DEFAULT_THINK_BUDGET),
-            lengths: base.lengths.clone(),
-            effective_at: base.effective_at,
-            draft: None,
-            draft_max: None,
+            base,
             models: entries,
             first_is_reference: true,
-            bench: Some(Box::new(base)),
         }
+    }
+
+    /// Entry `i`'s template variables: the base's (which a completion-probe
+    /// entry, rendering no template, does not take: they are for the
+    /// sweep's chat models), with the entry's own `think` and
+    /// `template_kwargs` over them.
+    pub fn template_vars(&self, i: usize) -> TemplateVars {
+        let m = &self.models[i];
+        let mut t = match m.probe {
+            Probe::Completion => TemplateVars::default(),
+            _ => self.base.plan.template.clone(),
+        };
+        if let Some(think) = m.think {
+            t.think = think;
+        }
+        t.kwargs.extend(m.template_kwargs.clone());
+        t
     }
 
     /// Every model's `chat_template` file, read and checked, in model order.
     pub fn templates(&self) -> Result<Vec<Option<TemplateFile>>> {
         let mut templates = Vec::with_capacity(self.models.len());
-        for e in &self.models {
+        for (i, e) in self.models.iter().enumerate() {
             let file = match &e.chat_template {
                 Some(path) => Some(
-                    TemplateFile::load(path, &e.template)
+                    TemplateFile::load(path, &self.template_vars(i))
                         .map_err(|err| anyhow!("{}: model `{}`: chat_template: {err}", self.file.display(), e.name))?,
                 ),
                 None => None,
@@ -664,76 +662,46 @@ impl Sweep {
         )
     }
 
-    /// One run's options, as `bench` would be given them: `template` is the
-    /// model's checked template file ([`Sweep::templates`]), `decode` the
-    /// sweep's decoding, `out_dir` where the run's reference file is saved
-    /// or read.
-    pub fn options(
-        &self,
-        run: &SweepRun,
-        template: Option<&TemplateFile>,
-        decode: &crate::bench::DecodeOptions,
-        out_dir: &Path,
-    ) -> crate::bench::BenchOptions {
+    /// One run's options, as `bench` would be given them: the base's, with
+    /// what the run's entry and item set, and its part in the reference.
+    /// `template` is the entry's checked template file ([`Sweep::templates`]),
+    /// `out_dir` where the run's reference file is saved or read.
+    pub fn options(&self, run: &SweepRun, template: Option<&TemplateFile>, out_dir: &Path) -> crate::bench::BenchOptions {
         let m = &self.models[run.model];
-        let role = self.reference_role(run);
-        let reference = match &role {
-            Some(ReferenceRole::MeasuredAgainst(id)) => Some(out_dir.join(format!("{id}.ref"))),
-            _ => None,
-        };
-        let save_reference = (role == Some(ReferenceRole::Saves)).then(|| run.reference_file(out_dir));
-        if let Some(base) = &self.bench {
-            let mut o = (**base).clone();
-            o.context.kv = (run.kv_k, run.kv_v);
-            o.context.kv_rotation = run.rotation;
-            o.context.flash_attn = run.flash_attn;
-            o.plan.ctx = m.ctx;
-            o.plan.probe = m.probe;
-            // A reference file named on the command line measures every run.
-            if o.reference.is_none() {
-                o.reference = reference;
-                o.save_reference_made = save_reference.is_some();
-                o.save_reference = save_reference;
-            }
-            return o;
+        let mut o = self.base.clone();
+        o.plan.ctx = m.ctx;
+        o.plan.probe = m.probe;
+        o.plan.template = self.template_vars(run.model);
+        if let Some(t) = template {
+            o.plan.template_file = Some(t.clone());
         }
-        crate::bench::BenchOptions {
-            plan: crate::bench::PlanOptions {
-                template: m.template.clone(),
-                template_file: template.cloned(),
-                // Only a thinking model has a reasoning budget to spend.
-                think_budget: (m.template.think == Think::On).then_some(self.think_budget),
-                target: self.target.clone(),
-                probe: m.probe,
-                crop: self.crop,
-                ctx: m.ctx,
-                max_prefix_tokens: self.max_prefix_tokens,
-                max_new_tokens: self.max_new_tokens,
-                only: Vec::new(),
-                // The run's RoPE is its context's; the planner reads it from there.
-                rope: crate::settings::Rope::default(),
-            },
-            context: crate::settings::ContextSettings {
-                kv: (run.kv_k, run.kv_v),
-                flash_attn: run.flash_attn,
-                swa_full: self.swa_full,
-                threads: self.threads,
-                gpu_layers: m.gpu_layers.unwrap_or_else(crate::bench::default_gpu_layers),
-                rope: m.rope,
-                kv_rotation: run.rotation,
-            },
-            decode: decode.clone(),
-            build: m.build.clone(),
-            closed_book: self.closed_book,
-            prefix_cache: None,
-            lengths: self.lengths.clone(),
-            effective_at: self.effective_at,
-            reference,
-            save_reference_made: save_reference.is_some(),
-            save_reference,
-            reference_top_k: None,
-            resume: false,
+        // A sweep's reasoning budget is for its thinking models.
+        if o.plan.template.think != Think::On {
+            o.plan.think_budget = None;
         }
+        o.context.kv = (run.kv_k, run.kv_v);
+        o.context.kv_rotation = run.rotation;
+        o.context.flash_attn = run.flash_attn;
+        if let Some(layers) = m.gpu_layers {
+            o.context.gpu_layers = layers;
+        }
+        if let Some(rope) = m.rope {
+            o.context.rope = rope;
+        }
+        if m.build.is_some() {
+            o.build = m.build.clone();
+        }
+        // A reference file named on the command line measures every run.
+        if o.reference.is_none() {
+            let role = self.reference_role(run);
+            o.reference = match &role {
+                Some(ReferenceRole::MeasuredAgainst(id)) => Some(out_dir.join(format!("{id}.ref"))),
+                _ => None,
+            };
+            o.save_reference = (role == Some(ReferenceRole::Saves)).then(|| run.reference_file(out_dir));
+            o.save_reference_made = o.save_reference.is_some();
+        }
+        o
     }
 
     /// Shard `shard`'s runs (every run without one), and how to say so:
@@ -912,23 +880,15 @@ impl Reader<'_> {
         }
     }
 
-    /// params.lengths and params.effective_at.
-    fn ladder(&self, p: &RawParams) -> Result<(Option<crate::bench::ladder::Lengths>, f64)> {
-        let file = self.file;
-        let lengths = p
-            .lengths
-            .as_deref()
-            .map(|l| l.parse::<crate::bench::ladder::Lengths>().map_err(|e| anyhow::anyhow!("{file}: params.lengths: {e}")))
-            .transpose()?;
-        let effective_at = p.effective_at.unwrap_or(crate::bench::ladder::DEFAULT_EFFECTIVE_AT);
-        Ok((lengths, effective_at))
-    }
-
-    fn target_spec(&self, c: &RawCorpus, p: &RawParams) -> Result<TargetSpec> {
+    /// `[corpus]` and `[params]` as the options every run starts from, by
+    /// the one conversion of the file's keys; their rules are checked with
+    /// the runs' ([`Sweep::validate`]).
+    fn base(&self, c: &RawCorpus, p: &RawParams) -> Result<crate::bench::BenchOptions> {
         let crop_lines =
             c.crop_lines.as_deref().map(|s| s.parse::<LineRange>().map_err(|e| self.err("corpus.crop_lines", e))).transpose()?;
         let defaults = TargetSpec::default();
-        let target = TargetSpec {
+        let mut o = crate::bench::BenchOptions::default();
+        o.plan.target = TargetSpec {
             count: p.count.unwrap_or(defaults.count),
             lines: p.lines.unwrap_or(defaults.lines),
             seed: p.seed.unwrap_or(defaults.seed),
@@ -942,8 +902,24 @@ impl Reader<'_> {
             credit: p.credit.unwrap_or(defaults.credit),
             min_code_lines: p.min_code_lines.unwrap_or(defaults.min_code_lines),
         };
-        target.validate().map_err(|e| anyhow!("{}: {}", self.file, e.explain(&Keys)))?;
-        Ok(target)
+        o.plan.crop = c.crop.unwrap_or(CropMode::Head);
+        o.plan.max_prefix_tokens = c.max_tokens;
+        o.plan.max_new_tokens = p.max_new_tokens;
+        o.plan.template =
+            TemplateVars { think: p.think.unwrap_or_default(), kwargs: self.kwargs(p.template_kwargs.as_ref(), "params.template_kwargs")? };
+        o.plan.think_budget = p.think_budget;
+        o.context.threads = p.threads;
+        o.context.swa_full = p.swa_full.unwrap_or(false);
+        o.context.gpu_layers = crate::bench::default_gpu_layers();
+        o.closed_book = p.closed_book.unwrap_or(false);
+        o.lengths = p
+            .lengths
+            .as_deref()
+            .map(|l| l.parse::<crate::bench::ladder::Lengths>().map_err(|e| anyhow!("{}: params.lengths: {e}", self.file)))
+            .transpose()?;
+        o.effective_at = p.effective_at.unwrap_or(crate::bench::ladder::DEFAULT_EFFECTIVE_AT);
+        o.decode = crate::bench::DecodeOptions::default().drafting(p.draft, p.draft_max);
+        Ok(o)
     }
 
     /// A TOML table of template variables as the JSON object they render as.
@@ -955,15 +931,10 @@ impl Reader<'_> {
         }
     }
 
-    /// The `i`-th `[[model]]`, checked.
-    fn model_entry(
-        &self,
-        i: usize,
-        m: &RawModel,
-        defaults: &TemplateVars,
-        rotation: &[KvRotation],
-        flash_attn: &[FlashAttn],
-    ) -> Result<ModelEntry> {
+    /// The `i`-th `[[model]]`, checked: one entry per context size and probe
+    /// it lists.
+    fn model_entries(&self, i: usize, m: &RawModel, rotation: &[KvRotation], flash_attn: &[FlashAttn]) -> Result<Vec<ModelEntry>> {
+        use crate::settings::Setting;
         let file = self.file;
         let who = format!("model `{}`", m.name);
         if !valid_name(&m.name) {
@@ -983,13 +954,11 @@ impl Reader<'_> {
             }
             kv.push(entry.pair);
         }
-        let ctx = match &m.ctx {
-            None => CtxSize::Auto,
-            Some(toml::Value::Integer(n)) => format!("{n}").parse::<CtxSize>().map_err(|e| self.err(&format!("{who}: ctx"), e))?,
-            Some(toml::Value::String(s)) => s.parse::<CtxSize>().map_err(|e| self.err(&format!("{who}: ctx"), e))?,
-            Some(other) => bail!("{file}: {who}: ctx: expected \"auto\" or a token count, got {other}"),
+        let ctx = self.ctx(m.ctx.as_ref(), &format!("{who}: ctx"))?;
+        let probe = match &m.probe {
+            Some(list) => self.listed(Setting::Probe, list, &format!("{who}: probe"))?,
+            None => vec![Probe::Auto],
         };
-        let probe = m.probe.unwrap_or(Probe::Auto);
         let written = match (&m.reference_kv, &m.reference) {
             (Some(_), Some(_)) => bail!("{file}: {who}: reference_kv and reference (its old name) are both given; keep reference_kv"),
             (Some(s), None) => Some((s, "reference_kv")),
@@ -1008,79 +977,79 @@ impl Reader<'_> {
                 Some(r.pair)
             }
         };
-        let (template, chat_template) = self.template(m, probe, defaults, &who)?;
-        Ok(ModelEntry {
-            name: m.name.clone(),
-            path,
+        let template_kwargs = self.kwargs(m.template_kwargs.as_ref(), &format!("{who}: template_kwargs"))?;
+        let chat_template = m.chat_template.as_deref().map(|p| self.resolve(p, &format!("{who}: chat_template"))).transpose()?;
+        let rope = self.rope(m, &who)?;
+        let kv_rotation = match &m.kv_rotation {
+            Some(list) => self.listed(Setting::KvRotation, list, &format!("{who}: kv_rotation"))?,
+            None => rotation.to_vec(),
+        };
+        let entry = |(name, ctx, probe)| ModelEntry {
+            name,
+            path: path.clone(),
             path_as_written: m.path.clone(),
             build: m.build.clone(),
-            kv,
+            kv: kv.clone(),
+            kv_rotation: kv_rotation.clone(),
+            flash_attn: flash_attn.to_vec(),
             gpu_layers: m.gpu_layers,
             ctx,
             probe,
             reference_kv,
-            template,
-            chat_template,
-            rope: self.rope(m, &who)?,
-            kv_rotation: match &m.kv_rotation {
-                Some(list) => self.rotations(list, &format!("{who}: kv_rotation"))?,
-                None => rotation.to_vec(),
-            },
-            flash_attn: flash_attn.to_vec(),
-        })
+            think: m.think,
+            template_kwargs: template_kwargs.clone(),
+            chat_template: chat_template.clone(),
+            rope,
+        };
+        Ok(crossed(&m.name, &ctx, &probe).into_iter().map(entry).collect())
     }
 
-    /// A `flash_attn` list: not empty, no setting twice.
-    fn flash_attn(&self, list: &OneOrMany<FlashAttn>, key: &str) -> Result<Vec<FlashAttn>> {
-        let settings = list.to_vec();
-        if settings.is_empty() {
-            bail!("{}: {key}: empty; give \"auto\", \"on\", \"off\" or a list of them", self.file);
-        }
-        crate::bench::instances::once(crate::settings::Setting::FlashAttn, &settings)
-            .map_err(|e| anyhow!("{}: {}", self.file, e.explain(&Keys)))?;
-        Ok(settings)
-    }
-
-    /// A `kv_rotation` list: not empty, no mode twice.
-    fn rotations(&self, list: &OneOrMany<KvRotation>, key: &str) -> Result<Vec<KvRotation>> {
-        let modes = list.to_vec();
-        if modes.is_empty() {
-            bail!("{}: {key}: empty; give \"auto\", \"off\" or both", self.file);
-        }
-        if let Some(twice) = modes.iter().enumerate().find_map(|(i, m)| modes[..i].contains(m).then_some(m)) {
-            bail!("{}: {key}: `{twice}` is listed twice", self.file);
-        }
-        Ok(modes)
-    }
-
-    /// A model's template variables and file. A completion-probe model
-    /// renders no template: its own template keys are refused (they would
-    /// change nothing), and `[params]`'s, meant for the sweep's chat models,
-    /// do not apply to it.
-    fn template(&self, m: &RawModel, probe: Probe, defaults: &TemplateVars, who: &str) -> Result<(TemplateVars, Option<PathBuf>)> {
-        if probe == Probe::Completion {
-            let given = [
-                (m.chat_template.is_some(), "chat_template"),
-                (m.template_kwargs.is_some(), "template_kwargs"),
-                (m.think == Some(Think::On), "think"),
-            ];
-            if let Some((_, key)) = given.iter().find(|(on, _)| *on) {
-                bail!("{}: {who}: {key}: probe = \"completion\" renders no chat template, so {key} would change nothing", self.file);
+    /// A model's `ctx`: a size (`"auto"` or a token count) or a list of them.
+    fn ctx(&self, v: Option<&toml::Value>, key: &str) -> Result<Vec<CtxSize>> {
+        let one = |v: &toml::Value, key: &str| match v {
+            toml::Value::Integer(n) => n.to_string().parse::<CtxSize>().map_err(|e| self.err(key, e)),
+            toml::Value::String(s) => s.parse::<CtxSize>().map_err(|e| self.err(key, e)),
+            other => Err(self.err(key, format!("expected \"auto\" or a token count, got {other}"))),
+        };
+        let sizes = match v {
+            None => return Ok(vec![CtxSize::Auto]),
+            Some(toml::Value::Array(list)) => {
+                list.iter().enumerate().map(|(j, x)| one(x, &format!("{key}[{j}]"))).collect::<Result<Vec<CtxSize>>>()?
             }
-            return Ok((TemplateVars::default(), None));
+            Some(size) => vec![one(size, key)?],
+        };
+        self.checked_list(crate::settings::Setting::Ctx, sizes, key)
+    }
+
+    /// A key that takes a value or a list of them (`flash_attn`,
+    /// `kv_rotation`, `probe`), as the list of its values.
+    fn listed<T: Clone + PartialEq + std::fmt::Display>(
+        &self,
+        setting: crate::settings::Setting,
+        list: &OneOrMany<T>,
+        key: &str,
+    ) -> Result<Vec<T>> {
+        self.checked_list(setting, list.to_vec(), key)
+    }
+
+    /// A list of values: not empty, and no value twice, by the rule
+    /// `bench`'s lists go through ([`crate::bench::instances::once`]).
+    fn checked_list<T: PartialEq + std::fmt::Display>(
+        &self,
+        setting: crate::settings::Setting,
+        values: Vec<T>,
+        key: &str,
+    ) -> Result<Vec<T>> {
+        if values.is_empty() {
+            bail!("{}: {key}: empty; give a value or a list of them", self.file);
         }
-        let mut template = defaults.clone();
-        if let Some(t) = m.think {
-            template.think = t;
-        }
-        template.kwargs.extend(self.kwargs(m.template_kwargs.as_ref(), &format!("{who}: template_kwargs"))?);
-        let chat_template = m.chat_template.as_deref().map(|p| self.resolve(p, &format!("{who}: chat_template"))).transpose()?;
-        Ok((template, chat_template))
+        crate::bench::instances::once(setting, &values).map_err(|e| self.err(key, e.to_string()))?;
+        Ok(values)
     }
 
     /// A model's context extension, checked by the rule `bench`'s flags go
     /// through ([`crate::settings::RopeInput::resolve`]), worded as keys.
-    fn rope(&self, m: &RawModel, who: &str) -> Result<crate::settings::Rope> {
+    fn rope(&self, m: &RawModel, who: &str) -> Result<Option<crate::settings::Rope>> {
         use crate::settings::{Explain, RopeInput};
         let input = RopeInput {
             scaling: m.rope_scaling,
@@ -1090,7 +1059,7 @@ impl Reader<'_> {
             yarn_orig_ctx: m.yarn_orig_ctx.map(|n| n as usize),
         };
         let file = self.file;
-        input.resolve().map_err(|e| anyhow::anyhow!("{file}: {who}: {}", e.explain(&Keys)))
+        input.resolve().map(Some).map_err(|e| anyhow::anyhow!("{file}: {who}: {}", e.explain(&Keys)))
     }
 }
 
@@ -1145,9 +1114,10 @@ gpu_layers = 0
     #[test]
     fn parses_a_sweep() {
         let s = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
-        assert_eq!(s.crop, CropMode::Densest);
+        assert_eq!(s.base.plan.crop, CropMode::Densest);
         // No pass given: 40% of 6 lines, rounded up.
-        assert_eq!((s.target.count, s.target.lines, s.target.pass()), (4, 6, 3));
+        let target = &s.base.plan.target;
+        assert_eq!((target.count, target.lines, target.pass()), (4, 6, 3));
         assert_eq!(s.models[0].path, PathBuf::from("/c/a.gguf"));
         assert_eq!(s.models[1].path, PathBuf::from("/c/b.gguf"));
         assert_eq!(s.models[0].kv, vec![(KvType::F16, KvType::F16), (KvType::Q8_0, KvType::F16)]);
@@ -1168,7 +1138,7 @@ gpu_layers = 0
         // The reference run saves its .ref under a name the sweep made: onto
         // the name, never through a link planted in the output folder.
         let saver = new.runs().into_iter().find(|r| new.reference_role(r) == Some(ReferenceRole::Saves)).unwrap();
-        let o = new.options(&saver, None, &crate::bench::DecodeOptions::default(), Path::new("out"));
+        let o = new.options(&saver, None, Path::new("out"));
         assert_eq!((o.save_reference, o.save_reference_made), (Some(saver.reference_file(Path::new("out"))), true));
         let both = with("reference_kv = \"f16\"\nreference = \"f16\"");
         let e = Sweep::parse(&both, Path::new("m.toml"), &env).unwrap_err().to_string();
@@ -1177,6 +1147,49 @@ gpu_layers = 0
         assert!(e.contains("model `small`: reference: `q4_0` is not one"), "{e}");
         let e = Sweep::parse(&with("reference_kv = \"q4_0\""), Path::new("m.toml"), &env).unwrap_err().to_string();
         assert!(e.contains("model `small`: reference_kv: `q4_0` is not one of its kv entries"), "{e}");
+    }
+
+    /// `ctx` and `probe` lists are entries as `bench --ctx A,B --probe P,Q`
+    /// makes them: context sizes slower, each entry named by the lists with
+    /// more than one value, each with the model's own reference run.
+    #[test]
+    fn ctx_and_probe_lists_are_entries_as_a_bench_list_makes_them() {
+        let env = env_of(&[("CACHE", "/c")]);
+        let with = |lines: &str| GOOD.replace("ctx = 1024\n", &format!("{lines}\n"));
+        let s = Sweep::parse(
+            &with("ctx = [1024, \"auto\"]\nprobe = [\"chat\", \"completion\"]\nreference_kv = \"f16\""),
+            Path::new("m.toml"),
+            &env,
+        )
+        .unwrap();
+        let entries: Vec<(&str, CtxSize, Probe)> = s.models.iter().map(|m| (m.name.as_str(), m.ctx, m.probe)).collect();
+        assert_eq!(
+            entries,
+            [
+                ("small-ctx_1024-probe_chat", CtxSize::Fixed(1024), Probe::Chat),
+                ("small-ctx_1024-probe_completion", CtxSize::Fixed(1024), Probe::Completion),
+                ("small-ctx_auto-probe_chat", CtxSize::Auto, Probe::Chat),
+                ("small-ctx_auto-probe_completion", CtxSize::Auto, Probe::Completion),
+                ("base", CtxSize::Auto, Probe::Completion),
+            ]
+        );
+        let measured = s.runs().into_iter().find(|r| r.id == "small-ctx_auto-probe_chat__q8_0-f16").unwrap();
+        assert_eq!(s.reference_role(&measured), Some(ReferenceRole::MeasuredAgainst("small-ctx_auto-probe_chat__f16-f16".into())));
+        // One value, in a list or not, names nothing more.
+        let one = Sweep::parse(&with("ctx = [2048]\nprobe = \"chat\""), Path::new("m.toml"), &env).unwrap();
+        assert_eq!((one.models[0].name.as_str(), one.models[0].ctx, one.models[0].probe), ("small", CtxSize::Fixed(2048), Probe::Chat));
+        for (lines, needle) in [
+            ("ctx = []", "m.toml: model `small`: ctx: empty"),
+            ("ctx = [1024, 1024]", "m.toml: model `small`: ctx: `1024` is listed twice"),
+            ("ctx = [1024, true]", "m.toml: model `small`: ctx[1]: expected \"auto\" or a token count, got true"),
+            ("ctx = [1024, 10]", "m.toml: model `small`: ctx[1]: "),
+            ("probe = []", "m.toml: model `small`: probe: empty"),
+            ("probe = [\"chat\", \"chat\"]", "m.toml: model `small`: probe: `chat` is listed twice"),
+            ("probe = [\"chat\", \"gossip\"]", "model `small`: probe[1]: unknown variant `gossip`"),
+        ] {
+            let e = Sweep::parse(&with(lines), Path::new("m.toml"), &env).unwrap_err().to_string();
+            assert!(e.contains(needle) && !e.contains('\n'), "{lines}: {e}");
+        }
     }
 
     #[test]
@@ -1216,8 +1229,7 @@ gpu_layers = 0
         );
         // The reference is the reference_kv entry with the first rotation mode.
         let runs = s.runs();
-        let decode = crate::bench::DecodeOptions::default();
-        let o = s.options(&runs[4], None, &decode, Path::new("d"));
+        let o = s.options(&runs[4], None, Path::new("d"));
         assert_eq!((o.context.kv, o.context.kv_rotation), ((KvType::Q8_0, KvType::F16), KvRotation::Off));
         assert_eq!(o.reference, Some(PathBuf::from("d/small__f16-f16.ref")));
         assert_eq!(s.reference_role(&runs[1]), Some(ReferenceRole::Saves));
@@ -1243,31 +1255,40 @@ gpu_layers = 0
             .replace("lines = 6\n", "lines = 6\nthink = \"on\"\nthink_budget = 512\ntemplate_kwargs = { a = 1 }\n")
             .replace("ctx = 1024\n", "ctx = 1024\nthink = \"off\"\ntemplate_kwargs = { b = true }\nchat_template = \"t/q.jinja\"\n");
         let s = Sweep::parse(&text, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
-        assert_eq!(s.think_budget, 512);
-        let (small, base) = (&s.models[0], &s.models[1]);
-        assert_eq!(small.template.think, Think::Off);
-        assert_eq!(serde_json::Value::Object(small.template.kwargs.clone()), serde_json::json!({"a": 1, "b": true}));
-        assert_eq!(small.chat_template, Some(PathBuf::from("/x/t/q.jinja")));
+        assert_eq!(s.base.plan.think_budget, Some(512));
+        let (small, base) = (s.template_vars(0), s.template_vars(1));
+        assert_eq!(small.think, Think::Off);
+        assert_eq!(serde_json::Value::Object(small.kwargs.clone()), serde_json::json!({"a": 1, "b": true}));
+        assert_eq!(s.models[0].chat_template, Some(PathBuf::from("/x/t/q.jinja")));
         // `base` has the completion probe: [params]'s thinking and variables
         // are for the chat models, and would change nothing for it.
-        assert_eq!((base.template.think, base.template.kwargs.is_empty(), base.chat_template.as_ref()), (Think::Off, true, None));
-        let decode = crate::bench::DecodeOptions::default();
-        let budgets: Vec<Option<usize>> = s.runs().iter().map(|r| s.options(r, None, &decode, Path::new("")).plan.think_budget).collect();
+        assert_eq!((base.think, base.kwargs.is_empty(), s.models[1].chat_template.as_ref()), (Think::Off, true, None));
+        let budgets: Vec<Option<usize>> = s.runs().iter().map(|r| s.options(r, None, Path::new("")).plan.think_budget).collect();
         assert_eq!(budgets, [None, None, None], "small thinks off, base renders no template");
         let thinking =
             Sweep::parse(&text.replace("think = \"off\"\n", ""), Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
         let budgets: Vec<Option<usize>> =
-            thinking.runs().iter().map(|r| thinking.options(r, None, &decode, Path::new("")).plan.think_budget).collect();
+            thinking.runs().iter().map(|r| thinking.options(r, None, Path::new("")).plan.think_budget).collect();
         assert_eq!(budgets, [None, Some(512), Some(512)]);
-        for key in ["think = \"on\"", "template_kwargs = { c = 1 }", "chat_template = \"t/q.jinja\""] {
+        for (key, named) in [
+            ("think = \"on\"", "think = \"on\""),
+            ("template_kwargs = { c = 1 }", "template_kwargs"),
+            ("chat_template = \"t/q.jinja\"", "chat_template"),
+        ] {
             let text = GOOD.replace("gpu_layers = 0\n", &format!("gpu_layers = 0\n{key}\n"));
             let err = Sweep::parse(&text, Path::new("m.toml"), &env_of(&[("CACHE", "/c")])).unwrap_err().to_string();
-            let name = key.split(' ').next().unwrap();
-            assert!(err.contains(&format!("model `base`: {name}: probe = \"completion\" renders no chat template")), "{err}");
+            let needle = format!("m.toml: model `base`: {named} sets the chat template, and probe = \"completion\" renders none");
+            assert!(err.contains(&needle), "{err}");
         }
         let defaults = Sweep::parse(GOOD, Path::new("/x/models.toml"), &env_of(&[("CACHE", "/c")])).unwrap();
-        assert_eq!(defaults.models[0].template.think, Think::Off);
-        assert_eq!(defaults.think_budget, crate::prompt::template::DEFAULT_THINK_BUDGET);
+        assert_eq!(defaults.template_vars(0).think, Think::Off);
+        // No budget given: the planner's default is the run's.
+        assert_eq!(defaults.base.plan.think_budget, None);
+        let e =
+            Sweep::parse(&GOOD.replace("lines = 6\n", "lines = 6\nthink_budget = 0\n"), Path::new("m.toml"), &env_of(&[("CACHE", "/c")]))
+                .unwrap_err()
+                .to_string();
+        assert!(e.starts_with("m.toml: params.think_budget = 0: must be between 1 and"), "in range though no model thinks: {e}");
         let err =
             Sweep::parse(&GOOD.replace("lines = 6\n", "lines = 6\nthink = \"maybe\"\n"), Path::new("m.toml"), &env_of(&[("CACHE", "/c")]))
                 .unwrap_err()
@@ -1281,7 +1302,7 @@ gpu_layers = 0
                     rope_scaling = \"yarn\"\nrope_scale = 4\nyarn_orig_ctx = 32768\n";
         let s = Sweep::parse(text, Path::new("/etc/sweeps/models.toml"), &env_of(&[])).unwrap();
         assert_eq!(s.models[0].path, PathBuf::from("unsloth/Qwen3-GGUF:Q4_K_M"));
-        let rope = s.models[0].rope;
+        let rope = s.models[0].rope.unwrap();
         assert_eq!(
             (rope.scaling, rope.freq_scale, rope.yarn_orig_ctx),
             (Some(crate::settings::RopeScaling::Yarn), Some(0.25), Some(32768))
@@ -1354,26 +1375,27 @@ gpu_layers = 0
         let params = |line: &str| parse(&with("lines = 6\n", line)).unwrap();
         let small = |line: &str| parse(&with("ctx = 1024\n", line)).unwrap().models.remove(0);
         for &n in <Normalize as strum::VariantArray>::VARIANTS {
-            assert_eq!(params(&format!("normalize = \"{}\"", n.as_str())).target.normalize(), n);
+            assert_eq!(params(&format!("normalize = \"{}\"", n.as_str())).base.plan.target.normalize(), n);
         }
         for &f in <FlashAttn as strum::VariantArray>::VARIANTS {
             assert_eq!(params(&format!("flash_attn = \"{}\"", f.as_str())).models[0].flash_attn, [f]);
         }
         for &d in <DraftMode as strum::VariantArray>::VARIANTS {
-            assert_eq!(params(&format!("draft = \"{}\"", d.as_str())).draft, Some(d));
+            let decode = params(&format!("draft = \"{}\"", d.as_str())).base.decode;
+            assert_eq!((decode.draft, decode.draft_asked), (d, true));
         }
         for t in [Think::Off, Think::On] {
-            assert_eq!(params(&format!("think = \"{}\"", t.as_str())).models[0].template.think, t);
-            assert_eq!(small(&format!("think = \"{}\"", t.as_str())).template.think, t);
+            assert_eq!(params(&format!("think = \"{}\"", t.as_str())).template_vars(0).think, t);
+            assert_eq!(small(&format!("think = \"{}\"", t.as_str())).think, Some(t));
         }
         for c in CropMode::CHOSEN {
-            assert_eq!(parse(&GOOD.replace("\"densest\"", &format!("\"{}\"", c.as_str()))).unwrap().crop, c);
+            assert_eq!(parse(&GOOD.replace("\"densest\"", &format!("\"{}\"", c.as_str()))).unwrap().base.plan.crop, c);
         }
         for &p in <Probe as strum::VariantArray>::VARIANTS {
             assert_eq!(small(&format!("probe = \"{}\"", p.as_str())).probe, p);
         }
         for r in [RopeScaling::None, RopeScaling::Linear, RopeScaling::Yarn] {
-            assert_eq!(small(&format!("rope_scaling = \"{}\"", r.as_str())).rope.scaling, Some(r));
+            assert_eq!(small(&format!("rope_scaling = \"{}\"", r.as_str())).rope.unwrap().scaling, Some(r));
         }
         for &k in <KvType as strum::VariantArray>::VARIANTS {
             let kv = format!("kv = [\" {k} / f16 \"]\nreference_kv = \"{k}/f16\"");

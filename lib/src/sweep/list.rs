@@ -80,7 +80,7 @@ pub fn run_list(
     if let Some(note) = src.error_note() {
         show.note(&note);
     }
-    let sweep_opts = SweepOptions { out_dir, resume: false, prefix_cache: opts.prefix_cache.clone(), decode: opts.decode.clone() };
+    let sweep_opts = SweepOptions { out_dir, resume: false };
     let ctx = if list.ctx.is_empty() { vec![opts.plan.ctx] } else { list.ctx.clone() };
     let probe = if list.probe.is_empty() { vec![opts.plan.probe] } else { list.probe.clone() };
     let sweep = Sweep::of_bench(&models, opts.into_inner(), &ctx, &probe, &list.items, spec);

@@ -7,15 +7,14 @@
 //! every run is [`bench::run`]'s, as `bench`'s is.
 
 use super::file::{ReferenceRole, Sweep, SweepRun};
-use crate::bench::plan::{NoSharedRange, plan_shared};
-use crate::bench::{self, DecodeOptions, Env, Plan, PlanOptions, Planned, RunSpec, ValidOptions};
+use crate::bench::plan::{OfModel, plan_shared};
+use crate::bench::{self, Env, Plan, PlanOptions, Planned, RunSpec, ValidOptions};
 use crate::corpus::Source;
 use crate::engine::model::{self, Model};
 use crate::prompt::template::TemplateFile;
 use crate::record::reference::Reference;
 use crate::record::run::{Manifest, RunFile, TargetResult};
 use crate::settings::Named;
-use crate::settings::{Explain as _, Keys};
 use crate::support::progress::{Notes, Progress, Show, Unit};
 use anyhow::{Context, Result, anyhow, bail};
 use std::path::{Path, PathBuf};
@@ -27,9 +26,6 @@ pub struct SweepOptions {
     pub out_dir: PathBuf,
     /// Keep runs whose file is a finished run of the same configuration.
     pub resume: bool,
-    pub prefix_cache: Option<PathBuf>,
-    /// The decoding of every run.
-    pub decode: DecodeOptions,
 }
 
 /// The output folder cannot hold the run files; the message names no flag.
@@ -97,11 +93,11 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// A run's options, checked (the sweep's were checked when it was
-    /// read; this is the one check running needs).
+    /// read; this is the one check running needs). An error is the
+    /// library's, of the run's model: the face words it.
     fn options(&self, r: &SweepRun) -> Result<ValidOptions> {
-        let mut o = self.sweep.options(r, self.templates[r.model].as_ref(), &self.opts.decode, &self.opts.out_dir);
-        o.prefix_cache = self.opts.prefix_cache.clone();
-        o.validate().map_err(|e| anyhow!("{}", e.explain(&Keys)))
+        let o = self.sweep.options(r, self.templates[r.model].as_ref(), &self.opts.out_dir);
+        o.validate().map_err(|e| anyhow::Error::from(e).context(OfModel(self.sweep.models[r.model].name.clone())))
     }
 }
 
@@ -137,7 +133,7 @@ fn check_vocabularies(ctx: &Ctx, models: &mut [Model1]) -> Result<()> {
         return Ok(());
     }
     let vocab = |m: &Model1| m.model.as_ref().map(|x| x.vocab_fingerprint());
-    if let Some(path) = sweep.bench.as_ref().and_then(|b| b.reference.as_deref()) {
+    if let Some(path) = sweep.base.reference.as_deref() {
         let reference = Reference::load(path)?;
         let theirs = (reference.header.identity.n_vocab, reference.header.identity.vocab_sha256.clone());
         for (m, e) in models.iter().zip(&sweep.models) {
@@ -174,33 +170,31 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
     let sweep = ctx.sweep;
     let (mut models, mut located) = (Vec::with_capacity(sweep.models.len()), Vec::new());
     for e in &sweep.models {
-        let (path, origin) = crate::support::hub::locate(&e.path, ctx.progress).with_context(|| format!("model `{}`", e.name))?;
-        models.push(model::load(&path, 0).with_context(|| format!("model `{}`", e.name))?);
+        let (path, origin) = crate::support::hub::locate(&e.path, ctx.progress).with_context(|| OfModel(e.name.clone()))?;
+        models.push(model::load(&path, 0).with_context(|| OfModel(e.name.clone()))?);
         located.push((path, origin));
     }
     // Planning reads no KV type: the first run of each model stands for all.
-    let options: Vec<PlanOptions> = (0..sweep.models.len())
+    let firsts: Vec<bench::BenchOptions> = (0..sweep.models.len())
         .map(|i| {
             let first = sweep.runs().into_iter().find(|r| r.model == i).expect("every model has a run");
-            sweep.options(&first, ctx.templates[i].as_ref(), &ctx.opts.decode, &ctx.opts.out_dir).planning()
+            sweep.options(&first, ctx.templates[i].as_ref(), &ctx.opts.out_dir)
         })
         .collect();
+    let options: Vec<PlanOptions> = firsts.iter().map(|o| o.planning()).collect();
     let names: Vec<&str> = sweep.models.iter().map(|e| e.name.as_str()).collect();
     let refs: Vec<&Model> = models.iter().collect();
-    let plans = plan_shared(&refs, &names, src, &options, ctx.notes).map_err(|e| match e.downcast_ref::<NoSharedRange>() {
-        Some(n) if sweep.bench.is_some() => anyhow!("{n}; keep fewer lines of the file, or give the runs a larger context"),
-        Some(n) => anyhow!("{n}; set [corpus] crop_lines or max_tokens, or give that model a larger ctx"),
-        None => sink.explain(e),
-    })?;
+    let plans = plan_shared(&refs, &names, src, &options, ctx.notes).map_err(|e| sink.explain(e))?;
     let mut out = Vec::with_capacity(models.len());
-    for ((((model, plan), e), mut o), (path, origin)) in models.into_iter().zip(plans).zip(&sweep.models).zip(options).zip(located) {
+    let each = models.into_iter().zip(plans).zip(&sweep.models).zip(options).zip(firsts).zip(located);
+    for (((((model, plan), e), mut o), first), (path, origin)) in each {
         // A ladder per model within the shared range: a window is a number
         // of the model's own tokens.
-        let planned = match &sweep.lengths {
+        let planned = match &sweep.base.lengths {
             Some(lengths) => {
                 o.target.crop_lines = Some(crate::targets::crop::LineRange { first: plan.crop.first_line, last: plan.crop.last_line });
                 let l = bench::ladder::plan_ladder(&model, src, &o, lengths, ctx.notes)
-                    .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?;
+                    .map_err(|err| sink.explain(err).context(OfModel(e.name.clone())))?;
                 if let Some(note) = &l.stopped {
                     ctx.notes.note(&format!("note: model `{}`: {note}", e.name));
                 }
@@ -209,8 +203,8 @@ fn plan_every_model(ctx: &Ctx, src: &Source, sink: &dyn SweepSink) -> Result<Vec
             None => Planned::Plain(plan),
         };
         // What a load offloads on this machine, so that the runs record it.
-        let gpu_layers = model::resolve_gpu_layers(&path, e.gpu_layers.unwrap_or_else(bench::default_gpu_layers))
-            .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?;
+        let gpu_layers =
+            model::resolve_gpu_layers(&path, first.context.gpu_layers).map_err(|err| sink.explain(err).context(OfModel(e.name.clone())))?;
         let sha256 = model.sha256.clone();
         out.push(Model1 { path, origin, model: Some(model), planned, gpu_layers, sha256, unmeasured: None });
     }
@@ -412,7 +406,7 @@ fn made_by(reference: &Reference, model_sha256: &str, r: &SweepRun) -> std::resu
 fn keeps(ctx: &Ctx, r: &SweepRun, model: &Model, existing: &RunFile, spec: &RunSpec, planned: &Planned) -> Kept {
     let finished = is_finished(existing, &spec.manifest(), &planned.targets())
         && existing.ladder.is_some() == planned.is_ladder()
-        && (!ctx.sweep.closed_book || existing.summary.closed_book.is_some())
+        && (!ctx.sweep.base.closed_book || existing.summary.closed_book.is_some())
         && (!spec.decoding.check_sequential || existing.summary.sequential.is_some());
     if !finished {
         return Kept::No;
@@ -481,8 +475,7 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
             other => {
                 drop(other);
                 overall.set_message(&format!("loading {}", e.name));
-                model::load(&models[i].path, models[i].gpu_layers)
-                    .map_err(|err| sink.explain(err).context(format!("model `{}`", e.name)))?
+                model::load(&models[i].path, models[i].gpu_layers).map_err(|err| sink.explain(err).context(OfModel(e.name.clone())))?
             }
         };
         let model = Model { origin: models[i].origin.clone(), ..model };
@@ -519,7 +512,7 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
             // a sweep's own, must measure its runs.
             if let Err(err) = &result
                 && ctx.sweep.first_is_reference
-                && ctx.sweep.bench.as_ref().is_some_and(|b| b.reference.is_none())
+                && ctx.sweep.base.reference.is_none()
                 && let Some(mismatch) = err.downcast_ref::<bench::ReferenceMismatch>()
             {
                 let why = format!("its prompt is not the first run's ({})", mismatch.mismatch);
@@ -543,7 +536,7 @@ fn run_pending(ctx: &Ctx, models: &mut [Model1], src: &Source, pending: &[Pendin
 fn without_reference(o: ValidOptions) -> Result<ValidOptions> {
     let mut o = o.into_inner();
     o.reference = None;
-    o.validate().map_err(|e| anyhow!("{}", e.explain(&Keys)))
+    Ok(o.validate()?)
 }
 
 /// A sweep run's sink: each result moves the sweep's bar.
