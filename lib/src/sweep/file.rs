@@ -482,6 +482,9 @@ impl Sweep {
         }
         let base = r.base(c, p)?;
         let mut models: Vec<ModelEntry> = Vec::new();
+        // The `[[model]]` each entry came from (a ctx or probe list makes
+        // several of one), for messages.
+        let mut from: Vec<usize> = Vec::new();
         for (i, m) in raw.model.iter().enumerate() {
             for entry in r.model_entries(i, m, &rotation, &flash_attn)? {
                 if models.iter().any(|o| o.name == entry.name) {
@@ -490,8 +493,8 @@ impl Sweep {
                 // Run files are named by the model (`NAME__K-V.json`): on a
                 // case-insensitive file system (macOS, Windows) `Qwen` and
                 // `qwen` would write one file, the second replacing the first.
-                if let Some(o) = models.iter().find(|o| o.name.to_lowercase() == entry.name.to_lowercase()) {
-                    let j = raw.model.iter().position(|x| o.name.starts_with(&x.name)).unwrap_or(0);
+                if let Some((k, o)) = models.iter().enumerate().find(|(_, o)| o.name.to_lowercase() == entry.name.to_lowercase()) {
+                    let j = from[k];
                     bail!(
                         "{file}: model[{i}].name: `{}` and model[{j}]'s `{}` differ only in case, and their run files would be one \
                          file where case is not told apart; rename one",
@@ -500,6 +503,7 @@ impl Sweep {
                     );
                 }
                 models.push(entry);
+                from.push(i);
             }
         }
         let sweep = Sweep {
@@ -1349,6 +1353,10 @@ gpu_layers = 0
         assert!(e.contains("twice"), "{e}");
         let e = err(&GOOD.replace("name = \"base\"", "name = \"SMALL\""));
         assert!(e.contains("model[1].name: `SMALL` and model[0]'s `small` differ only in case") && !e.contains('\n'), "{e}");
+        // The other model is named by its place, even where one name starts another's.
+        let three = format!("{GOOD}\n[[model]]\nname = \"BASE\"\npath = \"${{CACHE}}/b.gguf\"\nkv = [\"f16\"]\n");
+        let e = err(&three.replace("name = \"small\"", "name = \"b\""));
+        assert!(e.contains("model[2].name: `BASE` and model[1]'s `base` differ only in case"), "{e}");
         let e = err(&GOOD.replace("ctx = 1024", "ctx = 10"));
         assert!(e.contains("ctx"), "{e}");
         let e = err(&GOOD.replace("lines = 6", "lines = 6\npass = 9"));
