@@ -7,7 +7,6 @@ use crate::common;
 
 use common::*;
 use posrecall::record::run::RunFile;
-use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,24 +29,6 @@ fn bench_args(model: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
 /// Runs the binary with owned arguments.
 fn run(args: &[String]) -> std::process::Output {
     posrecall(&args.iter().map(String::as_str).collect::<Vec<_>>())
-}
-
-/// A run file as `scripts/dev/run-identity` compares them: without
-/// `timings`, and without any measured `*_ms` or `prefill_tok_s`.
-fn without_timings(mut v: Value) -> Value {
-    fn strip(v: &mut Value) {
-        match v {
-            Value::Object(m) => {
-                m.retain(|k, _| !(k.ends_with("_ms") || k == "prefill_tok_s"));
-                m.values_mut().for_each(strip);
-            }
-            Value::Array(a) => a.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    v.as_object_mut().unwrap().remove("timings");
-    strip(&mut v);
-    v
 }
 
 /// Starts the run, reads its run file every few milliseconds until it holds

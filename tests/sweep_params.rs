@@ -71,21 +71,8 @@ fn no_range_that_fits_every_model_is_a_clear_error() {
 /// that differ between two runs of one binary), and with the output folder
 /// it was written in named `DIR`.
 fn as_compared(path: &Path, out_dir: &Path) -> Value {
-    fn without_times(v: &mut Value) {
-        match v {
-            Value::Object(map) => {
-                map.retain(|k, _| !(k.ends_with("_ms") || k == "prefill_tok_s"));
-                map.values_mut().for_each(without_times);
-            }
-            Value::Array(items) => items.iter_mut().for_each(without_times),
-            _ => {}
-        }
-    }
     let text = std::fs::read_to_string(path).unwrap().replace(s(out_dir), "DIR");
-    let mut run: Value = serde_json::from_str(&text).unwrap();
-    run.as_object_mut().unwrap().remove("timings");
-    without_times(&mut run);
-    run
+    without_timings(serde_json::from_str(&text).unwrap())
 }
 
 /// `v` without its reference parts: the reference a run was measured

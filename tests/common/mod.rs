@@ -86,6 +86,25 @@ pub fn lodash() -> PathBuf {
     path
 }
 
+/// A run file as `scripts/dev/run-identity` compares them: without
+/// `timings` and without any measured `*_ms` or `prefill_tok_s`, the only
+/// fields that differ between two runs of one binary.
+pub fn without_timings(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.retain(|k, _| !(k.ends_with("_ms") || k == "prefill_tok_s"));
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    v.as_object_mut().unwrap().remove("timings");
+    strip(&mut v);
+    v
+}
+
 /// SmolLM2 cut after its first 8 MiB, in `dir`: its header, metadata and
 /// vocabulary read as the whole model's, but llama.cpp cannot load its
 /// weights. A refusal that must come before the model loads is proved by
