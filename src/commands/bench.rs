@@ -17,7 +17,6 @@ use crate::commands::progress::Terminal;
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     let started = Instant::now();
-    let started_at = std::time::SystemTime::now();
     let (opts, list) = super::convert::bench(args)?;
     let spec = corpus_spec(args.corpus.as_deref(), &args.source)?;
     if list.len() > 1 {
@@ -48,10 +47,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let finished_before = resumed.as_ref().is_some_and(|r| r.unfinished.is_none());
     if let Some(out) = args.out.as_ref().filter(|_| !finished_before) {
         run.save(out)?;
-        // A run killed while writing its file (each target rewrites it)
-        // leaves a temporary file beside it; the run that finishes the file
-        // clears what was left before it began.
-        posrecall::support::fsutil::remove_stale_temporaries(out, started_at);
     }
     if let Some(html) = &args.html {
         posrecall::report::export::html::write_bench_page(&run, args.out.as_deref(), html)?;

@@ -144,6 +144,9 @@ pub(crate) struct Partial<'a> {
     /// Why the last write failed, said once: the run goes on, and its
     /// final write says it again if it still fails.
     failed: bool,
+    /// When this run began writing: a temporary file of the run file older
+    /// than that is an earlier, killed writer's.
+    began: std::time::SystemTime,
 }
 
 impl<'a> Partial<'a> {
@@ -151,7 +154,7 @@ impl<'a> Partial<'a> {
     /// a FIFO or `/dev/null`: nothing is written as the run goes).
     pub(crate) fn new(out: Option<RunOut<'a>>, manifest: Manifest, results: Vec<Option<TargetResult>>) -> Partial<'a> {
         let regular = |o: &RunOut| std::fs::metadata(o.path).map_or(true, |m| m.is_file());
-        Partial { out: out.filter(regular), manifest, kept: results.clone(), results, failed: false }
+        Partial { out: out.filter(regular), manifest, kept: results.clone(), results, failed: false, began: std::time::SystemTime::now() }
     }
 
     /// Records the result of the next target still to come, in plan order,
@@ -189,7 +192,13 @@ impl<'a> Partial<'a> {
     /// finished: a pass after the last target (closed-book answers, the
     /// sequential check) adds to them. `None` when `asked` does not fill
     /// the rest exactly.
+    /// A run killed while writing its file leaves a temporary file beside
+    /// it: the run that gets this far clears what was left before it began
+    /// (the finished file is written next).
     pub(crate) fn into_results(self, asked: Vec<TargetResult>) -> Option<Vec<TargetResult>> {
+        if let Some(out) = &self.out {
+            crate::support::fsutil::remove_stale_temporaries(out.path, self.began);
+        }
         let mut asked = asked.into_iter();
         let all: Option<Vec<TargetResult>> = self.kept.into_iter().map(|k| k.or_else(|| asked.next())).collect();
         all.filter(|_| asked.next().is_none())

@@ -69,21 +69,24 @@ fn write_to(path: &Path, target: &Path, bytes: &[u8], into_special: bool) -> Res
 /// Removes what an earlier writer of `path` left behind when it was killed
 /// between creating its temporary file and renaming it ([`write_atomic`]'s
 /// `.<name>.tmp-*` beside `path`): regular files of that name last written
-/// before `before` (the start of the run that has just written `path`, so
+/// before `before` (the start of the run now finishing `path`, so
 /// that a temporary file of a writer still at work is never taken).
-/// Links and anything else of that name are left alone. Returns how many
-/// were removed; a folder that cannot be read removes nothing.
-pub fn remove_stale_temporaries(path: &Path, before: std::time::SystemTime) -> usize {
+/// Links and anything else of that name are left alone, and a folder that
+/// cannot be read is left as it is.
+pub(crate) fn remove_stale_temporaries(path: &Path, before: std::time::SystemTime) {
     let (Some(name), dir) = (path.file_name(), path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))) else {
-        return 0;
+        return;
     };
     let prefix = format!(".{}.tmp-", name.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    let stale = |e: &std::fs::DirEntry| {
-        e.file_name().to_string_lossy().starts_with(&prefix)
-            && std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < before))
-    };
-    entries.flatten().filter(stale).filter(|e| std::fs::remove_file(e.path()).is_ok()).count()
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let stale = e.file_name().to_string_lossy().starts_with(&prefix)
+            && std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < before));
+        if stale {
+            // One that cannot be removed is left: it hides nothing.
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// The mode a new output file is created with: read and write for all, less
