@@ -705,7 +705,7 @@ pub struct BenchArgs {
     /// Write the run file (JSON) here; it is written again as each target finishes, marked unfinished until the run ends.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
-    /// Finish the unfinished run file at --out: keep its targets and ask only the rest (the same configuration; a finished file is left as it is).
+    /// Finish the unfinished run file at --out: keep its targets and ask only the rest (the same configuration; a finished file is left as it is). With a list: keep each run whose file in --out-dir is a finished run of the same configuration, and run the rest.
     #[arg(long)]
     pub resume: bool,
     /// With a list (models, --kv, --ctx, --probe, --flash-attn, --kv-rotation): write each run's file (MODEL__K-V.json) and the reference (.ref) into this folder.

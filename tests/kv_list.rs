@@ -455,3 +455,49 @@ fn bench_model(model: &std::path::Path, extra: &[&str]) -> Output {
         .output()
         .unwrap()
 }
+
+/// `--resume` with a list keeps each finished run of the same configuration
+/// in `--out-dir` and runs only the rest: a list grown by one KV type runs
+/// that one, measured against the reference the first command saved, and
+/// its table holds every row.
+#[test]
+fn a_resumed_list_keeps_its_finished_runs_and_runs_the_rest() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    let stem = "SmolLM2-135M-Instruct.Q4_1";
+    let file = |kv: &str| out.join(format!("{stem}__{kv}.json"));
+    ok(&bench(&[SMALL, &["--kv", "f16,q8_0", "--out-dir", s(&out)]].concat(), None));
+    let before: Vec<Vec<u8>> = ["f16-f16", "q8_0-q8_0"].iter().map(|kv| std::fs::read(file(kv)).unwrap()).collect();
+    let reference = std::fs::read(out.join(format!("{stem}__f16-f16.ref"))).unwrap();
+
+    let o = bench(&[SMALL, &["--kv", "f16,q8_0,q4_0", "--out-dir", s(&out), "--resume", "--format", "json"]].concat(), None);
+    let table: Value = serde_json::from_str(&ok(&o)).expect("--format json prints JSON");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    // -q hides the per-run lines; the files say what ran.
+    assert!(stderr.is_empty(), "{stderr}");
+    for (kv, bytes) in ["f16-f16", "q8_0-q8_0"].iter().zip(&before) {
+        assert!(std::fs::read(file(kv)).unwrap() == *bytes, "{kv}: a finished run was run again");
+    }
+    assert!(std::fs::read(out.join(format!("{stem}__f16-f16.ref"))).unwrap() == reference, "the reference was written again");
+    let rows = table["rows"].as_array().unwrap();
+    let runs: Vec<&str> = rows.iter().map(|r| r["run"].as_str().unwrap()).collect();
+    assert_eq!(runs, ["f16-f16", "q8_0-q8_0", "q4_0-q4_0"].map(|kv| format!("{stem}__{kv}")).to_vec(), "every instance has its row");
+    let q4 = read(&file("q4_0-q4_0"));
+    assert_eq!(rows[2]["passes"], q4["summary"]["passes"]);
+    assert!(q4["summary"]["forced"]["kld"]["mean"].as_f64().is_some(), "the new run is measured against the kept reference");
+
+    // The line a kept run gets, as `matrix --resume` says it.
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench")
+        .arg(smollm2())
+        .args(["--corpus", s(&fixture("dense.js")), "--threads", "2"])
+        .args(SMALL)
+        .args(["--kv", "f16,q8_0,q4_0", "--out-dir", s(&out), "--resume"])
+        .env("NO_COLOR", "1")
+        .env_remove("LLAMA_ATTN_ROT_DISABLE");
+    let stdout = ok(&cmd.output().unwrap());
+    for kv in ["f16-f16", "q8_0-q8_0", "q4_0-q4_0"] {
+        assert!(stdout.contains(&format!("{stem}__{kv}: finished before, skipped")), "{kv}: {stdout}");
+    }
+}

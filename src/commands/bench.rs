@@ -109,7 +109,8 @@ fn run_as_list(args: &BenchArgs, opts: bench::ValidOptions, list: &BenchList, sp
     // standard error.
     let to_stdout = matches!(args.format, Format::Table | Format::Md);
     let mut shown = super::shown::List { term: &term, quiet: args.quiet, crop: args.crop, to_stdout: args.format == Format::Table };
-    let rows = run_list(list, opts, spec, out_dir, &mut shown, &term).map_err(|e| hint(e, None))?;
+    let sweep = posrecall::sweep::SweepOptions { out_dir, resume: args.resume };
+    let rows = run_list(list, opts, spec, sweep, &mut shown, &term).map_err(|e| hint(e, None))?;
     if !args.quiet && args.format == Format::Table {
         outln!()?;
     }

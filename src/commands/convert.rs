@@ -130,7 +130,10 @@ pub fn bench(a: &BenchArgs) -> Result<(ValidOptions, BenchList)> {
     instances::once(Setting::Probe, &a.probe.0).map_err(named)?;
     let list = BenchList { models: a.model.clone(), ctx: a.ctx.0.clone(), probe: a.probe.0.clone(), items };
     list_flags(a, &list)?;
-    let opts = bench_run(a, list.items[0], list.ctx[0], list.probe[0])?;
+    // A list resumes run by run (the sweep keeps each finished run file in
+    // --out-dir), not inside one run's file: its runs are not told to.
+    let resume = a.resume && list.len() == 1;
+    let opts = bench_run(a, list.items[0], list.ctx[0], list.probe[0], resume)?;
     for &ctx in &list.ctx {
         for &probe in &list.probe {
             for &item in &list.items {
@@ -169,7 +172,6 @@ fn list_flags(a: &BenchArgs, list: &BenchList) -> Result<()> {
             "names one run's reference; the first instance's is saved in --out-dir as its .ref",
         ),
         (a.html.is_some(), "--html", "is one run's page; `posrecall report --format html DIR` makes the list's"),
-        (a.resume, "--resume", "finishes one run's file (--out); a list writes each run's file whole, in --out-dir"),
         (a.lengths.is_some() && list.models.len() > 1, "--lengths", "is one model's ladder of windows; give each model its own run"),
     ];
     if let Some((_, flag, why)) = refused.iter().find(|r| r.0) {
@@ -182,8 +184,9 @@ fn list_flags(a: &BenchArgs, list: &BenchList) -> Result<()> {
 }
 
 /// One run's options: `bench`'s flags with the context size, probe and the
-/// KV types, rotation and flash attention of `item`.
-fn bench_run(a: &BenchArgs, item: Item, ctx: CtxSize, probe: Probe) -> Result<ValidOptions> {
+/// KV types, rotation and flash attention of `item`; `resume` finishes the
+/// run's own file.
+fn bench_run(a: &BenchArgs, item: Item, ctx: CtxSize, probe: Probe, resume: bool) -> Result<ValidOptions> {
     let (template, template_file) = template(&a.template)?;
     let opts = BenchOptions {
         plan: PlanOptions {
@@ -220,7 +223,7 @@ fn bench_run(a: &BenchArgs, item: Item, ctx: CtxSize, probe: Probe) -> Result<Va
         save_reference: a.save_reference.clone(),
         save_reference_made: false,
         reference_top_k: a.reference_top_k,
-        resume: a.resume,
+        resume,
     };
     opts.validate().map_err(|e| anyhow!("{}", e.explain(&super::Flags)))
 }

@@ -89,7 +89,7 @@ impl SweepSink for Shown<'_> {
     fn skipped(&mut self, r: &SweepRun) -> Result<()> {
         match self.args.quiet {
             true => Ok(()),
-            false => self.term.out(&format!("{}: finished before, skipped\n", r.id)),
+            false => self.term.out(&format!("{}: {}\n", r.id, super::SKIPPED)),
         }
     }
 

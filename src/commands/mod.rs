@@ -35,6 +35,9 @@ use posrecall::settings::{Keys, Names, Setting};
 use posrecall::targets::crop::CropMode;
 use std::path::Path;
 
+/// What a sweep or a list says of a run `--resume` keeps.
+pub const SKIPPED: &str = "finished before, skipped";
+
 /// Whether stdout should be coloured: a terminal, and `NO_COLOR` unset or empty.
 pub fn stdout_wants_color() -> bool {
     use std::io::IsTerminal as _;

@@ -69,19 +69,28 @@ pub struct List<'a> {
     pub crop: posrecall::targets::crop::CropMode,
 }
 
-impl SweepSink for List<'_> {
-    fn finished(&mut self, r: &SweepRun, run: &posrecall::record::run::RunFile, started: Instant) -> Result<()> {
+impl List<'_> {
+    fn line(&self, line: &str) -> Result<()> {
         if self.quiet {
             return Ok(());
         }
-        let line = format!("{}: {} ({:.1} s)", r.id, terminal::totals_line(&run.summary.total), started.elapsed().as_secs_f64());
         match self.to_stdout {
             true => self.term.out(&format!("{line}\n")),
             false => {
-                self.term.note(&line);
+                self.term.note(line);
                 Ok(())
             }
         }
+    }
+}
+
+impl SweepSink for List<'_> {
+    fn skipped(&mut self, r: &SweepRun) -> Result<()> {
+        self.line(&format!("{}: {}", r.id, super::SKIPPED))
+    }
+
+    fn finished(&mut self, r: &SweepRun, run: &posrecall::record::run::RunFile, started: Instant) -> Result<()> {
+        self.line(&format!("{}: {} ({:.1} s)", r.id, terminal::totals_line(&run.summary.total), started.elapsed().as_secs_f64()))
     }
 
     fn explain(&self, e: anyhow::Error) -> anyhow::Error {

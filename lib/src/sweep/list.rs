@@ -6,8 +6,8 @@
 //! the output folder), and its table ([`crate::report::list_table`]).
 
 use super::{Sweep, SweepOptions, SweepSink, run_sweep};
-use crate::bench::ValidOptions;
 use crate::bench::instances::Item;
+use crate::bench::{BenchOptions, ValidOptions};
 use crate::corpus::{CorpusSpec, Source};
 use crate::prompt::Probe;
 use crate::record::run::RunFile;
@@ -60,12 +60,14 @@ pub enum ModelListError {
 
 /// Runs every instance of `list` on the `spec` corpus, each with `opts` but
 /// the instance's model, context size, probe and item, writing the run files
-/// into `out_dir`; returns the table's rows, in the order of the instances.
+/// into `sweep_opts.out_dir` (with `resume`, a finished run file of the same
+/// configuration there is kept, as a sweep's); returns the table's rows, in
+/// the order of the instances.
 pub fn run_list(
     list: &BenchList,
     opts: ValidOptions,
     spec: &CorpusSpec,
-    out_dir: PathBuf,
+    sweep_opts: SweepOptions,
     sink: &mut dyn SweepSink,
     show: &dyn Show,
 ) -> Result<Vec<ListRow>> {
@@ -80,10 +82,12 @@ pub fn run_list(
     if let Some(note) = src.error_note() {
         show.note(&note);
     }
-    let sweep_opts = SweepOptions { out_dir, resume: false };
     let ctx = if list.ctx.is_empty() { vec![opts.plan.ctx] } else { list.ctx.clone() };
     let probe = if list.probe.is_empty() { vec![opts.plan.probe] } else { list.probe.clone() };
-    let sweep = Sweep::of_bench(&models, opts.into_inner(), &ctx, &probe, &list.items, spec);
+    // The list resumes run by run (`sweep_opts.resume`); no run finishes a
+    // file of its own.
+    let base = BenchOptions { resume: false, ..opts.into_inner() };
+    let sweep = Sweep::of_bench(&models, base, &ctx, &probe, &list.items, spec);
     let runs = sweep.runs();
     let templates = vec![None; sweep.models.len()];
     let outcome = run_sweep(&sweep, templates, &runs, &src, &sweep_opts, sink, show)?;
