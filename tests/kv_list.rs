@@ -470,6 +470,11 @@ fn a_resumed_list_keeps_its_finished_runs_and_runs_the_rest() {
     ok(&bench(&[SMALL, &["--kv", "f16,q8_0", "--out-dir", s(&out)]].concat(), None));
     let before: Vec<Vec<u8>> = ["f16-f16", "q8_0-q8_0"].iter().map(|kv| std::fs::read(file(kv)).unwrap()).collect();
     let reference = std::fs::read(out.join(format!("{stem}__f16-f16.ref"))).unwrap();
+    // What a killed writer of a run file leaves beside it goes when the list
+    // starts again; a hidden file of another name stays.
+    let (stale, other) = (out.join(format!(".{stem}__q4_0-q4_0.json.tmp-4242-AbCdEf")), out.join(".notes.tmp-4242-AbCdEf"));
+    std::fs::write(&stale, "half a run file").unwrap();
+    std::fs::write(&other, "not the list's").unwrap();
 
     let o = bench(&[SMALL, &["--kv", "f16,q8_0,q4_0", "--out-dir", s(&out), "--resume", "--format", "json"]].concat(), None);
     let table: Value = serde_json::from_str(&ok(&o)).expect("--format json prints JSON");
@@ -480,6 +485,8 @@ fn a_resumed_list_keeps_its_finished_runs_and_runs_the_rest() {
         assert!(std::fs::read(file(kv)).unwrap() == *bytes, "{kv}: a finished run was run again");
     }
     assert!(std::fs::read(out.join(format!("{stem}__f16-f16.ref"))).unwrap() == reference, "the reference was written again");
+    assert!(!stale.exists(), "a killed run's temporary file was left");
+    assert!(other.exists(), "a file the list does not write was removed");
     let rows = table["rows"].as_array().unwrap();
     let runs: Vec<&str> = rows.iter().map(|r| r["run"].as_str().unwrap()).collect();
     assert_eq!(runs, ["f16-f16", "q8_0-q8_0", "q4_0-q4_0"].map(|kv| format!("{stem}__{kv}")).to_vec(), "every instance has its row");
@@ -499,5 +506,45 @@ fn a_resumed_list_keeps_its_finished_runs_and_runs_the_rest() {
     let stdout = ok(&cmd.output().unwrap());
     for kv in ["f16-f16", "q8_0-q8_0", "q4_0-q4_0"] {
         assert!(stdout.contains(&format!("{stem}__{kv}: finished before, skipped")), "{kv}: {stdout}");
+    }
+}
+
+/// The Markdown table that follows `marker` in docs/GUIDE.md: one map of
+/// heading → cell per row.
+fn guide_table(marker: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/GUIDE.md")).unwrap();
+    let at = text.find(marker).unwrap_or_else(|| panic!("docs/GUIDE.md no longer says {marker:?}"));
+    let lines: Vec<&str> = text[at..].lines().skip_while(|l| !l.starts_with('|')).take_while(|l| l.starts_with('|')).collect();
+    let cells = |l: &str| l.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect::<Vec<_>>();
+    let heads = cells(lines[0]);
+    lines[2..].iter().map(|l| heads.iter().cloned().zip(cells(l)).collect()).collect()
+}
+
+/// The published tables of docs/GUIDE.md ("A build A/B, measured") are
+/// their run files (docs/runs/): each row's passes, matched lines, mean KLD
+/// and same top-1 are the figures of the run file its model and KV types
+/// name, so a table edited by hand or a run file replaced shows here.
+#[test]
+fn the_published_list_tables_are_their_run_files() {
+    let runs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/runs");
+    let tables = [("<!-- table: build-ab f16 -->", "build-ab", 5), ("<!-- table: build-ab f16,q8_0 -->", "build-ab", 10)];
+    for (marker, folder, count) in tables {
+        let rows = guide_table(marker);
+        assert_eq!(rows.len(), count, "{marker}");
+        for row in rows {
+            let stem = row["model"].trim_end_matches(".gguf");
+            let file = runs.join(folder).join(format!("{stem}__{}-{}.json", row["K"], row["V"]));
+            let run = read(&file);
+            let (summary, kld) = (&run["summary"], &run["summary"]["forced"]["kld"]);
+            let passed = match summary["passes"].as_u64() {
+                Some(p) => format!("{p}/{}", summary["count"]),
+                None => String::new(),
+            };
+            assert_eq!(row["passed"], passed, "{}", file.display());
+            assert_eq!(row["matched"], summary["matched"].as_u64().map(|m| m.to_string()).unwrap_or_default(), "{}", file.display());
+            let figure = |v: &Value, places: usize| v.as_f64().map(|x| format!("{x:.places$}")).unwrap_or_default();
+            assert_eq!(row["KLD mean"], figure(&kld["mean"], 4), "{}", file.display());
+            assert_eq!(row["same top-1"], figure(&kld["same_top1"], 3), "{}", file.display());
+        }
     }
 }
